@@ -1,0 +1,48 @@
+"""The ASGI application: ``/v1`` routes, the error shape, and the platform's lifetime."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI
+
+from sluice import __version__
+from sluice.api import accounts, actions, components, errors, sources, users
+from sluice.clock import Clock
+from sluice.config import Settings
+from sluice.platform import Platform
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    platform: Platform | None = None,
+    clock: Clock | None = None,
+) -> FastAPI:
+    """An app that opens its own platform from ``settings``, or serves a given open one."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if platform is not None:
+            app.state.platform = platform
+            yield
+            return
+        assert settings is not None
+        async with Platform.open(settings, clock=clock) as opened:
+            app.state.platform = opened
+            yield
+
+    app = FastAPI(
+        title="Sluice",
+        version=__version__,
+        description="Self-hosted workflows and Pipedream-compatible components. "
+        "Every /v1 route needs 'Authorization: Bearer <api key>'.",
+        lifespan=lifespan,
+    )
+    if platform is not None:
+        app.state.platform = platform
+    errors.install(app)
+    for module in (users, components, sources, accounts, actions):
+        app.include_router(module.router)
+    return app

@@ -1,0 +1,54 @@
+"""``/v1/components``: save a component, read it back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from sluice import errors, ids
+from sluice.api.auth import AccountDep, PlatformDep
+from sluice.api.schemas import ComponentCreate, ComponentFiles
+from sluice.engine.components import ComponentInput
+from sluice.storage import components as store
+
+router = APIRouter()
+
+
+def component_input(body: ComponentFiles) -> ComponentInput | None:
+    if body.component_code is None and body.component_url is None:
+        if body.files or body.component_path:
+            raise errors.InvalidRequest(
+                "files need component_code: the entry file's code", field="component_code"
+            )
+        return None
+    return ComponentInput(
+        code=body.component_code,
+        url=body.component_url,
+        entry_path=body.component_path,
+        files=body.files or {},
+    )
+
+
+@router.post("/v1/components")
+async def create(
+    body: ComponentCreate, account: AccountDep, platform: PlatformDep
+) -> dict[str, Any]:
+    source = component_input(body)
+    if source is None:
+        raise errors.InvalidRequest("give component_code or component_url", field="component_code")
+    saved = await platform.components.save(account.id, source)
+    return {"data": saved.to_api()}
+
+
+@router.get("/v1/components/{key_or_id}")
+async def read(key_or_id: str, account: AccountDep, platform: PlatformDep) -> dict[str, Any]:
+    async with platform.db.connect() as conn:
+        found = None
+        if ids.has_prefix(key_or_id, "sc"):
+            found = await store.get(conn, account.id, key_or_id)
+        if found is None:
+            found = await store.get_by_key(conn, account.id, key_or_id)
+    if found is None:
+        raise errors.NotFound(f"component {key_or_id} not found")
+    return {"data": found.to_api()}

@@ -1,0 +1,132 @@
+"""The one place errors become HTTP answers, and the one JSON error shape.
+
+Every 4xx/5xx body is ``{"error": "<message a person can act on>", "code": "<stable code>"}``,
+plus ``"field"`` when one input is at fault and ``"details"`` when there is more to show (a
+hook's error and logs). ``error`` is a string so scripts written for Pipedream's
+``{"error": "..."}`` keep working. See docs/errors.md.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from sluice import errors
+
+log = logging.getLogger(__name__)
+
+STATUS: dict[type[errors.SluiceError], int] = {
+    errors.InvalidRequest: 400,
+    errors.InvalidComponent: 400,
+    errors.InvalidProps: 400,
+    errors.Unauthorized: 401,
+    errors.NotFound: 404,
+    errors.Conflict: 409,
+    errors.PayloadTooLarge: 413,
+    errors.ComponentLoadFailed: 400,
+    errors.DependencyInstallFailed: 400,
+    errors.FetchFailed: 400,
+    errors.HookFailed: 400,
+    errors.RunnerUnavailable: 503,
+    errors.InternalError: 500,
+}
+
+_HTTP_CODES = {
+    400: "invalid_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    429: "rate_limited",
+}
+
+
+def status_of(exc: errors.SluiceError) -> int:
+    for cls in type(exc).__mro__:
+        if cls in STATUS:
+            return STATUS[cls]
+    return 500
+
+
+def body(
+    message: str, code: str, *, field: str | None = None, details: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    out: dict[str, Any] = {"error": message, "code": code}
+    if field:
+        out["field"] = field
+    if details:
+        out["details"] = details
+    return out
+
+
+def error_response(status: int, message: str, code: str, **extra: Any) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse(body(message, code, **extra), status_code=status, headers=headers)
+
+
+async def _sluice_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, errors.SluiceError)
+    status = status_of(exc)
+    if status >= 500:
+        log.error("request failed: %s", exc.message, exc_info=exc.__cause__ or exc)
+    return error_response(status, exc.message, exc.code, field=exc.field, details=exc.details)
+
+
+async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    first = exc.errors()[0] if exc.errors() else {}
+    if first.get("type") == "json_invalid":
+        return error_response(
+            400,
+            f"the body is not valid JSON: {first.get('ctx', {}).get('error', '')}".rstrip(": "),
+            "invalid_json",
+        )
+    loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path")]
+    field = ".".join(loc) or None
+    where = first.get("loc", ("body",))[0]
+    msg = str(first.get("msg", "invalid value"))
+    if first.get("type") == "missing":
+        message = f"{field} is required" + (" (query parameter)" if where == "query" else "")
+    elif first.get("type") in ("model_attributes_type", "dict_type") and not loc:
+        message = "the body must be a JSON object"
+    else:
+        shown = json.dumps(first.get("input"), default=str)[:80]
+        message = f"{field or where}: {msg} (got {shown})"
+    return error_response(400, message, "invalid_request", field=field)
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, HTTPException)
+    code = _HTTP_CODES.get(exc.status_code, "error" if exc.status_code < 500 else "internal_error")
+    if exc.status_code == 404:
+        message = f"no such route: {request.method} {request.url.path}"
+    elif exc.status_code == 405:
+        message = f"{request.method} is not allowed on {request.url.path}"
+    else:
+        message = str(exc.detail)
+    response = error_response(exc.status_code, message, code)
+    if exc.headers:
+        response.headers.update(exc.headers)
+    return response
+
+
+async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
+    log.exception("unexpected error", exc_info=exc)
+    return error_response(500, "an internal error occurred; it has been logged", "internal_error")
+
+
+def install(app: FastAPI) -> None:
+    app.add_exception_handler(errors.SluiceError, _sluice_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected)

@@ -1,0 +1,61 @@
+"""Request bodies. Unknown fields are refused, so a typo is an error, not a silent no-op."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ComponentFiles(_Body):
+    component_code: str | None = Field(None, description="The entry file's source code.")
+    component_url: str | None = Field(
+        None, description="Where to fetch the entry file (http/https)."
+    )
+    component_path: str | None = Field(
+        None,
+        description="The entry file's path inside the component, e.g. actions/send/send.mjs; "
+        "relative imports resolve from it. Default component.mjs (ESM) or component.cjs.",
+    )
+    files: dict[str, str] | None = Field(
+        None,
+        description="Other files of the component: {relative path: text}, e.g. "
+        '{"slack.app.mjs": "...", "package.json": "..."}.',
+    )
+
+
+class ComponentCreate(ComponentFiles):
+    pass
+
+
+class SourceCreate(ComponentFiles):
+    component_id: str | None = None
+    component_key: str | None = Field(None, description="Key of a component saved in the account.")
+    name: str | None = None
+    configured_props: dict[str, Any] | None = None
+    active: bool = True
+
+
+class SourceRun(_Body):
+    event: Any = Field(
+        None,
+        description="The event passed to run(event). Default: {} (a timer "
+        "source gets {timestamp, interval_seconds}).",
+    )
+
+
+class ActionRun(ComponentFiles):
+    component_id: str | None = None
+    component_key: str | None = None
+    configured_props: dict[str, Any] | None = None
+    steps: dict[str, Any] | None = None
+
+
+class ConnectedAccountCreate(_Body):
+    app: str = Field(..., min_length=1, description="The app's name slug, e.g. slack.")
+    name: str | None = None
+    credentials: dict[str, Any] = Field(..., description="What the component reads as $auth.")

@@ -1,0 +1,126 @@
+"""``/v1/sources``: deploy, read, run by hand, delete, and the events and logs of a source."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from sluice import errors, ids
+from sluice.api.auth import AccountDep, PlatformDep
+from sluice.api.components import component_input
+from sluice.api.schemas import SourceCreate, SourceRun
+from sluice.engine.sources import DeployRequest
+from sluice.platform import Platform
+from sluice.storage import components as component_store
+from sluice.storage import events
+from sluice.storage.sources import Deployment
+
+router = APIRouter()
+
+#: The spec: the newest 100 events of a source are inspectable.
+EVENT_WINDOW = 100
+
+
+async def _render(platform: Platform, deployment: Deployment) -> dict[str, Any]:
+    async with platform.db.connect() as conn:
+        component = await component_store.get_any(conn, deployment.component_id)
+    return platform.sources.to_api(deployment, component)
+
+
+@router.post("/v1/sources")
+async def deploy(body: SourceCreate, account: AccountDep, platform: PlatformDep) -> dict[str, Any]:
+    deployment = await platform.sources.deploy(
+        account.id,
+        DeployRequest(
+            component_id=body.component_id,
+            component_key=body.component_key,
+            source=component_input(body),
+            name=body.name,
+            configured_props=body.configured_props,
+            active=body.active,
+        ),
+    )
+    return {"data": await _render(platform, deployment)}
+
+
+@router.get("/v1/sources/{source_id}")
+async def read(source_id: str, account: AccountDep, platform: PlatformDep) -> dict[str, Any]:
+    deployment = await platform.sources.get(account.id, source_id)
+    return {"data": await _render(platform, deployment)}
+
+
+@router.delete("/v1/sources/{source_id}")
+async def delete(source_id: str, account: AccountDep, platform: PlatformDep) -> dict[str, Any]:
+    await platform.sources.delete(account.id, source_id)
+    return {}
+
+
+@router.post("/v1/sources/{source_id}/run")
+async def run(
+    source_id: str, account: AccountDep, platform: PlatformDep, body: SourceRun | None = None
+) -> dict[str, Any]:
+    outcome = await platform.sources.run(
+        account.id, source_id, body.event if body is not None else None
+    )
+    return {"data": outcome.to_api()}
+
+
+def _cursor(value: str | None, name: str) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    parsed = ids.parse_event_id(value)
+    if parsed is None:
+        raise errors.InvalidRequest(
+            f"{name} must be an event id such as 1606370816223-0", field=name
+        )
+    return parsed
+
+
+@router.get("/v1/sources/{source_id}/event_summaries")
+async def event_summaries(
+    source_id: str,
+    account: AccountDep,
+    platform: PlatformDep,
+    expand: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 100,
+    before: str | None = None,
+    after: str | None = None,
+    event_name: str | None = None,
+) -> dict[str, Any]:
+    if expand not in (None, "", "event"):
+        raise errors.InvalidRequest("expand accepts only 'event'", field="expand")
+    deployment = await platform.sources.get(account.id, source_id)
+    async with platform.db.connect() as conn:
+        page = await events.page(
+            conn,
+            deployment.id,
+            limit=limit,
+            window=EVENT_WINDOW,
+            channel=event_name,
+            before=_cursor(before, "before"),
+            after=_cursor(after, "after"),
+        )
+    data = [e.to_summary(expand=expand == "event") for e in page.items]
+    return {
+        "page_info": {
+            "total_count": page.total_count,
+            "count": len(data),
+            "start_cursor": data[0]["id"] if data else None,
+            "end_cursor": data[-1]["id"] if data else None,
+        },
+        "data": data,
+    }
+
+
+@router.get("/v1/sources/{source_id}/logs")
+async def logs(
+    source_id: str,
+    account: AccountDep,
+    platform: PlatformDep,
+    limit: Annotated[int, Query(ge=1, le=100)] = 100,
+) -> dict[str, Any]:
+    deployment = await platform.sources.get(account.id, source_id)
+    async with platform.db.connect() as conn:
+        entries = await events.recent_logs(conn, deployment.id, limit)
+    return {"data": entries}

@@ -1,0 +1,121 @@
+"""The ``sluice`` command. ``serve`` runs the API; ``accounts create`` works offline on the store.
+
+Every flag has a ``SLUICE_*`` environment variable, shown by ``--help``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from sluice import errors
+from sluice.config import Settings
+
+app = typer.Typer(
+    help="Sluice: self-hosted workflows and Pipedream-compatible components.",
+    no_args_is_help=True,
+    add_completion=True,
+)
+accounts_app = typer.Typer(
+    help="Manage accounts (works offline, on the store itself).", no_args_is_help=True
+)
+app.add_typer(accounts_app, name="accounts")
+
+DataDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--data-dir",
+        envvar="SLUICE_DATA_DIR",
+        help="Where Sluice keeps its SQLite database, secret key, components and npm store.",
+    ),
+]
+DatabaseUrl = Annotated[
+    str | None,
+    typer.Option(
+        "--database-url",
+        envvar="SLUICE_DATABASE_URL",
+        help="postgresql://user@host/db to use PostgreSQL; default SQLite in the data dir.",
+    ),
+]
+
+
+@app.command()
+def serve(
+    host: Annotated[
+        str | None, typer.Option(envvar="SLUICE_HOST", help="Interface to listen on [127.0.0.1].")
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option(envvar="SLUICE_PORT", help="Port to listen on [8000].")
+    ] = None,
+    data_dir: DataDir = None,
+    database_url: DatabaseUrl = None,
+    log_level: Annotated[
+        str | None, typer.Option(envvar="SLUICE_LOG_LEVEL", help="debug, info, warning [info].")
+    ] = None,
+) -> None:
+    """Run the Sluice API.
+
+    Example: sluice serve --port 8000 --data-dir ./sluice-data
+    """
+    import uvicorn
+
+    from sluice.api.app import create_app
+
+    settings = _settings(
+        host=host, port=port, data_dir=data_dir, database_url=database_url, log_level=log_level
+    )
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    typer.echo(
+        f"Sluice on http://{settings.host}:{settings.port}  data: {settings.data_dir}", err=True
+    )
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level.lower(),
+        access_log=False,
+    )
+
+
+@accounts_app.command("create")
+def accounts_create(
+    name: Annotated[str, typer.Option("--name", help="The account's user name.")],
+    email: Annotated[str | None, typer.Option("--email", help="Where error e-mails go.")] = None,
+    admin: Annotated[
+        bool, typer.Option("--admin", help="May publish to the public registry.")
+    ] = False,
+    data_dir: DataDir = None,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Create an account and print its id and API key as JSON. The key is shown only once.
+
+    Example: sluice accounts create --name ada --email ada@example.com
+    """
+    from sluice.platform import create_account_offline
+
+    settings = _settings(data_dir=data_dir, database_url=database_url)
+    try:
+        account, key = asyncio.run(create_account_offline(settings, name, email, is_admin=admin))
+    except errors.SluiceError as exc:
+        typer.echo(f"error: {exc.message}", err=True)
+        raise typer.Exit(1) from exc
+    typer.echo(json.dumps({"id": account.id, "api_key": key}))
+
+
+def _settings(**flags: Any) -> Settings:
+    try:
+        return Settings.from_env(**flags)
+    except errors.SluiceError as exc:
+        typer.echo(f"error: {exc.message}", err=True)
+        raise typer.Exit(2) from exc
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,127 @@
+"""Settings: built once at the edge (CLI flags over ``SLUICE_*`` variables) and passed down.
+
+Every field has an environment variable named ``SLUICE_<FIELD>``; ``sluice serve --help`` lists
+the flags. Construction reads nothing but the environment mapping it is given, so tests build
+Settings from a plain dict.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, get_type_hints
+
+from sluice import errors
+
+
+def _default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "sluice"
+
+
+@dataclass(frozen=True)
+class Settings:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    data_dir: Path = field(default_factory=_default_data_dir)
+    #: SQLAlchemy URL; empty means SQLite at ``<data_dir>/sluice.db``. ``postgresql://`` works.
+    database_url: str = ""
+    #: Base64 of 32 random bytes. Empty: read or create ``<data_dir>/secret.key``.
+    secret_key: str = ""
+    #: Public base URL of this Sluice (used in links). Empty: ``http://<host>:<port>``.
+    public_url: str = ""
+    #: Base of generated HTTP endpoint URLs (the spec's ``{endpoint_host}``).
+    endpoint_base_url: str = ""
+    node: str = "node"
+    npm: str = "npm"
+    #: Wall-clock limit of one source invocation (run or hook), seconds.
+    source_timeout_seconds: float = 300.0
+    #: Wall-clock limit of one action invocation, seconds.
+    action_timeout_seconds: float = 30.0
+    #: Heap limit of a component's worker, MB.
+    memory_mb: int = 256
+    #: Node runner processes kept at most (one per account); idle ones are stopped first.
+    max_runners: int = 16
+    #: Warm workers (deployments) kept per runner.
+    max_workers_per_runner: int = 32
+    #: A warm worker unused this long is stopped, seconds.
+    worker_idle_seconds: float = 300.0
+    #: Largest component upload (all files together), bytes.
+    max_component_bytes: int = 2_000_000
+    #: Largest configured prop value, bytes (Pipedream: 64 KB).
+    max_prop_bytes: int = 65_536
+    #: Largest ``$.service.db`` store of one component, bytes (Pipedream: 60 KB).
+    max_db_bytes: int = 61_440
+    #: Events kept in storage per source (the API serves the newest 100).
+    event_retention: int = 1000
+    #: Logs kept per source.
+    log_retention: int = 1000
+    #: Fetching ``component_url``: time limit (s), size limit (bytes), hosts allowed though private.
+    fetch_timeout_seconds: float = 10.0
+    fetch_max_bytes: int = 2_000_000
+    fetch_allow_hosts: str = ""
+    log_level: str = "info"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Settings from ``SLUICE_*`` variables, then explicit overrides (CLI flags).
+
+        ``Settings.from_env({"SLUICE_PORT": "9000"}).port == 9000``. Overrides that are None
+        are ignored, so CLI flags left unset fall through to the environment.
+        """
+        env = os.environ if env is None else env
+        hints = get_type_hints(cls)
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            raw = env.get(f"SLUICE_{f.name.upper()}")
+            if raw is not None and raw != "":
+                values[f.name] = _convert(f.name, hints[f.name], raw)
+        for name, value in overrides.items():
+            if value is not None:
+                values[name] = (
+                    _convert(name, hints[name], value) if isinstance(value, str) else value
+                )
+        return cls(**values)
+
+    @property
+    def resolved_database_url(self) -> str:
+        url = self.database_url or f"sqlite:///{self.data_dir / 'sluice.db'}"
+        return url
+
+    @property
+    def resolved_public_url(self) -> str:
+        return (self.public_url or f"http://{self.host}:{self.port}").rstrip("/")
+
+    @property
+    def resolved_endpoint_base_url(self) -> str:
+        base = self.endpoint_base_url or f"{self.resolved_public_url}/e/"
+        return base if base.endswith("/") else base + "/"
+
+    @property
+    def components_dir(self) -> Path:
+        return self.data_dir / "components"
+
+    @property
+    def npm_store_dir(self) -> Path:
+        return self.data_dir / "npm-store"
+
+
+def _convert(name: str, hint: Any, raw: str) -> Any:
+    try:
+        if hint is int:
+            return int(raw)
+        if hint is float:
+            return float(raw)
+        if hint is bool:
+            return raw.strip().lower() in {"1", "true", "yes", "on"}
+        if hint is Path:
+            return Path(raw).expanduser()
+    except ValueError as exc:
+        raise errors.InvalidRequest(
+            f"setting {name} (SLUICE_{name.upper()}): {raw!r} is not a valid {hint.__name__}",
+            field=name,
+        ) from exc
+    return raw

@@ -1,0 +1,275 @@
+"""Is this a component, and what does it ask the user for?
+
+``validate_shape`` takes what Node reported when it loaded a module (the runner's ``inspect``
+result, docs/runner-protocol.md) and applies every rule of the spec's component and prop tables;
+each failure is an ``InvalidComponent`` naming the field (``props.count.min``). The types the
+spec lists are accepted, and so are the ones Pipedream documents and real registry components
+use (``any``, ``alert``, ``$.interface.apphook``, ``data_store``, ...), so those deploy unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sluice.errors import InvalidComponent
+
+Kind = Literal["source", "action"]
+
+HTTP = "$.interface.http"
+TIMER = "$.interface.timer"
+DB = "$.service.db"
+APPHOOK = "$.interface.apphook"
+
+#: Types only a source may declare (the spec's "sources only" rows, plus apphook).
+SOURCE_ONLY = frozenset({HTTP, TIMER, DB, APPHOOK})
+#: Types with a ``[]`` array form.
+ARRAYABLE = frozenset({"boolean", "integer", "string"})
+#: Every plain type accepted: the spec's table, then Pipedream's documented extras.
+SCALAR_TYPES = (
+    frozenset(
+        {
+            "app",
+            "boolean",
+            "integer",
+            "string",
+            "object",
+            "any",
+            "alert",
+            "data_store",
+            "http_request",
+            "sql",
+            "dir",
+        }
+    )
+    | SOURCE_ONLY
+)
+#: App-specific types from Pipedream's SDK: ``$.discord.channel``, ``$.airtable.baseId[]``.
+_APP_SPECIFIC = re.compile(r"^\$\.(?!interface\.|service\.)[a-z0-9_]+\.[A-Za-z]+(\[\])?$")
+
+HOOKS = ("deploy", "activate", "deactivate")
+DEDUPE = ("unique", "greatest", "last")
+#: Fields of a definition that are plumbing, not part of ``configurable_props``.
+_INTERNAL = frozenset({"propDefinition", "functionFields", "propDefinitions", "methods"})
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A validated component."""
+
+    kind: Kind
+    name: str
+    key: str | None
+    version: str
+    description: str | None
+    dedupe: str | None
+    configurable_props: list[dict[str, Any]]
+
+
+def component_kind(raw_type: Any) -> Kind:
+    # Real sources say type: "source"; the spec says a component without type is one.
+    if raw_type is None or raw_type == "source":
+        return "source"
+    if raw_type == "action":
+        return "action"
+    raise InvalidComponent(
+        f'type must be "action" (or "source", or absent for a source), not {raw_type!r}',
+        field="type",
+    )
+
+
+def validate_shape(info: dict[str, Any]) -> Shape:
+    kind = component_kind(info.get("type"))
+    name = info.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidComponent("name is required: a non-empty string", field="name")
+    version = info.get("version")
+    if not isinstance(version, str) or not version.strip():
+        raise InvalidComponent('version is required: a string such as "0.0.1"', field="version")
+    key = info.get("key")
+    if key is not None and (not isinstance(key, str) or not key.strip()):
+        raise InvalidComponent("key must be a non-empty string", field="key")
+    description = info.get("description")
+    if description is not None and not isinstance(description, str):
+        raise InvalidComponent("description must be a string", field="description")
+    if info.get("run_type") != "function":
+        what = "missing" if info.get("run_type") in (None, "undefined") else "not a function"
+        raise InvalidComponent(
+            f"run is required: an (async) function, and it is {what}", field="run"
+        )
+    _check_hooks(info, kind)
+    dedupe = info.get("dedupe")
+    if dedupe is not None:
+        if kind == "action":
+            raise InvalidComponent(
+                "dedupe is for sources only; actions cannot dedupe", field="dedupe"
+            )
+        if dedupe not in DEDUPE:
+            raise InvalidComponent(
+                f"dedupe must be one of {', '.join(DEDUPE)}, not {dedupe!r}", field="dedupe"
+            )
+    props = [validate_prop(p.get("name", "?"), p, kind) for p in info.get("props") or []]
+    return Shape(kind, name, key, version, description, dedupe, props)
+
+
+def _check_hooks(info: dict[str, Any], kind: Kind) -> None:
+    hook_types: dict[str, str] = info.get("hook_types") or {}
+    if not hook_types:
+        return
+    if kind == "action":
+        raise InvalidComponent("hooks are for sources only; actions have no hooks", field="hooks")
+    for hook, typ in hook_types.items():
+        if hook not in HOOKS:
+            raise InvalidComponent(
+                f"unknown hook {hook!r}: hooks are {', '.join(HOOKS)}", field=f"hooks.{hook}"
+            )
+        if typ != "function":
+            raise InvalidComponent(f"hooks.{hook} must be a function", field=f"hooks.{hook}")
+
+
+def validate_prop(name: str, reported: dict[str, Any], kind: Kind) -> dict[str, Any]:
+    """Check one prop definition; return its ``configurable_props`` entry."""
+    where = f"props.{name}"
+    if reported.get("error"):
+        raise InvalidComponent(f"prop {name!r}: {reported['error']}", field=where)
+    d = reported.get("definition")
+    if not isinstance(d, dict):
+        raise InvalidComponent(f"prop {name!r} must be an object or a type string", field=where)
+    typ = d.get("type")
+    if not isinstance(typ, str) or not typ:
+        raise InvalidComponent(f"prop {name!r} has no type", field=f"{where}.type")
+    base = typ[:-2] if typ.endswith("[]") else typ
+    if _APP_SPECIFIC.match(typ):
+        pass
+    elif base not in SCALAR_TYPES:
+        raise InvalidComponent(
+            f"prop {name!r}: {typ!r} is not a valid prop type", field=f"{where}.type"
+        )
+    elif typ.endswith("[]") and base not in ARRAYABLE:
+        raise InvalidComponent(
+            f"prop {name!r}: {base!r} has no array form ({typ!r}); arrays exist for "
+            "boolean[], integer[] and string[]",
+            field=f"{where}.type",
+        )
+    if base in SOURCE_ONLY and kind != "source":
+        raise InvalidComponent(
+            f"prop {name!r}: {typ} props are for sources only", field=f"{where}.type"
+        )
+    _check_fields(name, d, typ, base)
+    entry = {"name": name, **{k: v for k, v in d.items() if k not in _INTERNAL}}
+    if typ == "app":
+        entry = {"name": name, "type": "app", "app": d.get("app")}
+        for k in ("label", "description", "optional", "reloadProps"):
+            if k in d:
+                entry[k] = d[k]
+    return entry
+
+
+def _check_fields(name: str, d: dict[str, Any], typ: str, base: str) -> None:
+    where = f"props.{name}"
+    for text in ("label", "description"):
+        if text in d and not isinstance(d[text], str):
+            raise InvalidComponent(
+                f"prop {name!r}: {text} must be a string", field=f"{where}.{text}"
+            )
+    for flag in ("optional", "secret", "customResponse", "hidden", "disabled", "reloadProps"):
+        if flag in d and not isinstance(d[flag], bool):
+            raise InvalidComponent(
+                f"prop {name!r}: {flag} must be true or false", field=f"{where}.{flag}"
+            )
+    if typ == "app" and (not isinstance(d.get("app"), str) or not d["app"]):
+        raise InvalidComponent(
+            f"prop {name!r}: an app prop needs app: the app's name slug", field=f"{where}.app"
+        )
+    if d.get("secret") and typ != "string":
+        raise InvalidComponent(
+            f"prop {name!r}: secret is allowed only on string props, not on {typ}",
+            field=f"{where}.secret",
+        )
+    for bound in ("min", "max"):
+        if bound in d:
+            if base != "integer":
+                raise InvalidComponent(
+                    f"prop {name!r}: {bound} is allowed only on integer props, not on {typ}",
+                    field=f"{where}.{bound}",
+                )
+            if not _is_int(d[bound]):
+                raise InvalidComponent(
+                    f"prop {name!r}: {bound} must be an integer", field=f"{where}.{bound}"
+                )
+    if "min" in d and "max" in d and d["min"] > d["max"]:
+        raise InvalidComponent(
+            f"prop {name!r}: min ({d['min']}) is greater than max ({d['max']})",
+            field=f"{where}.min",
+        )
+    if typ == TIMER:
+        if "default" in d:
+            check_timer_value(d["default"], f"{where}.default")
+    elif "default" in d and not d.get("optional") and base not in (HTTP, DB, "alert"):
+        raise InvalidComponent(
+            f"prop {name!r}: default is allowed only on optional props; add optional: true "
+            "or remove the default",
+            field=f"{where}.default",
+        )
+    if "options" in d:
+        _check_options(name, d["options"])
+
+
+def _check_options(name: str, options: Any) -> None:
+    where = f"props.{name}.options"
+    if not isinstance(options, list):
+        raise InvalidComponent(
+            f"prop {name!r}: options must be an array or an async method", field=where
+        )
+    for i, option in enumerate(options):
+        if isinstance(option, dict):
+            if "value" not in option:
+                raise InvalidComponent(
+                    f"prop {name!r}: options[{i}] is an object without value; use {{label, value}}",
+                    field=f"{where}[{i}]",
+                )
+        elif not isinstance(option, str | int | float | bool):
+            raise InvalidComponent(
+                f"prop {name!r}: options[{i}] must be a value or {{label, value}}",
+                field=f"{where}[{i}]",
+            )
+
+
+def option_values(options: list[Any]) -> list[Any]:
+    return [o["value"] if isinstance(o, dict) else o for o in options]
+
+
+def check_timer_value(value: Any, where: str) -> dict[str, Any]:
+    """``{intervalSeconds: N}`` or ``{cron: "…", timezone?: "…"}``; returns it normalized."""
+    if not isinstance(value, dict):
+        raise InvalidComponent(
+            "a timer is {intervalSeconds: <integer>} or {cron: <string>}", field=where
+        )
+    interval = value.get("intervalSeconds", value.get("interval_seconds"))
+    cron = value.get("cron")
+    if interval is not None and cron is not None:
+        raise InvalidComponent("a timer has intervalSeconds or cron, not both", field=where)
+    if interval is not None:
+        if not _is_int(interval) or interval < 1:
+            raise InvalidComponent(
+                "intervalSeconds must be a positive integer", field=f"{where}.intervalSeconds"
+            )
+        return {"intervalSeconds": interval, "cron": None}
+    if cron is not None:
+        if not isinstance(cron, str) or len(cron.split()) != 5:
+            raise InvalidComponent(
+                f"cron must be a five-field cron expression such as '0 * * * *', not {cron!r}",
+                field=f"{where}.cron",
+            )
+        timezone = value.get("timezone")
+        if timezone is not None and not isinstance(timezone, str):
+            raise InvalidComponent(
+                "timezone must be a string such as 'Europe/Paris'", field=f"{where}.timezone"
+            )
+        return {"intervalSeconds": None, "cron": cron, "timezone": timezone}
+    raise InvalidComponent("a timer needs intervalSeconds or cron", field=where)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

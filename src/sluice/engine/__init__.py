@@ -1,0 +1,2 @@
+"""Thin async orchestration over storage and runtime: saving components, deploying and
+invoking sources, running actions."""

@@ -1,0 +1,120 @@
+"""Running an action by itself (``POST /v1/actions/run``), as Pipedream Connect does.
+
+Workflows run actions as steps; this call runs one with configured props and optional
+``steps`` data, and answers with its exports, return value, ``$.respond`` and logs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from sluice import errors, ids
+from sluice.config import Settings
+from sluice.crypto import Cipher
+from sluice.domain import props as prop_rules
+from sluice.engine.components import Components, scrub_paths
+from sluice.runtime.pool import Invocation, RunnerPool
+from sluice.runtime.protocol import Response, Result
+from sluice.storage import apps
+from sluice.storage.components import SavedComponent
+
+
+@dataclass
+class ActionRun:
+    id: str
+    result: Result
+    responses: list[Response] = field(default_factory=list)
+
+    def to_api(self) -> dict[str, Any]:
+        r = self.result
+        exports = dict(r.exports)
+        data: dict[str, Any] = {
+            "id": self.id,
+            "ok": r.ok,
+            "exports": exports,
+            "ret": r.value,
+            "summary": exports.get("$summary"),
+            "flow_exit": r.flow_exit,
+            "error": r.error,
+            "os": r.logs,
+            "sends": r.sends,
+            "duration_ms": r.duration_ms,
+        }
+        if self.responses:
+            first = self.responses[0]
+            data["respond"] = {
+                "status": first.status,
+                "headers": first.headers,
+                "body": first.body,
+                "body_encoding": first.body_encoding,
+                "immediate": first.immediate,
+            }
+        return data
+
+
+class Actions:
+    def __init__(
+        self,
+        db: AsyncEngine,
+        pool: RunnerPool,
+        components: Components,
+        cipher: Cipher,
+        settings: Settings,
+    ) -> None:
+        self.db = db
+        self.pool = pool
+        self.components = components
+        self.cipher = cipher
+        self.settings = settings
+
+    async def run(
+        self, component: SavedComponent, configured_props: Any, steps: Any = None
+    ) -> ActionRun:
+        if component.component_type != "action":
+            raise errors.InvalidRequest(
+                f"{component.id} ({component.name}) is a source; deploy it with POST /v1/sources",
+                field="component_id",
+            )
+        if steps is not None and not isinstance(steps, dict):
+            raise errors.InvalidRequest("steps must be an object", field="steps")
+        configured = prop_rules.check_configured(
+            component.configurable_props,
+            configured_props,
+            max_bytes=self.settings.max_prop_bytes,
+        )
+        values: dict[str, Any] = {**configured.plain, **configured.secret}
+        async with self.db.connect() as conn:
+            for prop, (account_id, app) in configured.apps.items():
+                found = await apps.credentials(conn, self.cipher, component.owner_id, account_id)
+                if found is None or found[0] != app:
+                    raise errors.InvalidProps(
+                        f"prop {prop!r} needs a connected {app} account; {account_id} is not one"
+                        " of this account's",
+                        field=f"configured_props.{prop}",
+                    )
+                values[prop] = {"$auth": found[1]}
+        entry = await self.components.materialize(component)
+        run = ActionRun(ids.random_token(27), Result(ok=False))
+        run.result = await self.pool.invoke(
+            Invocation(
+                owner_id=component.owner_id,
+                worker_key=f"{component.id}:{component.code_hash}",
+                entry=str(entry),
+                timeout_ms=int(self.settings.action_timeout_seconds * 1000),
+                memory_mb=self.settings.memory_mb,
+                call={
+                    "kind": "action",
+                    "props": values,
+                    "db": {},
+                    "steps": steps or {},
+                    "context": {"id": run.id, "owner_id": component.owner_id},
+                },
+            ),
+            run.responses.append,
+        )
+        if run.result.error and run.result.error.get("stack"):
+            run.result.error["stack"] = scrub_paths(run.result.error["stack"], entry.parent)
+        return run

@@ -1,0 +1,294 @@
+"""Saving components: files → dependencies → Node loads it → rules checked → stored.
+
+A component is an entry file plus the files it imports by relative path, as registry
+components are laid out (``actions/x/x.mjs`` importing ``../../app.app.mjs``). On disk it lives
+in ``<data_dir>/components/<code_hash>/`` (the files, with pinned specifiers rewritten, and a
+``node_modules`` link into the npm store). The database holds the files too, so the tree is
+rebuilt on a new machine or after the data directory was cleaned.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import posixpath
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from sluice import errors, ids
+from sluice.clock import Clock
+from sluice.config import Settings
+from sluice.domain import components as rules
+from sluice.domain import imports
+from sluice.engine import fetch
+from sluice.runtime import protocol
+from sluice.runtime.deps import DependencyStore
+from sluice.runtime.pool import Invocation, RunnerPool
+from sluice.storage import components as store
+from sluice.storage.components import SavedComponent
+
+log = logging.getLogger(__name__)
+
+_CODE_SUFFIXES = (".mjs", ".cjs", ".js")
+_ESM_HINT = re.compile(
+    r"^\s*(export\s+default|export\s*\{|import\s[\w*{$]|import\s*['\"])", re.MULTILINE
+)
+
+
+@dataclass(frozen=True)
+class ComponentInput:
+    """What a client sends: the entry's code (or a URL) and the files it imports."""
+
+    code: str | None = None
+    url: str | None = None
+    entry_path: str | None = None
+    files: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    entry_path: str
+    files: dict[str, str]
+    code_hash: str
+    dependencies: dict[str, str]
+    directory: Path
+
+    @property
+    def entry(self) -> Path:
+        return self.directory / self.entry_path
+
+
+class Components:
+    def __init__(
+        self,
+        db: AsyncEngine,
+        pool: RunnerPool,
+        deps: DependencyStore,
+        settings: Settings,
+        clock: Clock,
+    ) -> None:
+        self.db = db
+        self.pool = pool
+        self.deps = deps
+        self.settings = settings
+        self.clock = clock
+
+    async def save(self, owner_id: str, source: ComponentInput) -> SavedComponent:
+        url = source.url
+        if source.code is None:
+            if not url:
+                raise errors.InvalidRequest(
+                    "give component_code (the entry file's code) or component_url",
+                    field="component_code",
+                )
+            code = await fetch.fetch_text(
+                url,
+                time_limit=self.settings.fetch_timeout_seconds,
+                max_bytes=self.settings.fetch_max_bytes,
+                allow_hosts=self.settings.fetch_allow_hosts,
+            )
+            entry_name = posixpath.basename(fetch.raw_url(url).split("?")[0])
+            source = ComponentInput(
+                code, url, source.entry_path or _entry_from_url(entry_name), source.files
+            )
+        prepared = await self.prepare(source)
+        info = await self.inspect(owner_id, prepared)
+        shape = rules.validate_shape(info)
+        now_s = self.clock.now_ms() // 1000
+        saved = SavedComponent(
+            id=ids.new_id("sc"),
+            owner_id=owner_id,
+            key=shape.key,
+            name=shape.name,
+            version=shape.version,
+            component_type=shape.kind,
+            description=shape.description,
+            entry_path=prepared.entry_path,
+            # What the user sent, pinned specifiers intact; the tree on disk is rewritten.
+            files=dict(prepared.files),
+            code_hash=prepared.code_hash,
+            dependencies=prepared.dependencies,
+            component_url=url,
+            shape=info,
+            configurable_props=shape.configurable_props,
+            created_at=now_s,
+            updated_at=now_s,
+        )
+        async with self.db.begin() as conn:
+            await store.insert(conn, saved)
+        log.info(
+            "component saved",
+            extra={"action": "component_saved", "component_id": saved.id, "owner_id": owner_id},
+        )
+        return saved
+
+    async def prepare(self, source: ComponentInput) -> Prepared:
+        """Check the files, install what they import, and lay them out on disk."""
+        files = normalize_files(source, self.settings.max_component_bytes)
+        entry_path = source.entry_path and _clean_path(source.entry_path, "component_path")
+        entry_path = entry_path or default_entry_name(source.code or "")
+        files[entry_path] = source.code or ""
+        code_hash = hashlib.sha256(
+            json.dumps({"entry": entry_path, "files": files}, sort_keys=True).encode()
+        ).hexdigest()
+        package_json = _nearest_package_json(files, entry_path)
+        plan = imports.plan_dependencies(files, package_json)
+        store_dir = await self.deps.ensure(plan)
+        directory = self.settings.components_dir / code_hash
+        if not (directory / entry_path).exists():
+            await self._write_tree(directory, plan.files, store_dir)
+        return Prepared(entry_path, files, code_hash, dict(plan.dependencies), directory)
+
+    async def _write_tree(
+        self, directory: Path, files: dict[str, str], store_dir: Path | None
+    ) -> None:
+        tmp = directory.parent / f".tmp-{directory.name}-{ids.random_token(6)}"
+        tmp.mkdir(parents=True)
+        try:
+            for path, text in files.items():
+                target = tmp / path
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text)
+            await self.deps.link(store_dir, tmp)
+            try:
+                os.rename(tmp, directory)
+            except OSError:
+                # Another save of the same code won the race; its tree is identical.
+                if not os.path.isdir(directory):  # noqa: ASYNC240 - one stat
+                    raise
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+
+    async def materialize(self, component: SavedComponent) -> Path:
+        """The entry file of a saved component on disk, rebuilt from the database if needed."""
+        directory = self.settings.components_dir / component.code_hash
+        entry = directory / component.entry_path
+        if entry.exists():
+            return entry
+        source = ComponentInput(
+            code=component.code,
+            entry_path=component.entry_path,
+            files={p: t for p, t in component.files.items() if p != component.entry_path},
+        )
+        prepared = await self.prepare(source)
+        return prepared.entry
+
+    async def inspect(self, owner_id: str, prepared: Prepared) -> dict[str, Any]:
+        result = await self.pool.invoke(
+            Invocation(
+                owner_id=owner_id,
+                worker_key=f"inspect:{prepared.code_hash}:{ids.random_token(8)}",
+                entry=str(prepared.entry),
+                call={"kind": "inspect"},
+                timeout_ms=int(min(self.settings.source_timeout_seconds, 60) * 1000),
+                memory_mb=self.settings.memory_mb,
+            )
+        )
+        if not result.ok or not isinstance(result.value, dict):
+            raise load_error(result, prepared.directory)
+        return result.value
+
+
+def load_error(result: protocol.Result, directory: Path) -> errors.SluiceError:
+    error = result.error or {"code": "LOAD_FAILED", "name": "Error", "message": "unknown"}
+    code = error.get("code")
+    if code == protocol.NOT_A_COMPONENT:
+        return errors.InvalidComponent(
+            "the module must export a component object: `export default { ... }` or "
+            "`module.exports = { ... }`"
+        )
+    if code == protocol.NO_RUN:
+        return errors.InvalidComponent("run is required: an (async) function", field="run")
+    if code == protocol.TIMEOUT:
+        return errors.ComponentLoadFailed("loading the component timed out")
+    message = f"{error.get('name', 'Error')}: {error.get('message', '')}"
+    location = _first_location(error.get("stack") or "", directory)
+    if location and location not in message:
+        message += f" ({location})"
+    return errors.ComponentLoadFailed(
+        "the component could not be loaded: " + scrub_paths(message, directory)
+    )
+
+
+def scrub_paths(text: str, directory: Path) -> str:
+    """Show component files by their relative path, never the server's directories."""
+    text = text.replace(f"file://{directory}/", "").replace(f"{directory}/", "")
+    return text
+
+
+def _first_location(stack: str, directory: Path) -> str | None:
+    for line in stack.splitlines():
+        if str(directory) in line:
+            m = re.search(re.escape(str(directory)) + r"/([^\s):]+(?::\d+)*)", line)
+            if m:
+                return m.group(1)
+    return None
+
+
+def default_entry_name(code: str) -> str:
+    return "component.mjs" if _ESM_HINT.search(code) else "component.cjs"
+
+
+def _entry_from_url(name: str) -> str | None:
+    return name if name.endswith(_CODE_SUFFIXES) else None
+
+
+def normalize_files(source: ComponentInput, max_bytes: int) -> dict[str, str]:
+    if not isinstance(source.files, dict):
+        raise errors.InvalidRequest(
+            "files must be an object of {relative path: file text}", field="files"
+        )
+    out: dict[str, str] = {}
+    total = len((source.code or "").encode())
+    for raw, text in source.files.items():
+        path = _clean_path(raw, f"files.{raw}")
+        if not isinstance(text, str):
+            raise errors.InvalidRequest(
+                f"files[{raw!r}] must be the file's text", field=f"files.{raw}"
+            )
+        total += len(text.encode())
+        out[path] = text
+    if total > max_bytes:
+        raise errors.PayloadTooLarge(
+            f"the component's files are over {max_bytes} bytes", field="files"
+        )
+    return out
+
+
+def _clean_path(raw: str, where: str) -> str:
+    if not isinstance(raw, str) or not raw or "\\" in raw or "\0" in raw:
+        raise errors.InvalidRequest(f"{where}: not a valid relative path", field=where)
+    path = posixpath.normpath(raw)
+    parts = path.split("/")
+    if path.startswith("/") or parts[0] == ".." or path == ".":
+        raise errors.InvalidRequest(
+            f"{where}: {raw!r} must be a relative path inside the component", field=where
+        )
+    if "node_modules" in parts:
+        raise errors.InvalidRequest(f"{where}: files cannot go in node_modules", field=where)
+    return path
+
+
+def _nearest_package_json(files: dict[str, str], entry_path: str) -> dict[str, Any] | None:
+    directory = posixpath.dirname(entry_path)
+    while True:
+        candidate = posixpath.join(directory, "package.json") if directory else "package.json"
+        if candidate in files:
+            try:
+                parsed = json.loads(files[candidate])
+            except ValueError as exc:
+                raise errors.InvalidRequest(
+                    f"{candidate} is not valid JSON", field=f"files.{candidate}"
+                ) from exc
+            return parsed if isinstance(parsed, dict) else None
+        if not directory:
+            return None
+        directory = posixpath.dirname(directory)

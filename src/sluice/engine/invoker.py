@@ -1,0 +1,206 @@
+"""Running a deployed source in Node and keeping what it did.
+
+Before: props decrypted, ``$auth`` loaded, the db snapshot read (no transaction is held while
+Node runs). After, in one transaction with the deployment's row locked: dedupe, events stored,
+db writes applied, logs kept. A run's emits are durable when ``invoke`` returns.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from sluice import errors, ids
+from sluice.clock import Clock
+from sluice.config import Settings
+from sluice.crypto import Cipher
+from sluice.domain import components as rules
+from sluice.domain import dedupe
+from sluice.engine.components import Components, scrub_paths
+from sluice.runtime.pool import Invocation, RunnerPool
+from sluice.runtime.protocol import Result
+from sluice.runtime.runner import RespondCallback
+from sluice.storage import apps, events, sources
+from sluice.storage import components as component_store
+from sluice.storage.components import SavedComponent
+from sluice.storage.sources import Deployment
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Outcome:
+    """What one invocation did, after persistence."""
+
+    invocation_id: str
+    result: Result
+    event_ids: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+
+    def to_api(self) -> dict[str, Any]:
+        r = self.result
+        return {
+            "id": self.invocation_id,
+            "ok": r.ok,
+            "emitted": self.event_ids,
+            "value": r.value,
+            "error": r.error,
+            "logs": r.logs,
+            "duration_ms": r.duration_ms,
+        }
+
+
+def secret_aad(deployment_id: str, prop: str) -> str:
+    return f"deployed_components:{deployment_id}:props.{prop}"
+
+
+def worker_key(deployment: Deployment, component: SavedComponent) -> str:
+    return f"{deployment.id}:{component.code_hash}"
+
+
+class Invoker:
+    def __init__(
+        self,
+        db: AsyncEngine,
+        pool: RunnerPool,
+        components: Components,
+        cipher: Cipher,
+        settings: Settings,
+        clock: Clock,
+    ) -> None:
+        self.db = db
+        self.pool = pool
+        self.components = components
+        self.cipher = cipher
+        self.settings = settings
+        self.clock = clock
+
+    def endpoint_url(self, endpoint_id: str | None) -> str | None:
+        if endpoint_id is None:
+            return None
+        return self.settings.resolved_endpoint_base_url + endpoint_id
+
+    async def invoke(
+        self,
+        deployment: Deployment,
+        call: dict[str, Any],
+        *,
+        on_respond: RespondCallback | None = None,
+        component: SavedComponent | None = None,
+    ) -> Outcome:
+        """``call`` is ``{"kind": "run", "event": …}`` or ``{"kind": "hook", "hook": …}``."""
+        async with self.db.connect() as conn:
+            if component is None:
+                component = await component_store.get_any(conn, deployment.component_id)
+                if component is None:
+                    raise errors.InternalError(f"{deployment.id} has no saved component")
+            props = await self.props_for(conn, deployment, component)
+            snapshot = await sources.read_state(conn, deployment.id)
+        entry = await self.components.materialize(component)
+        invocation_id = ids.random_token(27)
+        result = await self.pool.invoke(
+            Invocation(
+                owner_id=deployment.owner_id,
+                worker_key=worker_key(deployment, component),
+                entry=str(entry),
+                env={"PD_COMPONENT": deployment.id},
+                timeout_ms=int(self.settings.source_timeout_seconds * 1000),
+                memory_mb=self.settings.memory_mb,
+                call={
+                    **call,
+                    "props": props,
+                    "db": snapshot,
+                    "context": {
+                        "id": invocation_id,
+                        "deployment_id": deployment.id,
+                        "owner_id": deployment.owner_id,
+                    },
+                },
+            ),
+            on_respond,
+        )
+        if result.error and result.error.get("stack"):
+            result.error["stack"] = scrub_paths(result.error["stack"], entry.parent)
+        return await self.persist(deployment, component, invocation_id, result)
+
+    async def props_for(
+        self, conn: AsyncConnection, deployment: Deployment, component: SavedComponent
+    ) -> dict[str, Any]:
+        """The values Node builds ``this`` from (docs/runner-protocol.md), secrets decrypted."""
+        values: dict[str, Any] = dict(deployment.configured_props)
+        for name, token in deployment.secret_props.items():
+            values[name] = json.loads(self.cipher.decrypt(token, secret_aad(deployment.id, name)))
+        for prop in component.configurable_props:
+            name, typ = prop["name"], prop["type"]
+            if typ == rules.HTTP:
+                values[name] = {"endpoint": self.endpoint_url(deployment.endpoint_id)}
+            elif typ == rules.TIMER:
+                timer = values.get(name) or {}
+                values[name] = {
+                    "intervalSeconds": timer.get("intervalSeconds"),
+                    "cron": timer.get("cron"),
+                    "timezone": timer.get("timezone"),
+                }
+            elif typ == "app" and isinstance(values.get(name), dict):
+                account_id = values[name].get("authProvisionId")
+                found = await apps.credentials(
+                    conn, self.cipher, deployment.owner_id, str(account_id)
+                )
+                values[name] = {"$auth": found[1] if found else {}}
+        return values
+
+    async def persist(
+        self, deployment: Deployment, component: SavedComponent, invocation_id: str, result: Result
+    ) -> Outcome:
+        outcome = Outcome(invocation_id, result)
+        now_ms = self.clock.now_ms()
+        logs = list(result.logs)
+        async with self.db.begin() as conn:
+            current = await sources.lock(conn, deployment.id)
+            if current is None:
+                # Deleted while it ran: nothing to keep.
+                return outcome
+            strategy = component.shape.get("dedupe")
+            decision = dedupe.apply(strategy, current.dedupe_state, list(result.emits), now_ms)
+            for _emit, reason in decision.dropped:
+                outcome.dropped.append(reason)
+                logs.append({"ts": now_ms, "level": "warn", "msg": reason})
+            if strategy is not None and decision.state != current.dedupe_state:
+                await sources.set_dedupe_state(conn, deployment.id, decision.state)
+            items = [
+                (str(e["meta"].get("name") or ""), e.get("event"), dict(e.get("meta") or {}))
+                for e in decision.emitted
+            ]
+            outcome.event_ids = await events.append(
+                conn,
+                emitter_id=deployment.id,
+                owner_id=deployment.owner_id,
+                now_ms=now_ms,
+                items=items,
+            )
+            if result.db_writes or result.db_deletes:
+                await sources.write_state(conn, deployment.id, result.db_writes, result.db_deletes)
+            if result.error:
+                error = result.error
+                logs.append(
+                    {
+                        "ts": now_ms,
+                        "level": "error",
+                        "msg": error.get("stack") or f"{error.get('name')}: {error.get('message')}",
+                    }
+                )
+            await events.append_logs(
+                conn,
+                emitter_id=deployment.id,
+                owner_id=deployment.owner_id,
+                invocation_id=invocation_id,
+                entries=logs,
+            )
+            if outcome.event_ids:
+                await events.trim(conn, deployment.id, self.settings.event_retention)
+        result.logs = logs
+        return outcome

@@ -1,0 +1,260 @@
+"""Source lifecycle: deploy (``deploy`` then ``activate`` hooks), run by hand, delete.
+
+Deploy stores the deployment first (the hooks' db writes and emits need its row), then runs the
+hooks; a hook that throws undoes the deployment and answers ``hook_failed`` with its error.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from sluice import errors, ids
+from sluice.clock import Clock
+from sluice.config import Settings
+from sluice.crypto import Cipher
+from sluice.domain import components as rules
+from sluice.domain import props as prop_rules
+from sluice.engine.components import ComponentInput, Components
+from sluice.engine.invoker import Invoker, Outcome, secret_aad, worker_key
+from sluice.runtime.pool import RunnerPool
+from sluice.storage import apps, events, sources
+from sluice.storage import components as component_store
+from sluice.storage.components import SavedComponent
+from sluice.storage.sources import Deployment
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DeployRequest:
+    component_id: str | None = None
+    component_key: str | None = None
+    source: ComponentInput | None = None
+    name: str | None = None
+    configured_props: Any = None
+    active: bool = True
+
+
+class Sources:
+    def __init__(
+        self,
+        db: AsyncEngine,
+        pool: RunnerPool,
+        components: Components,
+        invoker: Invoker,
+        cipher: Cipher,
+        settings: Settings,
+        clock: Clock,
+    ) -> None:
+        self.db = db
+        self.pool = pool
+        self.components = components
+        self.invoker = invoker
+        self.cipher = cipher
+        self.settings = settings
+        self.clock = clock
+
+    async def resolve_component(self, owner_id: str, request: DeployRequest) -> SavedComponent:
+        if request.component_id:
+            async with self.db.connect() as conn:
+                found = await component_store.get(conn, owner_id, request.component_id)
+            if found is None:
+                raise errors.NotFound(
+                    f"component {request.component_id} not found", field="component_id"
+                )
+            return found
+        if request.component_key:
+            async with self.db.connect() as conn:
+                found = await component_store.get_by_key(conn, owner_id, request.component_key)
+            if found is None:
+                raise errors.NotFound(
+                    f"no component with key {request.component_key!r}", field="component_key"
+                )
+            return found
+        if request.source is not None:
+            return await self.components.save(owner_id, request.source)
+        raise errors.InvalidRequest(
+            "give component_id, component_key, component_code or component_url",
+            field="component_id",
+        )
+
+    async def deploy(self, owner_id: str, request: DeployRequest) -> Deployment:
+        component = await self.resolve_component(owner_id, request)
+        if component.component_type != "source":
+            raise errors.InvalidRequest(
+                f"{component.id} ({component.name}) is an action; only sources deploy "
+                "(actions run as workflow steps)",
+                field="component_id",
+            )
+        deployment_id = ids.new_id("dc")
+        configured = prop_rules.check_configured(
+            component.configurable_props,
+            request.configured_props,
+            max_bytes=self.settings.max_prop_bytes,
+        )
+        now_s = self.clock.now_ms() // 1000
+        has_http = any(p["type"] == rules.HTTP for p in component.configurable_props)
+        async with self.db.begin() as conn:
+            await self._check_apps(conn, owner_id, configured)
+            name = request.name or component.name
+            if not isinstance(name, str) or not name.strip():
+                raise errors.InvalidRequest("name must be a non-empty string", field="name")
+            deployment = Deployment(
+                id=deployment_id,
+                owner_id=owner_id,
+                component_id=component.id,
+                name=name,
+                name_slug=await sources.unique_slug(conn, owner_id, name),
+                configured_props=configured.plain,
+                secret_props=self._encrypt(deployment_id, configured.secret),
+                active=request.active,
+                endpoint_id=ids.random_token(20).lower() if has_http else None,
+                dedupe_state=None,
+                created_at=now_s,
+                updated_at=now_s,
+            )
+            await sources.insert(conn, deployment)
+        hooks = ["deploy", "activate"] if request.active else ["deploy"]
+        try:
+            for hook in hooks:
+                await self._hook(deployment, component, hook)
+        except BaseException:
+            await self._remove(deployment)
+            raise
+        log.info(
+            "source deployed",
+            extra={
+                "action": "source_deployed",
+                "deployment_id": deployment.id,
+                "owner_id": owner_id,
+            },
+        )
+        return deployment
+
+    async def _hook(self, deployment: Deployment, component: SavedComponent, hook: str) -> None:
+        if hook not in (component.shape.get("hooks") or []):
+            return
+        outcome = await self.invoker.invoke(
+            deployment, {"kind": "hook", "hook": hook}, component=component
+        )
+        if not outcome.result.ok:
+            error: dict[str, Any] = outcome.result.error or {}
+            raise errors.HookFailed(
+                f"the {hook} hook threw {error.get('name', 'Error')}: {error.get('message', '')}",
+                field=f"hooks.{hook}",
+                details={"error": error, "logs": outcome.result.logs},
+            )
+
+    async def _check_apps(
+        self, conn: AsyncConnection, owner_id: str, configured: prop_rules.Configured
+    ) -> None:
+        for prop, (account_id, app) in configured.apps.items():
+            account = await apps.get(conn, self.cipher, owner_id, account_id)
+            if account is None:
+                raise errors.InvalidProps(
+                    f"prop {prop!r}: connected account {account_id} not found",
+                    field=f"configured_props.{prop}",
+                )
+            if account.app != app:
+                raise errors.InvalidProps(
+                    f"prop {prop!r} needs a {app} account; {account_id} is a {account.app} account",
+                    field=f"configured_props.{prop}",
+                )
+
+    def _encrypt(self, deployment_id: str, secrets: dict[str, Any]) -> dict[str, str]:
+        return {
+            name: self.cipher.encrypt(json.dumps(value), secret_aad(deployment_id, name))
+            for name, value in secrets.items()
+        }
+
+    async def get(self, owner_id: str, deployment_id: str) -> Deployment:
+        async with self.db.connect() as conn:
+            found = await sources.get(conn, owner_id, deployment_id)
+            if found is None and not ids.has_prefix(deployment_id, "dc"):
+                found = await sources.get_by_slug(conn, owner_id, deployment_id)
+        if found is None:
+            raise errors.NotFound(f"source {deployment_id} not found")
+        return found
+
+    async def run(self, owner_id: str, deployment_id: str, event: Any = None) -> Outcome:
+        deployment = await self.get(owner_id, deployment_id)
+        async with self.db.connect() as conn:
+            component = await component_store.get_any(conn, deployment.component_id)
+        assert component is not None
+        if event is None:
+            event = self._default_event(deployment, component)
+        return await self.invoker.invoke(
+            deployment, {"kind": "run", "event": event}, component=component
+        )
+
+    def _default_event(self, deployment: Deployment, component: SavedComponent) -> Any:
+        for prop in component.configurable_props:
+            if prop["type"] == rules.TIMER:
+                timer = deployment.configured_props.get(prop["name"]) or {}
+                return {
+                    "timestamp": self.clock.now_ms() // 1000,
+                    "interval_seconds": timer.get("intervalSeconds"),
+                }
+        return {}
+
+    async def delete(self, owner_id: str, deployment_id: str) -> None:
+        deployment = await self.get(owner_id, deployment_id)
+        async with self.db.connect() as conn:
+            component = await component_store.get_any(conn, deployment.component_id)
+        if component is not None and deployment.active:
+            await self._hook(deployment, component, "deactivate")
+        await self._remove(deployment)
+
+    async def _remove(self, deployment: Deployment) -> None:
+        async with self.db.begin() as conn:
+            await sources.delete(conn, deployment.id)
+            await events.delete_all(conn, deployment.id)
+        await self.pool.evict(deployment.owner_id, f"{deployment.id}:*")
+
+    def to_api(self, d: Deployment, component: SavedComponent | None = None) -> dict[str, Any]:
+        configured: dict[str, Any] = {}
+        for name, value in d.configured_props.items():
+            if isinstance(value, dict) and "intervalSeconds" in value:
+                configured[name] = {
+                    "cron": value.get("cron"),
+                    "interval_seconds": value.get("intervalSeconds"),
+                }
+            elif isinstance(value, dict) and "cron" in value:
+                configured[name] = {
+                    "cron": value.get("cron"),
+                    "interval_seconds": None,
+                    "timezone": value.get("timezone"),
+                }
+            else:
+                configured[name] = value
+        for name in d.secret_props:
+            configured[name] = {"secret": True}
+        endpoint = self.invoker.endpoint_url(d.endpoint_id)
+        if component is not None:
+            for prop in component.configurable_props:
+                if prop["type"] == rules.HTTP:
+                    configured[prop["name"]] = {"endpoint_url": endpoint}
+        data: dict[str, Any] = {
+            "id": d.id,
+            "owner_id": d.owner_id,
+            "component_id": d.component_id,
+            "configured_props": configured,
+            "active": d.active,
+            "created_at": d.created_at,
+            "updated_at": d.updated_at,
+            "name": d.name,
+            "name_slug": d.name_slug,
+        }
+        if endpoint:
+            data["endpoint_url"] = endpoint
+        if component is not None:
+            data["configurable_props"] = component.configurable_props
+        return data
+
+
+__all__ = ["DeployRequest", "Sources", "worker_key"]

@@ -1,0 +1,122 @@
+"""Sluice's one exception tree.
+
+Every error Sluice raises on purpose is a ``SluiceError``. A leaf's docstring is its default
+message; its ``code`` is the stable machine-readable name that reaches API clients. Driver and
+OS errors are translated where they enter (storage, runtime); the API edge alone maps these
+classes to HTTP statuses (``sluice.api.errors``).
+
+    SluiceError
+    ├── InvalidRequest            the request itself is malformed (field, type, JSON)
+    │   ├── InvalidComponent      a component breaks a rule of the component API
+    │   └── InvalidProps          configured prop values do not match the prop definitions
+    ├── Unauthorized              missing or wrong API key
+    ├── NotFound                  no such resource (or it belongs to another account)
+    ├── Conflict                  the resource exists or is in a state that forbids this
+    ├── PayloadTooLarge           a body or value over a configured size limit
+    ├── ComponentLoadFailed       Node could not load the component (syntax, missing module)
+    ├── DependencyInstallFailed   npm could not install a package the component imports
+    ├── FetchFailed               a component_url could not be fetched
+    ├── HookFailed                a lifecycle hook threw during deploy/update/delete
+    ├── RunnerUnavailable         the Node runner crashed or could not start
+    └── InternalError             a bug in Sluice
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class SluiceError(Exception):
+    """Something went wrong in Sluice."""
+
+    code: ClassVar[str] = "internal_error"
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        field: str | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        self.message = message or (type(self).__doc__ or "").strip().splitlines()[0]
+        self.field = field
+        self.details = details or {}
+        super().__init__(self.message)
+
+
+class InvalidRequest(SluiceError):
+    """The request is invalid."""
+
+    code = "invalid_request"
+
+
+class InvalidComponent(InvalidRequest):
+    """The component does not follow the component API."""
+
+    code = "invalid_component"
+
+
+class InvalidProps(InvalidRequest):
+    """The configured prop values do not match the component's props."""
+
+    code = "invalid_props"
+
+
+class Unauthorized(SluiceError):
+    """Missing or invalid API key: send 'Authorization: Bearer <api key>'."""
+
+    code = "unauthorized"
+
+
+class NotFound(SluiceError):
+    """Not found."""
+
+    code = "not_found"
+
+
+class Conflict(SluiceError):
+    """The request conflicts with the current state of the resource."""
+
+    code = "conflict"
+
+
+class PayloadTooLarge(SluiceError):
+    """The payload is larger than the configured limit."""
+
+    code = "payload_too_large"
+
+
+class ComponentLoadFailed(SluiceError):
+    """Node.js could not load the component."""
+
+    code = "component_load_failed"
+
+
+class DependencyInstallFailed(SluiceError):
+    """An npm package the component imports could not be installed."""
+
+    code = "dependency_install_failed"
+
+
+class FetchFailed(SluiceError):
+    """The component URL could not be fetched."""
+
+    code = "fetch_failed"
+
+
+class HookFailed(SluiceError):
+    """A lifecycle hook of the component threw an error."""
+
+    code = "hook_failed"
+
+
+class RunnerUnavailable(SluiceError):
+    """The Node.js runner is unavailable; the invocation did not complete."""
+
+    code = "runner_unavailable"
+
+
+class InternalError(SluiceError):
+    """An internal error occurred; it has been logged."""
+
+    code = "internal_error"

@@ -1,0 +1,64 @@
+"""Prefixed identifiers and event cursors.
+
+Resource ids follow Pipedream's prefixes (``u_`` user, ``sc_`` saved component, ``dc_``
+deployed component, ``p_`` workflow, ``d_`` deployment, ``c_`` code cell, ``sub_``
+subscription, ``apn_`` connected account). The part after the prefix is random base62, so ids
+reveal nothing about creation order or about other accounts.
+
+Event ids are ``<epoch_ms>-<seq>`` (``1606370816223-0``): they sort by time, and the same
+string serves as the pagination cursor of event lists.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import secrets
+import string
+
+_ALPHABET = string.ascii_letters + string.digits
+
+PREFIXES = frozenset({"u", "sc", "dc", "p", "d", "c", "sub", "apn", "key", "hi", "ti", "job"})
+
+
+def new_id(prefix: str, length: int = 12) -> str:
+    """A fresh random id such as ``dc_Ab3xY9...``."""
+    if prefix not in PREFIXES:
+        raise ValueError(f"unknown id prefix {prefix!r}")
+    return f"{prefix}_{random_token(length)}"
+
+
+def random_token(length: int) -> str:
+    return "".join(secrets.choice(_ALPHABET) for _ in range(length))
+
+
+def has_prefix(value: str, prefix: str) -> bool:
+    return value.startswith(prefix + "_") and len(value) > len(prefix) + 1
+
+
+_EVENT_ID = re.compile(r"^(\d{1,16})-(\d{1,9})$")
+
+
+def event_id(epoch_ms: int, seq: int) -> str:
+    return f"{epoch_ms}-{seq}"
+
+
+def parse_event_id(value: str) -> tuple[int, int] | None:
+    """``"1606370816223-4"`` → ``(1606370816223, 4)``; None when the shape is wrong."""
+    m = _EVENT_ID.match(value)
+    if m is None:
+        return None
+    return int(m.group(1)), int(m.group(2))
+
+
+def encode_cursor(resource_id: str) -> str:
+    """Resource-list cursors are unpadded base64url of the id, as Pipedream's are."""
+    return base64.urlsafe_b64encode(resource_id.encode()).rstrip(b"=").decode()
+
+
+def decode_cursor(cursor: str) -> str | None:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        return base64.urlsafe_b64decode(padded.encode()).decode()
+    except (ValueError, UnicodeDecodeError):
+        return None

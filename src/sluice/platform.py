@@ -1,0 +1,112 @@
+"""The composition root: opens storage, the Node pool and the engine; closes them in reverse.
+
+async with Platform.open(settings) as platform:
+    await platform.sources.run(owner_id, "dc_…")
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from sluice.clock import Clock, SystemClock
+from sluice.config import Settings
+from sluice.crypto import Cipher
+from sluice.engine.actions import Actions
+from sluice.engine.components import Components
+from sluice.engine.invoker import Invoker
+from sluice.engine.sources import Sources
+from sluice.runtime.deps import DependencyStore
+from sluice.runtime.pool import PoolConfig, RunnerPool
+from sluice.storage import accounts, database
+from sluice.storage.accounts import Account
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Platform:
+    settings: Settings
+    clock: Clock
+    db: AsyncEngine
+    cipher: Cipher
+    pool: RunnerPool
+    deps: DependencyStore
+    components: Components
+    invoker: Invoker
+    sources: Sources
+    actions: Actions
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def open(
+        cls, settings: Settings, *, clock: Clock | None = None
+    ) -> AsyncIterator[Platform]:
+        clock = clock or SystemClock()
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        cipher = Cipher.load(settings.secret_key, settings.data_dir)
+        db = await database.open_database(settings.resolved_database_url)
+        try:
+            async with RunnerPool(
+                PoolConfig(
+                    node=settings.node,
+                    max_runners=settings.max_runners,
+                    max_workers_per_runner=settings.max_workers_per_runner,
+                    worker_idle_ms=int(settings.worker_idle_seconds * 1000),
+                )
+            ) as pool:
+                deps = DependencyStore(settings.npm_store_dir, npm=settings.npm)
+                components = Components(db, pool, deps, settings, clock)
+                invoker = Invoker(db, pool, components, cipher, settings, clock)
+                yield cls(
+                    settings=settings,
+                    clock=clock,
+                    db=db,
+                    cipher=cipher,
+                    pool=pool,
+                    deps=deps,
+                    components=components,
+                    invoker=invoker,
+                    sources=Sources(db, pool, components, invoker, cipher, settings, clock),
+                    actions=Actions(db, pool, components, cipher, settings),
+                )
+        finally:
+            await db.dispose()
+
+    async def create_account(
+        self, username: str, email: str | None = None, *, is_admin: bool = False
+    ) -> tuple[Account, str]:
+        """A new account and its first API key (shown this once)."""
+        now_s = self.clock.now_ms() // 1000
+        async with self.db.begin() as conn:
+            account = await accounts.create(
+                conn, username=username, email=email, now_s=now_s, is_admin=is_admin
+            )
+            key = await accounts.create_key(conn, account.id, now_s=now_s)
+        return account, key
+
+    async def authenticate(self, api_key: str) -> Account | None:
+        async with self.db.connect() as conn:
+            return await accounts.authenticate(conn, api_key)
+
+
+async def create_account_offline(
+    settings: Settings, username: str, email: str | None = None, *, is_admin: bool = False
+) -> tuple[Account, str]:
+    """Create an account straight in the store: no runner, no npm, no server needed."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    db = await database.open_database(settings.resolved_database_url)
+    try:
+        now_s = SystemClock().now_ms() // 1000
+        async with db.begin() as conn:
+            account = await accounts.create(
+                conn, username=username, email=email, now_s=now_s, is_admin=is_admin
+            )
+            key = await accounts.create_key(conn, account.id, now_s=now_s)
+        return account, key
+    finally:
+        await db.dispose()

@@ -1,0 +1,127 @@
+"""The supervised pool of Node runners: one process per account, started on first use.
+
+Accounts never share a process. A runner that died is replaced on the next invocation. Past
+``max_runners`` the least recently used runner with nothing in flight is stopped, so idle
+accounts cost no memory (its warm workers go with it; the next call starts them again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+from typing import Any
+
+from sluice.runtime import protocol
+from sluice.runtime.protocol import Result
+from sluice.runtime.runner import RespondCallback, Runner
+
+
+@dataclass(frozen=True)
+class PoolConfig:
+    node: str = "node"
+    max_runners: int = 16
+    max_workers_per_runner: int = 32
+    worker_idle_ms: int = 300_000
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """One call into user code. ``call`` is the protocol's call object (kind, props, …)."""
+
+    owner_id: str
+    worker_key: str
+    entry: str
+    call: dict[str, Any]
+    timeout_ms: int
+    memory_mb: int
+    env: dict[str, str] | None = None
+
+
+class RunnerPool:
+    def __init__(self, config: PoolConfig) -> None:
+        self.config = config
+        self._runners: dict[str, Runner] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._closed = False
+
+    async def __aenter__(self) -> RunnerPool:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def invoke(self, inv: Invocation, on_respond: RespondCallback | None = None) -> Result:
+        runner = await self._runner_for(inv.owner_id)
+        message = {
+            "type": "invoke",
+            "worker_key": inv.worker_key,
+            "entry": inv.entry,
+            "env": inv.env or {},
+            "limits": {"timeout_ms": inv.timeout_ms, "memory_mb": inv.memory_mb},
+            "call": inv.call,
+        }
+        return await runner.call(message, on_respond)
+
+    async def evict(self, owner_id: str, worker_key: str) -> None:
+        """Stop the warm worker of ``worker_key`` (``dc_x:*`` for every version of dc_x)."""
+        runner = self._runners.get(owner_id)
+        if runner is not None and runner.alive:
+            await runner.call({"type": "evict", "worker_key": worker_key})
+
+    async def stats(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for owner, runner in list(self._runners.items()):
+            if runner.alive:
+                result = await runner.call({"type": "stats"})
+                out[owner] = {"pid": runner.pid, **(result.value or {})}
+        return out
+
+    def runner(self, owner_id: str) -> Runner | None:
+        return self._runners.get(owner_id)
+
+    async def _runner_for(self, owner_id: str) -> Runner:
+        if self._closed:
+            raise RuntimeError("the runner pool is closed")
+        runner = self._runners.get(owner_id)
+        if runner is not None and runner.alive:
+            return runner
+        lock = self._locks.setdefault(owner_id, asyncio.Lock())
+        async with lock:
+            runner = self._runners.get(owner_id)
+            if runner is not None and runner.alive:
+                return runner
+            if runner is not None:
+                await runner.close(grace=0)
+            await self._make_room()
+            runner = Runner(
+                owner_id,
+                node=self.config.node,
+                max_workers=self.config.max_workers_per_runner,
+                idle_ms=self.config.worker_idle_ms,
+            )
+            await runner.start()
+            self._runners[owner_id] = runner
+            return runner
+
+    async def _make_room(self) -> None:
+        live = [(r.last_used, owner) for owner, r in self._runners.items() if r.alive]
+        excess = len(live) - self.config.max_runners + 1
+        for _, owner in sorted(live):
+            if excess <= 0:
+                break
+            runner = self._runners[owner]
+            if runner.in_flight == 0:
+                del self._runners[owner]
+                await runner.close()
+                excess -= 1
+
+    async def close(self) -> None:
+        self._closed = True
+        runners, self._runners = list(self._runners.values()), {}
+        for runner in runners:
+            with contextlib.suppress(Exception):
+                await runner.close()
+
+
+__all__ = ["Invocation", "PoolConfig", "RunnerPool", "protocol"]

@@ -1,0 +1,95 @@
+"""Accounts and their API keys.
+
+A key reads ``slk_<key id>_<secret>``. Only ``sha256(secret)`` is stored, under the key id; a
+256-bit random secret needs no slow KDF, and the comparison is constant-time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from sluice import ids
+from sluice.storage.tables import accounts, api_keys
+
+KEY_PREFIX = "slk"
+
+
+@dataclass(frozen=True)
+class Account:
+    id: str
+    username: str
+    email: str | None
+    is_admin: bool
+    created_at: int
+
+    def to_api(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "username": self.username,
+            "email": self.email,
+            "is_admin": self.is_admin,
+            "created_at": self.created_at,
+        }
+
+
+def _row(row: Any) -> Account:
+    return Account(row.id, row.username, row.email, bool(row.is_admin), row.created_at)
+
+
+async def create(
+    conn: AsyncConnection, *, username: str, email: str | None, now_s: int, is_admin: bool = False
+) -> Account:
+    account = Account(ids.new_id("u"), username, email, is_admin, now_s)
+    await conn.execute(
+        accounts.insert().values(
+            id=account.id, username=username, email=email, is_admin=is_admin, created_at=now_s
+        )
+    )
+    return account
+
+
+async def get(conn: AsyncConnection, account_id: str) -> Account | None:
+    row = (await conn.execute(sa.select(accounts).where(accounts.c.id == account_id))).first()
+    return _row(row) if row else None
+
+
+async def create_key(conn: AsyncConnection, account_id: str, *, now_s: int) -> str:
+    """Create an API key and return it; this is the only time it exists in clear."""
+    key_id = ids.random_token(10)
+    secret = ids.random_token(40)
+    await conn.execute(
+        api_keys.insert().values(
+            id=key_id, account_id=account_id, secret_hash=_hash(secret), created_at=now_s
+        )
+    )
+    return f"{KEY_PREFIX}_{key_id}_{secret}"
+
+
+async def authenticate(conn: AsyncConnection, api_key: str) -> Account | None:
+    """The account owning ``api_key``, or None for a malformed, unknown or revoked key."""
+    parts = api_key.split("_")
+    if len(parts) != 3 or parts[0] != KEY_PREFIX:
+        return None
+    _, key_id, secret = parts
+    row = (
+        await conn.execute(
+            sa.select(api_keys.c.secret_hash, api_keys.c.revoked_at, accounts)
+            .join(accounts, accounts.c.id == api_keys.c.account_id)
+            .where(api_keys.c.id == key_id)
+        )
+    ).first()
+    if row is None or row.revoked_at is not None:
+        return None
+    if not hmac.compare_digest(row.secret_hash, _hash(secret)):
+        return None
+    return _row(row)
+
+
+def _hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()

@@ -1,0 +1,100 @@
+"""Saved components (``sc_``): the code, its files, its dependencies and its props."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from sluice.storage.tables import saved_components as t
+
+
+@dataclass(frozen=True)
+class SavedComponent:
+    id: str
+    owner_id: str
+    key: str | None
+    name: str
+    version: str
+    component_type: str
+    description: str | None
+    entry_path: str
+    files: dict[str, str]
+    code_hash: str
+    dependencies: dict[str, str]
+    component_url: str | None
+    shape: dict[str, Any]
+    configurable_props: list[dict[str, Any]]
+    created_at: int
+    updated_at: int
+
+    @property
+    def code(self) -> str:
+        return self.files[self.entry_path]
+
+    def to_api(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "id": self.id,
+            "key": self.key,
+            "name": self.name,
+            "version": self.version,
+            "description": self.description,
+            "component_type": self.component_type,
+            "code": self.code,
+            "code_hash": self.code_hash,
+            "entry_path": self.entry_path,
+            "configurable_props": self.configurable_props,
+            "dependencies": self.dependencies,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+        }
+        if len(self.files) > 1:
+            data["files"] = sorted(p for p in self.files if p != self.entry_path)
+        if self.component_url:
+            data["component_url"] = self.component_url
+        return data
+
+
+_COLUMNS = [c.name for c in t.columns]
+
+
+def _row(row: Any) -> SavedComponent:
+    return SavedComponent(**{c: getattr(row, c) for c in _COLUMNS})
+
+
+async def insert(conn: AsyncConnection, component: SavedComponent) -> None:
+    await conn.execute(t.insert().values(**component.__dict__))
+
+
+async def get(conn: AsyncConnection, owner_id: str, component_id: str) -> SavedComponent | None:
+    row = (
+        await conn.execute(sa.select(t).where(t.c.id == component_id, t.c.owner_id == owner_id))
+    ).first()
+    return _row(row) if row else None
+
+
+async def get_by_key(conn: AsyncConnection, owner_id: str, key: str) -> SavedComponent | None:
+    """The newest saved component of the account with that key."""
+    row = (
+        await conn.execute(
+            sa.select(t)
+            .where(t.c.key == key, t.c.owner_id == owner_id)
+            .order_by(t.c.created_at.desc(), t.c.id.desc())
+            .limit(1)
+        )
+    ).first()
+    return _row(row) if row else None
+
+
+async def get_any(conn: AsyncConnection, component_id: str) -> SavedComponent | None:
+    """By id regardless of owner: only for loading a deployment's own code."""
+    row = (await conn.execute(sa.select(t).where(t.c.id == component_id))).first()
+    return _row(row) if row else None
+
+
+async def all_files(conn: AsyncConnection) -> list[tuple[str, str, dict[str, str]]]:
+    """(code_hash, entry_path, files) of every saved component, to rebuild the file tree."""
+    rows = await conn.execute(sa.select(t.c.code_hash, t.c.entry_path, t.c.files))
+    return [(r.code_hash, r.entry_path, r.files) for r in rows]

@@ -1,0 +1,139 @@
+"""Deployed components (``dc_``): a saved component with configured props, and its db state."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass, replace
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from sluice.storage.tables import component_state
+from sluice.storage.tables import deployed_components as t
+
+
+@dataclass(frozen=True)
+class Deployment:
+    id: str
+    owner_id: str
+    component_id: str
+    name: str
+    name_slug: str
+    configured_props: dict[str, Any]
+    secret_props: dict[str, str]
+    active: bool
+    endpoint_id: str | None
+    dedupe_state: dict[str, Any] | None
+    created_at: int
+    updated_at: int
+
+    def with_changes(self, **changes: Any) -> Deployment:
+        return replace(self, **changes)
+
+
+_COLUMNS = [c.name for c in t.columns]
+
+
+def _row(row: Any) -> Deployment:
+    values = {c: getattr(row, c) for c in _COLUMNS}
+    values["active"] = bool(values["active"])
+    return Deployment(**values)
+
+
+def slugify(name: str) -> str:
+    """``"New Requests!"`` → ``"new-requests"``; never empty."""
+    text = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
+    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return slug[:200] or "source"
+
+
+async def unique_slug(conn: AsyncConnection, owner_id: str, name: str) -> str:
+    """``name``, else ``name-2``, ``name-3``… unique among the account's deployments."""
+    base = slugify(name)
+    rows = await conn.execute(
+        sa.select(t.c.name_slug).where(
+            t.c.owner_id == owner_id,
+            sa.or_(t.c.name_slug == base, t.c.name_slug.like(f"{base}-%")),
+        )
+    )
+    taken = {r.name_slug for r in rows}
+    if base not in taken:
+        return base
+    n = 2
+    while f"{base}-{n}" in taken:
+        n += 1
+    return f"{base}-{n}"
+
+
+async def insert(conn: AsyncConnection, d: Deployment) -> None:
+    await conn.execute(t.insert().values(**d.__dict__))
+
+
+async def update(conn: AsyncConnection, d: Deployment) -> None:
+    values = {k: v for k, v in d.__dict__.items() if k not in ("id", "owner_id", "created_at")}
+    await conn.execute(t.update().where(t.c.id == d.id).values(**values))
+
+
+async def get(conn: AsyncConnection, owner_id: str, deployment_id: str) -> Deployment | None:
+    row = (
+        await conn.execute(sa.select(t).where(t.c.id == deployment_id, t.c.owner_id == owner_id))
+    ).first()
+    return _row(row) if row else None
+
+
+async def get_by_slug(conn: AsyncConnection, owner_id: str, slug: str) -> Deployment | None:
+    row = (
+        await conn.execute(sa.select(t).where(t.c.name_slug == slug, t.c.owner_id == owner_id))
+    ).first()
+    return _row(row) if row else None
+
+
+async def lock(conn: AsyncConnection, deployment_id: str) -> Deployment | None:
+    """Re-read the row, locked for this transaction (PostgreSQL); SQLite serializes writers."""
+    query = sa.select(t).where(t.c.id == deployment_id)
+    if conn.dialect.name == "postgresql":
+        query = query.with_for_update()
+    row = (await conn.execute(query)).first()
+    return _row(row) if row else None
+
+
+async def delete(conn: AsyncConnection, deployment_id: str) -> None:
+    await conn.execute(
+        component_state.delete().where(component_state.c.deployment_id == deployment_id)
+    )
+    await conn.execute(t.delete().where(t.c.id == deployment_id))
+
+
+async def set_dedupe_state(
+    conn: AsyncConnection, deployment_id: str, state: dict[str, Any] | None
+) -> None:
+    await conn.execute(t.update().where(t.c.id == deployment_id).values(dedupe_state=state))
+
+
+async def read_state(conn: AsyncConnection, deployment_id: str) -> dict[str, Any]:
+    rows = await conn.execute(
+        sa.select(component_state.c.key, component_state.c.value).where(
+            component_state.c.deployment_id == deployment_id
+        )
+    )
+    return {r.key: r.value for r in rows}
+
+
+async def write_state(
+    conn: AsyncConnection, deployment_id: str, writes: dict[str, Any], deletes: list[str]
+) -> None:
+    keys = list(writes) + list(deletes)
+    if not keys:
+        return
+    await conn.execute(
+        component_state.delete().where(
+            component_state.c.deployment_id == deployment_id, component_state.c.key.in_(keys)
+        )
+    )
+    if writes:
+        await conn.execute(
+            component_state.insert(),
+            [{"deployment_id": deployment_id, "key": k, "value": v} for k, v in writes.items()],
+        )

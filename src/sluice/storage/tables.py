@@ -1,0 +1,168 @@
+"""The schema, one SQLAlchemy Core table per stored noun. Migrations mirror it by hand.
+
+Times are integers: ``*_at`` columns epoch seconds (Pipedream's ``created_at``), ``*_ms``
+epoch milliseconds. JSON columns are JSONB on PostgreSQL and text on SQLite.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+
+metadata = sa.MetaData()
+
+JSON = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
+
+accounts = sa.Table(
+    "accounts",
+    metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("username", sa.String(200), nullable=False),
+    sa.Column("email", sa.String(320)),
+    sa.Column("is_admin", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+)
+
+api_keys = sa.Table(
+    "api_keys",
+    metadata,
+    # The public half of the key (``slk_<id>_<secret>``): the lookup index.
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column(
+        "account_id",
+        sa.String(40),
+        sa.ForeignKey("accounts.id", ondelete="CASCADE"),
+        nullable=False,
+        index=True,
+    ),
+    # sha256 of the secret half; the key itself is never stored.
+    sa.Column("secret_hash", sa.String(64), nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("last_used_at", sa.BigInteger),
+    sa.Column("revoked_at", sa.BigInteger),
+)
+
+connected_accounts = sa.Table(
+    "connected_accounts",
+    metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column(
+        "owner_id",
+        sa.String(40),
+        sa.ForeignKey("accounts.id", ondelete="CASCADE"),
+        nullable=False,
+        index=True,
+    ),
+    sa.Column("app", sa.String(200), nullable=False),
+    sa.Column("name", sa.String(200)),
+    # AES-GCM token of the JSON credentials, bound to this row.
+    sa.Column("credentials", sa.Text, nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("updated_at", sa.BigInteger, nullable=False),
+)
+
+saved_components = sa.Table(
+    "saved_components",
+    metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column(
+        "owner_id", sa.String(40), sa.ForeignKey("accounts.id", ondelete="CASCADE"), nullable=False
+    ),
+    sa.Column("key", sa.String(300)),
+    sa.Column("name", sa.String(300), nullable=False),
+    sa.Column("version", sa.String(100), nullable=False),
+    sa.Column("component_type", sa.String(20), nullable=False),
+    sa.Column("description", sa.Text),
+    # The entry file's path inside the component and every file, {path: text}.
+    sa.Column("entry_path", sa.String(500), nullable=False),
+    sa.Column("files", JSON, nullable=False),
+    sa.Column("code_hash", sa.String(64), nullable=False),
+    # {package: range} after scanning imports; installed into the npm store by key.
+    sa.Column("dependencies", JSON, nullable=False),
+    sa.Column("component_url", sa.Text),
+    # What Node reported when it loaded the component (see docs/runner-protocol.md, inspect).
+    sa.Column("shape", JSON, nullable=False),
+    sa.Column("configurable_props", JSON, nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("updated_at", sa.BigInteger, nullable=False),
+    sa.Index("ix_saved_components_owner_key", "owner_id", "key"),
+)
+
+deployed_components = sa.Table(
+    "deployed_components",
+    metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column(
+        "owner_id", sa.String(40), sa.ForeignKey("accounts.id", ondelete="CASCADE"), nullable=False
+    ),
+    sa.Column("component_id", sa.String(40), sa.ForeignKey("saved_components.id"), nullable=False),
+    sa.Column("name", sa.String(300), nullable=False),
+    sa.Column("name_slug", sa.String(300), nullable=False),
+    # Configured values of non-secret props, as validated.
+    sa.Column("configured_props", JSON, nullable=False),
+    # {prop name: AES-GCM token}, bound to (row, prop).
+    sa.Column("secret_props", JSON, nullable=False),
+    sa.Column("active", sa.Boolean, nullable=False),
+    sa.Column("endpoint_id", sa.String(40), unique=True),
+    # The dedupe strategy's cache (ids seen, greatest id, last id); see domain/dedupe.py.
+    sa.Column("dedupe_state", JSON),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("updated_at", sa.BigInteger, nullable=False),
+    sa.UniqueConstraint("owner_id", "name_slug", name="uq_deployed_components_owner_slug"),
+)
+
+component_state = sa.Table(
+    "component_state",
+    metadata,
+    sa.Column(
+        "deployment_id",
+        sa.String(40),
+        sa.ForeignKey("deployed_components.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column("key", sa.String(500), primary_key=True),
+    sa.Column("value", JSON),
+)
+
+events = sa.Table(
+    "events",
+    metadata,
+    sa.Column(
+        "pk",
+        sa.BigInteger().with_variant(sa.Integer, "sqlite"),
+        primary_key=True,
+        autoincrement=True,
+    ),
+    sa.Column("emitter_id", sa.String(40), nullable=False),
+    sa.Column("owner_id", sa.String(40), nullable=False),
+    # ``<ts_ms>-<seq>``, unique per emitter; also the cursor of event lists.
+    sa.Column("id", sa.String(40), nullable=False),
+    sa.Column("ts_ms", sa.BigInteger, nullable=False),
+    sa.Column("seq", sa.Integer, nullable=False),
+    # The channel; "" is the default channel.
+    sa.Column("channel", sa.String(300), nullable=False, server_default=""),
+    sa.Column("emit_id", sa.String(40), nullable=False),
+    sa.Column("payload", JSON),
+    # The $emit options: id, summary, ts (and anything else given).
+    sa.Column("meta", JSON, nullable=False),
+    sa.UniqueConstraint("emitter_id", "ts_ms", "seq", name="uq_events_emitter_position"),
+    sa.Index("ix_events_emitter_channel", "emitter_id", "channel", "ts_ms", "seq"),
+)
+
+logs = sa.Table(
+    "logs",
+    metadata,
+    sa.Column(
+        "pk",
+        sa.BigInteger().with_variant(sa.Integer, "sqlite"),
+        primary_key=True,
+        autoincrement=True,
+    ),
+    sa.Column("emitter_id", sa.String(40), nullable=False),
+    sa.Column("owner_id", sa.String(40), nullable=False),
+    sa.Column("ts_ms", sa.BigInteger, nullable=False),
+    sa.Column("level", sa.String(20), nullable=False),
+    sa.Column("msg", sa.Text, nullable=False),
+    sa.Column("invocation_id", sa.String(40)),
+    sa.Index("ix_logs_emitter", "emitter_id", "pk"),
+)
