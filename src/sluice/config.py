@@ -35,6 +35,8 @@ class Settings:
     public_url: str = ""
     #: Base of generated HTTP endpoint URLs (the spec's ``{endpoint_host}``).
     endpoint_base_url: str = ""
+    #: The npm store (installed dependency sets). Empty: ``<data_dir>/npm-store``.
+    npm_store: str = ""
     node: str = "node"
     npm: str = "npm"
     #: Wall-clock limit of one source invocation (run or hook), seconds.
@@ -106,7 +108,7 @@ class Settings:
 
     @property
     def npm_store_dir(self) -> Path:
-        return self.data_dir / "npm-store"
+        return Path(self.npm_store) if self.npm_store else self.data_dir / "npm-store"
 
 
 def _convert(name: str, hint: Any, raw: str) -> Any:

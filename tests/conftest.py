@@ -1,0 +1,131 @@
+"""Shared fixtures: a real platform per dialect (SQLite file, fresh PostgreSQL database), a real
+Node runner pool, the ASGI app in process, and a fresh account per test.
+
+PostgreSQL is expected at ``SLUICE_TEST_POSTGRES`` (default 127.0.0.1:5432, trust auth). When it
+cannot be reached the PostgreSQL half of the suite FAILS, unless ``SLUICE_TEST_SKIP_POSTGRES=1``
+says to skip it, and then the run ends with a banner saying the dialect was not tested.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+import httpx
+import pytest
+import pytest_asyncio
+
+from sluice.api.app import create_app
+from sluice.config import Settings
+from sluice.platform import Platform
+
+ROOT = Path(__file__).resolve().parent.parent
+#: Kept between runs (gitignored) so npm installs are warm after the first run.
+CACHE = ROOT / ".test-cache"
+PG_URL = os.environ.get("SLUICE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
+SKIP_PG = os.environ.get("SLUICE_TEST_SKIP_POSTGRES") == "1"
+_pg_problem: list[str] = []
+
+
+def test_settings(data_dir: Path, **overrides: object) -> Settings:
+    values: dict[str, object] = {
+        "data_dir": data_dir,
+        "npm_store": str(CACHE / "npm-store"),
+        "secret_key": "",
+        "source_timeout_seconds": 20.0,
+        "action_timeout_seconds": 20.0,
+        "max_runners": 8,
+    }
+    values.update(overrides)
+    return Settings.from_env({}, **values)
+
+
+async def _create_pg_database() -> str:
+    name = f"sluice_test_{secrets.token_hex(4)}"
+    conn = await asyncpg.connect(PG_URL.replace("postgresql+asyncpg", "postgresql"), timeout=5)
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+    return PG_URL.rsplit("/", 1)[0] + "/" + name
+
+
+async def _drop_pg_database(url: str) -> None:
+    name = url.rsplit("/", 1)[1]
+    conn = await asyncpg.connect(PG_URL, timeout=5)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await conn.close()
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session", params=["sqlite", "postgresql"])
+async def platform(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Platform]:
+    dialect = request.param
+    data_dir = tmp_path_factory.mktemp(f"data-{dialect}")
+    database_url = ""
+    if dialect == "postgresql":
+        try:
+            database_url = await _create_pg_database()
+        except (OSError, asyncpg.PostgresError) as exc:
+            message = f"PostgreSQL at {PG_URL} is unreachable: {exc}"
+            _pg_problem.append(message)
+            if SKIP_PG:
+                pytest.skip(message)
+            pytest.fail(message + " (set SLUICE_TEST_SKIP_POSTGRES=1 to skip that half)")
+    settings = test_settings(data_dir, database_url=database_url)
+    try:
+        async with Platform.open(settings) as opened:
+            yield opened
+    finally:
+        if database_url:
+            await _drop_pg_database(database_url)
+
+
+@dataclass
+class Api:
+    """An httpx client on the in-process app, authenticated as one fresh account."""
+
+    client: httpx.AsyncClient
+    platform: Platform
+    account_id: str
+    api_key: str
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def api(platform: Platform) -> AsyncIterator[Api]:
+    account, key = await platform.create_account(f"user-{secrets.token_hex(3)}", "u@example.com")
+    app = create_app(platform=platform)
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app, raise_app_exceptions=False),
+        base_url="http://sluice.test",
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=60,
+    ) as client:
+        yield Api(client, platform, account.id, key)
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def other_api(platform: Platform) -> AsyncIterator[Api]:
+    """A second account on the same platform, for isolation tests."""
+    account, key = await platform.create_account("someone-else")
+    app = create_app(platform=platform)
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app, raise_app_exceptions=False),
+        base_url="http://sluice.test",
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=60,
+    ) as client:
+        yield Api(client, platform, account.id, key)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _pg_problem:
+        terminalreporter.write_sep("!", "PostgreSQL NOT TESTED", red=True, bold=True)
+        terminalreporter.write_line(_pg_problem[0], red=True)

@@ -1,0 +1,216 @@
+"""POST /v1/sources, run by hand, event summaries, db state, secrets, hooks."""
+
+from __future__ import annotations
+
+import json
+
+import sqlalchemy as sa
+
+from sluice.storage.tables import deployed_components, logs
+from tests.conftest import Api
+from tests.integration.test_api_basics import assert_error
+
+COUNTER = """
+export default {
+  name: "Counter Source",
+  version: "0.0.1",
+  props: {
+    db: "$.service.db",
+    step: { type: "integer", min: 1, max: 5, optional: true, default: 1 },
+    label: { type: "string" },
+    token: { type: "string", secret: true },
+    http: "$.interface.http",
+  },
+  hooks: {
+    async deploy() { this.db.set("hooks", ["deploy"]); this.$emit({ historical: true }); },
+    async activate() { this.db.set("hooks", [...this.db.get("hooks"), "activate"]); },
+  },
+  methods: {
+    emitEvent(n) { this.$emit({ n, label: this.label }, { id: String(n), summary: `n=${n}` }); },
+  },
+  async run(event) {
+    const count = (this.db.get("count") || 0) + this.step;
+    this.db.set("count", count);
+    [count].forEach(this.emitEvent);
+    console.log("token length", this.token.length, "endpoint", typeof this.http.endpoint);
+    return { event, hooks: this.db.get("hooks") };
+  },
+};
+"""
+
+
+async def deploy(api: Api, code: str, **body: object) -> dict:
+    response = await api.client.post("/v1/sources", json={"component_code": code, **body})
+    assert response.status_code == 200, response.text
+    return response.json()["data"]
+
+
+async def test_deploy_run_and_read_events(api: Api) -> None:
+    source = await deploy(api, COUNTER, configured_props={
+        "label": "L", "token": "s3cr3t-value-xyz", "step": "2"})
+    assert source["id"].startswith("dc_") and source["active"] is True
+    assert source["name"] == "Counter Source" and source["name_slug"] == "counter-source"
+    assert source["configured_props"]["step"] == 2  # "2" coerced
+    assert source["configured_props"]["token"] == {"secret": True}
+    assert source["endpoint_url"].endswith(source["configured_props"]["http"]["endpoint_url"]
+                                           .rsplit("/", 1)[1])
+    assert "s3cr3t" not in json.dumps(source)
+
+    runs = []
+    for n in range(2):
+        response = await api.client.post(f"/v1/sources/{source['id']}/run",
+                                         json={"event": {"n": n}})
+        assert response.status_code == 200, response.text
+        runs.append(response.json()["data"])
+    assert all(r["ok"] for r in runs), runs
+    assert runs[1]["value"] == {"event": {"n": 1}, "hooks": ["deploy", "activate"]}
+    assert len(runs[1]["emitted"]) == 1
+    assert any("token length 16" in log["msg"] for log in runs[0]["logs"])
+
+    page = (await api.client.get(f"/v1/sources/{source['id']}/event_summaries",
+                                 params={"expand": "event"})).json()
+    assert page["page_info"]["count"] == 3 and page["page_info"]["total_count"] == 3
+    events = page["data"]
+    assert [e["event"] for e in events] == [{"n": 4, "label": "L"}, {"n": 2, "label": "L"},
+                                            {"historical": True}]
+    newest = events[0]
+    assert newest["metadata"]["emitter_id"] == source["id"]
+    assert newest["metadata"]["name"] == "" and newest["metadata"]["summary"] == "n=4"
+    assert newest["metadata"]["id"] == "4"
+    assert newest["id"] == f"{newest['indexed_at_ms']}-{newest['id'].split('-')[1]}"
+    assert page["page_info"]["start_cursor"] == events[0]["id"]
+    assert page["page_info"]["end_cursor"] == events[-1]["id"]
+    # Without expand the payload is left out; pagination with before/limit.
+    short = (await api.client.get(f"/v1/sources/{source['id']}/event_summaries",
+                                  params={"limit": 1, "before": events[0]["id"]})).json()
+    assert [e["id"] for e in short["data"]] == [events[1]["id"]]
+    assert "event" not in short["data"][0]
+
+
+async def test_secrets_are_encrypted_at_rest_and_never_logged(api: Api) -> None:
+    source = await deploy(api, COUNTER, configured_props={"label": "L",
+                                                          "token": "s3cr3t-value-xyz"})
+    await api.client.post(f"/v1/sources/{source['id']}/run", json={})
+    async with api.platform.db.connect() as conn:
+        row = (await conn.execute(sa.select(deployed_components).where(
+            deployed_components.c.id == source["id"]))).one()
+        log_text = " ".join(r.msg for r in await conn.execute(
+            sa.select(logs.c.msg).where(logs.c.emitter_id == source["id"])))
+    stored = json.dumps(dict(row._mapping))
+    assert "s3cr3t" not in stored
+    assert row.secret_props["token"].startswith("v1.")
+    assert "s3cr3t" not in log_text
+    read = await api.client.get(f"/v1/sources/{source['id']}")
+    assert "s3cr3t" not in read.text
+
+
+async def test_configured_props_are_checked(api: Api) -> None:
+    cases = [
+        ({"token": "t"}, "configured_props.label", "required"),
+        ({"label": 5.5, "token": "t"}, "configured_props.label", None),
+        ({"label": "L", "token": "t", "step": 9}, "configured_props.step", "at most 5"),
+        ({"label": "L", "token": "t", "step": 0}, "configured_props.step", "at least 1"),
+        ({"label": "L", "token": "t", "step": "two"}, "configured_props.step", "integer"),
+        ({"label": "L", "token": "t", "nope": 1}, "configured_props.nope", "unknown prop"),
+    ]
+    for props, field, words in cases:
+        response = await api.client.post("/v1/sources", json={"component_code": COUNTER,
+                                                              "configured_props": props})
+        if field == "configured_props.label" and words is None:
+            # a number for a string prop is coerced to its text
+            assert response.status_code == 200, response.text
+            continue
+        body = assert_error(response, 400, "invalid_props")
+        assert body["field"] == field, body
+        assert words in body["error"], body
+    options = """
+export default { name: "Opt", version: "1",
+  props: { color: { type: "string", options: [{ label: "Red", value: "r" }, "g"] },
+           flags: { type: "boolean[]", optional: true } },
+  async run() { this.$emit({ color: this.color, flags: this.flags }); } };
+"""
+    body = assert_error(await api.client.post("/v1/sources", json={
+        "component_code": options, "configured_props": {"color": "b"}}), 400, "invalid_props")
+    assert '"r", "g"' in body["error"]
+    ok = await deploy(api, options, configured_props={"color": "r", "flags": ["true", False]})
+    assert ok["configured_props"]["flags"] == [True, False]
+
+
+async def test_inactive_deploy_runs_only_the_deploy_hook(api: Api) -> None:
+    source = await deploy(api, COUNTER, active=False,
+                          configured_props={"label": "L", "token": "t"})
+    assert source["active"] is False
+    run = (await api.client.post(f"/v1/sources/{source['id']}/run", json={})).json()["data"]
+    assert run["value"]["hooks"] == ["deploy"]
+
+
+async def test_failing_hook_undoes_the_deploy(api: Api) -> None:
+    code = """
+export default { name: "Bad Hook", version: "1",
+  hooks: { async deploy() { console.log("about to fail"); throw new TypeError("no webhook"); } },
+  async run() {} };
+"""
+    response = await api.client.post("/v1/sources", json={"component_code": code})
+    body = assert_error(response, 400, "hook_failed")
+    assert "TypeError" in body["error"] and "no webhook" in body["error"]
+    assert any("about to fail" in log["msg"] for log in body["details"]["logs"])
+    async with api.platform.db.connect() as conn:
+        count = (await conn.execute(sa.select(sa.func.count()).select_from(
+            deployed_components).where(deployed_components.c.owner_id == api.account_id,
+                                       deployed_components.c.name == "Bad Hook"))).scalar()
+    assert count == 0
+
+
+async def test_names_become_unique_slugs(api: Api) -> None:
+    code = 'export default { name: "Same Name!", version: "1", async run() {} };'
+    slugs = [(await deploy(api, code))["name_slug"] for _ in range(3)]
+    assert slugs == ["same-name", "same-name-2", "same-name-3"]
+    named = await deploy(api, code, name="Custom")
+    assert (named["name"], named["name_slug"]) == ("Custom", "custom")
+
+
+async def test_run_errors_are_reported_and_logged(api: Api) -> None:
+    code = """
+export default { name: "Thrower", version: "1",
+  async run() { this.$emit({ before: true }); null.boom; } };
+"""
+    source = await deploy(api, code)
+    run = (await api.client.post(f"/v1/sources/{source['id']}/run", json={})).json()["data"]
+    assert run["ok"] is False and run["error"]["code"] == "TypeError"
+    assert "Cannot read properties of null" in run["error"]["message"]
+    assert "/components/" not in run["error"]["stack"]
+    assert len(run["emitted"]) == 1
+    logs_page = (await api.client.get(f"/v1/sources/{source['id']}/logs")).json()["data"]
+    assert any(entry["level"] == "error" and "TypeError" in entry["msg"] for entry in logs_page)
+
+
+async def test_delete_runs_deactivate_and_removes_everything(api: Api) -> None:
+    code = """
+export default { name: "Deactivating", version: "1", props: { db: "$.service.db" },
+  hooks: { async deactivate() { console.log("bye"); } },
+  async run() { this.$emit({}); } };
+"""
+    source = await deploy(api, code)
+    await api.client.post(f"/v1/sources/{source['id']}/run", json={})
+    assert (await api.client.delete(f"/v1/sources/{source['id']}")).status_code == 200
+    assert_error(await api.client.get(f"/v1/sources/{source['id']}"), 404, "not_found")
+    assert_error(await api.client.get(f"/v1/sources/{source['id']}/event_summaries"), 404,
+                 "not_found")
+
+
+async def test_timer_source_gets_its_schedule_and_a_timer_event(api: Api) -> None:
+    code = """
+export default { name: "Ticker", version: "1",
+  props: { timer: { type: "$.interface.timer", default: { intervalSeconds: 60 } } },
+  async run(event) { this.$emit({ event, timer: this.timer }); } };
+"""
+    source = await deploy(api, code, configured_props={"timer": {"intervalSeconds": 30}})
+    assert source["configured_props"]["timer"] == {"cron": None, "interval_seconds": 30}
+    run = (await api.client.post(f"/v1/sources/{source['id']}/run")).json()["data"]
+    assert run["ok"], run
+    page = (await api.client.get(f"/v1/sources/{source['id']}/event_summaries",
+                                 params={"expand": "event"})).json()
+    emitted = page["data"][0]["event"]
+    assert emitted["timer"]["intervalSeconds"] == 30
+    assert emitted["event"]["interval_seconds"] == 30
+    assert isinstance(emitted["event"]["timestamp"], int)
