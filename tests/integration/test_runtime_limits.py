@@ -1,0 +1,162 @@
+"""Isolation and limits of the Node runtime, through the real pool: time-outs, memory, crashes,
+environment, one process per account. Nothing here sleeps: every wait is on a real event."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+from sluice.engine.components import ComponentInput
+from sluice.platform import Platform
+from sluice.runtime.pool import Invocation
+from tests.conftest import Api
+
+HANGS = """
+export default { name: "Hang", version: "1", type: "action",
+  props: { mode: { type: "string" } },
+  async run({ $ }) {
+    if (this.mode === "sync") { while (true) {} }
+    if (this.mode === "async") { for (;;) { await Promise.resolve(); } }
+    if (this.mode === "memory") { const hog = []; for (;;) hog.push(new Array(1e5).fill(Math.random())); }
+    if (this.mode === "respond-then-hang") { await $.respond({ status: 200 }); await new Promise(() => {}); }
+    if (this.mode === "exit") { process.exit(3); }
+    return { env: { ...process.env }, ok: true };
+  } };
+"""
+
+
+async def _entry(platform: Platform, owner_id: str) -> str:
+    saved = await platform.components.save(owner_id, ComponentInput(code=HANGS))
+    return str(await platform.components.materialize(saved))
+
+
+def _call(
+    owner: str,
+    entry: str,
+    mode: str,
+    *,
+    key: str = "k",
+    timeout_ms: int = 20_000,
+    memory_mb: int = 64,
+) -> Invocation:
+    return Invocation(
+        owner_id=owner,
+        worker_key=key,
+        entry=entry,
+        timeout_ms=timeout_ms,
+        memory_mb=memory_mb,
+        call={"kind": "action", "props": {"mode": mode}, "db": {}, "steps": {}},
+    )
+
+
+async def test_timeouts_end_the_invocation_and_the_worker_recovers(api: Api) -> None:
+    pool, entry = api.platform.pool, await _entry(api.platform, api.account_id)
+    for mode in ("sync", "async"):
+        result = await pool.invoke(_call(api.account_id, entry, mode, timeout_ms=300))
+        assert not result.ok and result.error is not None
+        assert result.error["code"] == "TIMEOUT", result.error
+    after = await pool.invoke(_call(api.account_id, entry, "fine"))
+    assert after.ok and after.value["ok"] is True
+
+
+async def test_memory_limit_ends_the_invocation_not_the_service(api: Api) -> None:
+    pool, entry = api.platform.pool, await _entry(api.platform, api.account_id)
+    other = pool.invoke(_call(api.account_id, entry, "fine", key="other"))
+    result = await pool.invoke(_call(api.account_id, entry, "memory", key="hog", memory_mb=32))
+    assert not result.ok and result.error["code"] == "OUT_OF_MEMORY", result.error
+    assert (await other).ok
+    assert (await pool.invoke(_call(api.account_id, entry, "fine", key="hog"))).ok
+
+
+async def test_process_exit_in_user_code_stops_only_its_worker(api: Api) -> None:
+    pool, entry = api.platform.pool, await _entry(api.platform, api.account_id)
+    result = await pool.invoke(_call(api.account_id, entry, "exit", key="exiter"))
+    assert not result.ok and result.error["code"] == "WORKER_STOPPED"
+    assert (await pool.invoke(_call(api.account_id, entry, "fine", key="exiter"))).ok
+
+
+async def test_a_crashed_runner_fails_in_flight_calls_and_is_replaced(api: Api) -> None:
+    pool, entry = api.platform.pool, await _entry(api.platform, api.account_id)
+    await pool.invoke(_call(api.account_id, entry, "fine"))
+    runner = pool.runner(api.account_id)
+    assert runner is not None
+    first_pid = runner.pid
+    killed = asyncio.Event()
+
+    def kill_on_respond(_response: object) -> None:
+        runner.kill()
+        killed.set()
+
+    result = await pool.invoke(_call(api.account_id, entry, "respond-then-hang"), kill_on_respond)
+    assert killed.is_set()
+    assert not result.ok and result.error["code"] == "RUNNER_CRASHED"
+    again = await pool.invoke(_call(api.account_id, entry, "fine"))
+    assert again.ok
+    replacement = pool.runner(api.account_id)
+    assert replacement is not None and replacement.pid != first_pid
+
+
+async def test_user_code_sees_no_host_environment(api: Api) -> None:
+    os.environ["SLUICE_TEST_HOST_SECRET"] = "do-not-leak"
+    try:
+        pool, entry = api.platform.pool, await _entry(api.platform, api.account_id)
+        result = await pool.invoke(_call(api.account_id, entry, "fine", key="env"))
+        assert result.ok and result.value["env"] == {}
+        runner = pool.runner(api.account_id)
+        assert runner is not None and runner.pid is not None
+        environ = Path(f"/proc/{runner.pid}/environ").read_bytes().split(b"\0")
+        names = {item.split(b"=", 1)[0] for item in environ if item}
+        assert names == {b"PATH"}
+    finally:
+        del os.environ["SLUICE_TEST_HOST_SECRET"]
+    code = (
+        'export default { name: "Env", version: "1", async run() { return { ...process.env }; } };'
+    )
+    source = await api.client.post("/v1/sources", json={"component_code": code})
+    source_id = source.json()["data"]["id"]
+    run = (await api.client.post(f"/v1/sources/{source_id}/run", json={})).json()["data"]
+    assert run["value"] == {"PD_COMPONENT": source_id}
+
+
+async def test_each_account_gets_its_own_runner_process(api: Api, other_api: Api) -> None:
+    code = 'export default { name: "Pid", version: "1", async run() { return process.pid; } };'
+    pids = []
+    for client in (api.client, other_api.client):
+        source = (await client.post("/v1/sources", json={"component_code": code})).json()["data"]
+        run = (await client.post(f"/v1/sources/{source['id']}/run", json={})).json()["data"]
+        pids.append(run["value"])
+    assert pids[0] != pids[1]
+
+
+async def test_concurrent_invocations_keep_their_own_emits_and_logs(api: Api) -> None:
+    code = """
+export default { name: "Concurrent", version: "1",
+  async run(event) {
+    for (let i = 0; i < 5; i++) {
+      console.log(`run ${event.n} step ${i}`);
+      this.$emit({ n: event.n, i });
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    return event.n;
+  } };
+"""
+    source = (await api.client.post("/v1/sources", json={"component_code": code})).json()["data"]
+    runs = await asyncio.gather(
+        *[
+            api.client.post(f"/v1/sources/{source['id']}/run", json={"event": {"n": n}})
+            for n in range(6)
+        ]
+    )
+    for n, response in enumerate(runs):
+        data = response.json()["data"]
+        assert data["value"] == n
+        assert len(data["emitted"]) == 5
+        assert [log["msg"] for log in data["logs"]] == [f"run {n} step {i}" for i in range(5)]
+    page = (
+        await api.client.get(
+            f"/v1/sources/{source['id']}/event_summaries", params={"expand": "event"}
+        )
+    ).json()
+    assert page["page_info"]["total_count"] == 30
+    assert len({e["id"] for e in page["data"]}) == 30
