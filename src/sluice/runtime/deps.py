@@ -1,0 +1,293 @@
+"""A shared, content-addressed store of installed npm dependency sets.
+
+``root/<key>/`` holds ``package.json`` and ``node_modules/`` for one dependency set, where
+``key`` is ``dependencies_key(dependencies)``. A set is installed once, into
+``root/.tmp-<key>-<random>``, and renamed into place only when npm succeeded, so an entry that
+exists is complete: a crash mid-install leaves at most a ``.tmp-`` directory, removed by the
+next install of that key. Deployments use an entry through a ``node_modules`` symlink.
+
+Installs run with ``--ignore-scripts``: packages that build native code or download binaries
+in ``install``/``postinstall`` (sharp, bcrypt, puppeteer, ssh2's optional cpu-features) are
+installed without that step and may fail when loaded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import weakref
+from collections.abc import Mapping
+from pathlib import Path
+from urllib.parse import unquote
+
+from sluice.domain.imports import DependencyPlan, dependencies_key
+from sluice.errors import DependencyInstallFailed
+
+__all__ = ["DependencyStore"]
+
+_NPM_FLAGS = (
+    "install",
+    "--no-audit",
+    "--no-fund",
+    "--no-package-lock",
+    "--ignore-scripts",
+    "--omit=dev",
+    "--loglevel=error",
+    "--no-update-notifier",
+    "--no-progress",
+)
+# Host variables npm legitimately needs; everything else (tokens, cloud credentials, the
+# host's HOME and its ~/.npmrc) stays out of the npm process.
+_PASSED_ENV = (
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "TZ",
+    "NODE_EXTRA_CA_CERTS",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+)
+_STDERR_LINES = 8
+_E404_RE = re.compile(r"404 Not Found - GET \S+/(?P<name>[^/\s]+)(?:\s|$)")
+_ETARGET_RE = re.compile(r"No matching version found for (?P<spec>\S+?)\.?(?:\s|$)")
+_PREFIX_RE = re.compile(r"^npm (?:error|ERR!|warn|WARN)\s*")
+_NOISE_RE = re.compile(
+    r"A complete log of this run|^npm error 404\s*$|Note that you can also install from a"
+    r"|tarball, folder, http url, or git url|^npm notice"
+)
+
+
+class DependencyStore:
+    """Installs dependency sets once per key and links them into component directories."""
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        npm: str = "npm",
+        install_timeout: float = 300.0,
+        registry: str | None = None,
+        cache_dir: Path | None = None,
+    ) -> None:
+        self.root = Path(root)
+        self.npm = npm
+        self.install_timeout = install_timeout
+        self.registry = registry
+        # npm's download cache, shared by every install; defaults to a directory inside root.
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else self.root / ".npm-cache"
+        # Same-process callers for one key wait here rather than on the file lock, which
+        # would park a worker thread each.
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+
+    def path_for(self, key: str) -> Path:
+        return self.root / key
+
+    async def ensure(self, plan: DependencyPlan | Mapping[str, str]) -> Path | None:
+        """The store directory holding ``plan``'s dependencies, installing them if needed.
+
+        None when there is nothing to install. Raises ``DependencyInstallFailed``. A mapping is
+        installed as given: it should come from ``plan_dependencies``, which validates names and
+        ranges (a ``file:`` or git value here would be honoured by npm).
+        """
+        dependencies = dict(plan.dependencies if isinstance(plan, DependencyPlan) else plan)
+        if not dependencies:
+            return None
+        # Recomputed rather than trusting plan.key: the key names a directory, and an entry
+        # must hold exactly the dependencies its name says (microseconds for a small dict).
+        key = dependencies_key(dependencies)
+        final = self.path_for(key)
+        if final.is_dir():  # the hot path: a stat, no lock, no npm
+            return final
+
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = self._locks[key] = asyncio.Lock()
+        async with lock:
+            if final.is_dir():
+                return final
+            await asyncio.to_thread(self.root.mkdir, parents=True, exist_ok=True)
+            lock_fd = await _flock(self.root / f"{key}.lock")
+            try:
+                if final.is_dir():  # another process installed it while we waited
+                    return final
+                await self._install(key, dependencies, final)
+                return final
+            finally:
+                os.close(lock_fd)  # releases the flock
+
+    async def link(self, store_dir: Path | None, component_dir: Path) -> None:
+        """Point ``component_dir/node_modules`` at ``store_dir/node_modules``.
+
+        Whatever ``node_modules`` was there before is replaced. With no ``store_dir`` a
+        leftover symlink is removed, so a component no longer resolves packages it dropped.
+        """
+        await asyncio.to_thread(_link, store_dir, Path(component_dir))
+
+    async def _install(self, key: str, dependencies: dict[str, str], final: Path) -> None:
+        # We hold the key's lock: any .tmp- directory of this key is a crashed install.
+        for stale in self.root.glob(f".tmp-{key}-*"):
+            await asyncio.to_thread(shutil.rmtree, stale, True)
+        tmp = self.root / f".tmp-{key}-{secrets.token_hex(6)}"
+        try:
+            await asyncio.to_thread(_write_package_json, tmp, key, dependencies)
+            await self._run_npm(tmp, dependencies)
+            missing = [
+                name
+                for name in dependencies
+                if not (tmp / "node_modules" / name / "package.json").is_file()
+            ]
+            if missing:
+                raise DependencyInstallFailed(
+                    f"npm finished but did not install {', '.join(sorted(missing))}",
+                    details={"packages": sorted(missing)},
+                )
+            await asyncio.to_thread(os.rename, tmp, final)
+        finally:
+            if tmp.exists():
+                await asyncio.to_thread(shutil.rmtree, tmp, True)
+
+    def _npm_env(self) -> dict[str, str]:
+        env = {name: os.environ[name] for name in _PASSED_ENV if name in os.environ}
+        env.setdefault("PATH", os.defpath)
+        env.update(
+            HOME=str(self.cache_dir / "home"),
+            npm_config_cache=str(self.cache_dir),
+            npm_config_update_notifier="false",
+            npm_config_fund="false",
+            npm_config_audit="false",
+        )
+        if self.registry:
+            env["npm_config_registry"] = self.registry
+        return env
+
+    async def _run_npm(self, cwd: Path, dependencies: Mapping[str, str]) -> None:
+        requested = [_describe(name, value) for name, value in sorted(dependencies.items())]
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                self.npm,
+                *_NPM_FLAGS,
+                cwd=cwd,
+                env=self._npm_env(),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,  # its own process group, so a kill reaches children
+            )
+        except OSError as exc:
+            raise DependencyInstallFailed(
+                f"Could not run npm ({self.npm!r}) to install {', '.join(requested)}: {exc}",
+                details={"packages": requested},
+            ) from exc
+        try:
+            _, stderr_bytes = await asyncio.wait_for(proc.communicate(), self.install_timeout)
+        except TimeoutError:
+            await _kill(proc)
+            raise DependencyInstallFailed(
+                f"npm install of {', '.join(requested)} timed out after {self.install_timeout:g} s",
+                details={"packages": requested},
+            ) from None
+        except BaseException:  # cancelled: do not leave npm running
+            await _kill(proc)
+            raise
+        if proc.returncode != 0:
+            stderr = stderr_bytes.decode(errors="replace")
+            culprits = _culprits(stderr) or requested
+            lines = _useful_lines(stderr)
+            message = f"npm could not install {', '.join(culprits)}"
+            if lines:
+                message += ": " + "; ".join(lines)
+            raise DependencyInstallFailed(
+                message,
+                details={
+                    "packages": culprits,
+                    "exit_code": proc.returncode,
+                    "stderr": stderr[-4000:],
+                },
+            )
+
+
+async def _flock(path: Path) -> int:
+    """Open ``path`` and take an exclusive flock on it in a worker thread; return the fd."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    acquired = asyncio.get_running_loop().run_in_executor(None, fcntl.flock, fd, fcntl.LOCK_EX)
+    try:
+        await asyncio.shield(acquired)
+    except BaseException:
+        # Cancelled while the thread still waits: close (and so release) once it gets the lock.
+        acquired.add_done_callback(lambda _: os.close(fd))
+        raise
+    return fd
+
+
+async def _kill(proc: asyncio.subprocess.Process) -> None:
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    await proc.wait()
+
+
+def _write_package_json(directory: Path, key: str, dependencies: Mapping[str, str]) -> None:
+    directory.mkdir(parents=True)
+    manifest = {
+        "name": f"sluice-deps-{key[:16]}",
+        "version": "0.0.0",
+        "private": True,
+        "dependencies": dict(dependencies),
+    }
+    (directory / "package.json").write_text(json.dumps(manifest, indent=2) + "\n")
+
+
+def _link(store_dir: Path | None, component_dir: Path) -> None:
+    link = component_dir / "node_modules"
+    if store_dir is None:
+        if link.is_symlink():
+            link.unlink()
+        return
+    component_dir.mkdir(parents=True, exist_ok=True)
+    if link.is_dir() and not link.is_symlink():
+        shutil.rmtree(link)
+    # Build the link beside the target and rename it over: readers never see no node_modules.
+    tmp = component_dir / f".node_modules-{secrets.token_hex(6)}"
+    tmp.symlink_to(store_dir.resolve() / "node_modules", target_is_directory=True)
+    try:
+        os.replace(tmp, link)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _describe(name: str, value: str) -> str:
+    if value.startswith("npm:"):
+        return value[4:]
+    return f"{name}@{value}"
+
+
+def _culprits(stderr: str) -> list[str]:
+    found: list[str] = []
+    for m in _E404_RE.finditer(stderr):
+        found.append(unquote(m.group("name")))
+    for m in _ETARGET_RE.finditer(stderr):
+        found.append(m.group("spec"))
+    return list(dict.fromkeys(found))
+
+
+def _useful_lines(stderr: str) -> list[str]:
+    useful: list[str] = []
+    for raw in stderr.splitlines():
+        line = _PREFIX_RE.sub("", raw.strip()).strip()
+        if line and not _NOISE_RE.search(raw.strip()):
+            useful.append(line[:300])
+    return useful[:_STDERR_LINES]
