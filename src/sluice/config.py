@@ -65,6 +65,9 @@ class Settings:
     fetch_timeout_seconds: float = 10.0
     fetch_max_bytes: int = 2_000_000
     fetch_allow_hosts: str = ""
+    #: ``reject`` (the spec: ``default`` only on optional props) or ``accept`` (as Pipedream's
+    #: registry does: such a prop is treated as optional, and the save answer warns).
+    required_prop_defaults: str = "reject"
     log_level: str = "info"
 
     @classmethod

@@ -27,9 +27,12 @@ def assert_error(response: httpx.Response, status: int, code: str) -> dict:
 
 async def test_missing_and_wrong_keys_get_401(api: Api) -> None:
     client = api.client
-    for headers in ({"Authorization": ""}, {"Authorization": "Bearer slk_nope_nope"},
-                    {"Authorization": "Basic abc"},
-                    {"Authorization": f"Bearer {api.api_key}x"}):
+    for headers in (
+        {"Authorization": ""},
+        {"Authorization": "Bearer slk_nope_nope"},
+        {"Authorization": "Basic abc"},
+        {"Authorization": f"Bearer {api.api_key}x"},
+    ):
         response = await client.get("/v1/users/me", headers=headers)
         body = assert_error(response, 401, "unauthorized")
         assert response.headers["www-authenticate"] == "Bearer"
@@ -38,13 +41,20 @@ async def test_missing_and_wrong_keys_get_401(api: Api) -> None:
 
 async def test_every_v1_route_requires_a_key(api: Api) -> None:
     anonymous = {"Authorization": ""}
-    for method, path in [("GET", "/v1/users/me"), ("POST", "/v1/components"),
-                         ("GET", "/v1/components/sc_x"), ("POST", "/v1/sources"),
-                         ("GET", "/v1/sources/dc_x"), ("DELETE", "/v1/sources/dc_x"),
-                         ("POST", "/v1/sources/dc_x/run"),
-                         ("GET", "/v1/sources/dc_x/event_summaries"),
-                         ("GET", "/v1/sources/dc_x/logs"), ("POST", "/v1/accounts"),
-                         ("GET", "/v1/accounts"), ("POST", "/v1/actions/run")]:
+    for method, path in [
+        ("GET", "/v1/users/me"),
+        ("POST", "/v1/components"),
+        ("GET", "/v1/components/sc_x"),
+        ("POST", "/v1/sources"),
+        ("GET", "/v1/sources/dc_x"),
+        ("DELETE", "/v1/sources/dc_x"),
+        ("POST", "/v1/sources/dc_x/run"),
+        ("GET", "/v1/sources/dc_x/event_summaries"),
+        ("GET", "/v1/sources/dc_x/logs"),
+        ("POST", "/v1/accounts"),
+        ("GET", "/v1/accounts"),
+        ("POST", "/v1/actions/run"),
+    ]:
         response = await api.client.request(method, path, headers=anonymous, json={})
         assert_error(response, 401, "unauthorized")
 
@@ -64,22 +74,29 @@ async def test_error_shape_for_routing_and_parsing_failures(api: Api) -> None:
     body = assert_error(await api.client.put("/v1/users/me"), 405, "method_not_allowed")
     assert "PUT" in body["error"]
     body = assert_error(
-        await api.client.post("/v1/components", content=b"{not json",
-                              headers={"content-type": "application/json"}),
-        400, "invalid_json")
+        await api.client.post(
+            "/v1/components", content=b"{not json", headers={"content-type": "application/json"}
+        ),
+        400,
+        "invalid_json",
+    )
     assert "JSON" in body["error"]
-    body = assert_error(await api.client.post("/v1/components", json={"component_code": 5}),
-                        400, "invalid_request")
+    body = assert_error(
+        await api.client.post("/v1/components", json={"component_code": 5}), 400, "invalid_request"
+    )
     assert body["field"] == "component_code"
-    body = assert_error(await api.client.post("/v1/components", json={"component_cod": "x"}),
-                        400, "invalid_request")
+    body = assert_error(
+        await api.client.post("/v1/components", json={"component_cod": "x"}), 400, "invalid_request"
+    )
     assert body["field"] == "component_cod"
     assert_error(await api.client.post("/v1/components", json=[1, 2]), 400, "invalid_request")
     body = assert_error(await api.client.post("/v1/components", json={}), 400, "invalid_request")
     assert "component_code" in body["error"]
     body = assert_error(
         await api.client.get("/v1/sources/dc_x/event_summaries", params={"limit": "many"}),
-        400, "invalid_request")
+        400,
+        "invalid_request",
+    )
     assert body["field"] == "limit"
 
 
@@ -90,8 +107,9 @@ async def test_accounts_cannot_see_each_others_resources(api: Api, other_api: Ap
     deployed = await api.client.post("/v1/sources", json={"component_id": component_id})
     assert deployed.status_code == 200, deployed.text
     source_id = deployed.json()["data"]["id"]
-    connected = await api.client.post("/v1/accounts", json={"app": "demo",
-                                                            "credentials": {"k": "v"}})
+    connected = await api.client.post(
+        "/v1/accounts", json={"app": "demo", "credentials": {"k": "v"}}
+    )
     account_id = connected.json()["data"]["id"]
 
     other = other_api.client

@@ -46,20 +46,23 @@ async def deploy(api: Api, code: str, **body: object) -> dict:
 
 
 async def test_deploy_run_and_read_events(api: Api) -> None:
-    source = await deploy(api, COUNTER, configured_props={
-        "label": "L", "token": "s3cr3t-value-xyz", "step": "2"})
+    source = await deploy(
+        api, COUNTER, configured_props={"label": "L", "token": "s3cr3t-value-xyz", "step": "2"}
+    )
     assert source["id"].startswith("dc_") and source["active"] is True
     assert source["name"] == "Counter Source" and source["name_slug"] == "counter-source"
     assert source["configured_props"]["step"] == 2  # "2" coerced
     assert source["configured_props"]["token"] == {"secret": True}
-    assert source["endpoint_url"].endswith(source["configured_props"]["http"]["endpoint_url"]
-                                           .rsplit("/", 1)[1])
+    assert source["endpoint_url"].endswith(
+        source["configured_props"]["http"]["endpoint_url"].rsplit("/", 1)[1]
+    )
     assert "s3cr3t" not in json.dumps(source)
 
     runs = []
     for n in range(2):
-        response = await api.client.post(f"/v1/sources/{source['id']}/run",
-                                         json={"event": {"n": n}})
+        response = await api.client.post(
+            f"/v1/sources/{source['id']}/run", json={"event": {"n": n}}
+        )
         assert response.status_code == 200, response.text
         runs.append(response.json()["data"])
     assert all(r["ok"] for r in runs), runs
@@ -67,12 +70,18 @@ async def test_deploy_run_and_read_events(api: Api) -> None:
     assert len(runs[1]["emitted"]) == 1
     assert any("token length 16" in log["msg"] for log in runs[0]["logs"])
 
-    page = (await api.client.get(f"/v1/sources/{source['id']}/event_summaries",
-                                 params={"expand": "event"})).json()
+    page = (
+        await api.client.get(
+            f"/v1/sources/{source['id']}/event_summaries", params={"expand": "event"}
+        )
+    ).json()
     assert page["page_info"]["count"] == 3 and page["page_info"]["total_count"] == 3
     events = page["data"]
-    assert [e["event"] for e in events] == [{"n": 4, "label": "L"}, {"n": 2, "label": "L"},
-                                            {"historical": True}]
+    assert [e["event"] for e in events] == [
+        {"n": 4, "label": "L"},
+        {"n": 2, "label": "L"},
+        {"historical": True},
+    ]
     newest = events[0]
     assert newest["metadata"]["emitter_id"] == source["id"]
     assert newest["metadata"]["name"] == "" and newest["metadata"]["summary"] == "n=4"
@@ -81,21 +90,33 @@ async def test_deploy_run_and_read_events(api: Api) -> None:
     assert page["page_info"]["start_cursor"] == events[0]["id"]
     assert page["page_info"]["end_cursor"] == events[-1]["id"]
     # Without expand the payload is left out; pagination with before/limit.
-    short = (await api.client.get(f"/v1/sources/{source['id']}/event_summaries",
-                                  params={"limit": 1, "before": events[0]["id"]})).json()
+    short = (
+        await api.client.get(
+            f"/v1/sources/{source['id']}/event_summaries",
+            params={"limit": 1, "before": events[0]["id"]},
+        )
+    ).json()
     assert [e["id"] for e in short["data"]] == [events[1]["id"]]
     assert "event" not in short["data"][0]
 
 
 async def test_secrets_are_encrypted_at_rest_and_never_logged(api: Api) -> None:
-    source = await deploy(api, COUNTER, configured_props={"label": "L",
-                                                          "token": "s3cr3t-value-xyz"})
+    source = await deploy(
+        api, COUNTER, configured_props={"label": "L", "token": "s3cr3t-value-xyz"}
+    )
     await api.client.post(f"/v1/sources/{source['id']}/run", json={})
     async with api.platform.db.connect() as conn:
-        row = (await conn.execute(sa.select(deployed_components).where(
-            deployed_components.c.id == source["id"]))).one()
-        log_text = " ".join(r.msg for r in await conn.execute(
-            sa.select(logs.c.msg).where(logs.c.emitter_id == source["id"])))
+        row = (
+            await conn.execute(
+                sa.select(deployed_components).where(deployed_components.c.id == source["id"])
+            )
+        ).one()
+        log_text = " ".join(
+            r.msg
+            for r in await conn.execute(
+                sa.select(logs.c.msg).where(logs.c.emitter_id == source["id"])
+            )
+        )
     stored = json.dumps(dict(row._mapping))
     assert "s3cr3t" not in stored
     assert row.secret_props["token"].startswith("v1.")
@@ -114,8 +135,9 @@ async def test_configured_props_are_checked(api: Api) -> None:
         ({"label": "L", "token": "t", "nope": 1}, "configured_props.nope", "unknown prop"),
     ]
     for props, field, words in cases:
-        response = await api.client.post("/v1/sources", json={"component_code": COUNTER,
-                                                              "configured_props": props})
+        response = await api.client.post(
+            "/v1/sources", json={"component_code": COUNTER, "configured_props": props}
+        )
         if field == "configured_props.label" and words is None:
             # a number for a string prop is coerced to its text
             assert response.status_code == 200, response.text
@@ -129,16 +151,20 @@ export default { name: "Opt", version: "1",
            flags: { type: "boolean[]", optional: true } },
   async run() { this.$emit({ color: this.color, flags: this.flags }); } };
 """
-    body = assert_error(await api.client.post("/v1/sources", json={
-        "component_code": options, "configured_props": {"color": "b"}}), 400, "invalid_props")
+    body = assert_error(
+        await api.client.post(
+            "/v1/sources", json={"component_code": options, "configured_props": {"color": "b"}}
+        ),
+        400,
+        "invalid_props",
+    )
     assert '"r", "g"' in body["error"]
     ok = await deploy(api, options, configured_props={"color": "r", "flags": ["true", False]})
     assert ok["configured_props"]["flags"] == [True, False]
 
 
 async def test_inactive_deploy_runs_only_the_deploy_hook(api: Api) -> None:
-    source = await deploy(api, COUNTER, active=False,
-                          configured_props={"label": "L", "token": "t"})
+    source = await deploy(api, COUNTER, active=False, configured_props={"label": "L", "token": "t"})
     assert source["active"] is False
     run = (await api.client.post(f"/v1/sources/{source['id']}/run", json={})).json()["data"]
     assert run["value"]["hooks"] == ["deploy"]
@@ -155,9 +181,16 @@ export default { name: "Bad Hook", version: "1",
     assert "TypeError" in body["error"] and "no webhook" in body["error"]
     assert any("about to fail" in log["msg"] for log in body["details"]["logs"])
     async with api.platform.db.connect() as conn:
-        count = (await conn.execute(sa.select(sa.func.count()).select_from(
-            deployed_components).where(deployed_components.c.owner_id == api.account_id,
-                                       deployed_components.c.name == "Bad Hook"))).scalar()
+        count = (
+            await conn.execute(
+                sa.select(sa.func.count())
+                .select_from(deployed_components)
+                .where(
+                    deployed_components.c.owner_id == api.account_id,
+                    deployed_components.c.name == "Bad Hook",
+                )
+            )
+        ).scalar()
     assert count == 0
 
 
@@ -194,8 +227,9 @@ export default { name: "Deactivating", version: "1", props: { db: "$.service.db"
     await api.client.post(f"/v1/sources/{source['id']}/run", json={})
     assert (await api.client.delete(f"/v1/sources/{source['id']}")).status_code == 200
     assert_error(await api.client.get(f"/v1/sources/{source['id']}"), 404, "not_found")
-    assert_error(await api.client.get(f"/v1/sources/{source['id']}/event_summaries"), 404,
-                 "not_found")
+    assert_error(
+        await api.client.get(f"/v1/sources/{source['id']}/event_summaries"), 404, "not_found"
+    )
 
 
 async def test_timer_source_gets_its_schedule_and_a_timer_event(api: Api) -> None:
@@ -208,8 +242,11 @@ export default { name: "Ticker", version: "1",
     assert source["configured_props"]["timer"] == {"cron": None, "interval_seconds": 30}
     run = (await api.client.post(f"/v1/sources/{source['id']}/run")).json()["data"]
     assert run["ok"], run
-    page = (await api.client.get(f"/v1/sources/{source['id']}/event_summaries",
-                                 params={"expand": "event"})).json()
+    page = (
+        await api.client.get(
+            f"/v1/sources/{source['id']}/event_summaries", params={"expand": "event"}
+        )
+    ).json()
     emitted = page["data"][0]["event"]
     assert emitted["timer"]["intervalSeconds"] == 30
     assert emitted["event"]["interval_seconds"] == 30

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sluice.errors import InvalidComponent
+from sluice.errors import InvalidComponent, InvalidRequest
 
 Kind = Literal["source", "action"]
 
@@ -65,6 +65,8 @@ class Shape:
     description: str | None
     dedupe: str | None
     configurable_props: list[dict[str, Any]]
+    #: Rules waived by settings, each naming the prop (see ``required_defaults``).
+    warnings: list[str]
 
 
 def component_kind(raw_type: Any) -> Kind:
@@ -79,7 +81,13 @@ def component_kind(raw_type: Any) -> Kind:
     )
 
 
-def validate_shape(info: dict[str, Any]) -> Shape:
+def validate_shape(info: dict[str, Any], *, required_defaults: str = "reject") -> Shape:
+    """Apply the spec's rules to what Node reported.
+
+    ``required_defaults="accept"`` waives one rule that Pipedream's own registry breaks
+    (``default`` on a prop that is not optional, e.g. helper_functions' compare-arrays): the
+    prop is then treated as optional with that default, and a warning names it.
+    """
     kind = component_kind(info.get("type"))
     name = info.get("name")
     if not isinstance(name, str) or not name.strip():
@@ -109,8 +117,28 @@ def validate_shape(info: dict[str, Any]) -> Shape:
             raise InvalidComponent(
                 f"dedupe must be one of {', '.join(DEDUPE)}, not {dedupe!r}", field="dedupe"
             )
-    props = [validate_prop(p.get("name", "?"), p, kind) for p in info.get("props") or []]
-    return Shape(kind, name, key, version, description, dedupe, props)
+    warnings: list[str] = []
+    props = []
+    for reported in info.get("props") or []:
+        prop_name = reported.get("name", "?")
+        definition = reported.get("definition")
+        if (
+            required_defaults == "accept"
+            and isinstance(definition, dict)
+            and _required_with_default(definition)
+        ):
+            warnings.append(
+                f"props.{prop_name}: default on a prop that is not optional; treated as "
+                "optional (SLUICE_REQUIRED_PROP_DEFAULTS=accept)"
+            )
+            reported = {**reported, "definition": {**definition, "optional": True}}
+        props.append(validate_prop(prop_name, reported, kind))
+    return Shape(kind, name, key, version, description, dedupe, props, warnings)
+
+
+def _required_with_default(d: dict[str, Any]) -> bool:
+    typ = str(d.get("type", ""))
+    return "default" in d and not d.get("optional") and typ not in (TIMER, HTTP, DB, "alert")
 
 
 def _check_hooks(info: dict[str, Any], kind: Kind) -> None:
@@ -240,35 +268,35 @@ def option_values(options: list[Any]) -> list[Any]:
     return [o["value"] if isinstance(o, dict) else o for o in options]
 
 
-def check_timer_value(value: Any, where: str) -> dict[str, Any]:
+def check_timer_value(
+    value: Any, where: str, error: type[InvalidRequest] = InvalidComponent
+) -> dict[str, Any]:
     """``{intervalSeconds: N}`` or ``{cron: "…", timezone?: "…"}``; returns it normalized."""
     if not isinstance(value, dict):
-        raise InvalidComponent(
-            "a timer is {intervalSeconds: <integer>} or {cron: <string>}", field=where
-        )
+        raise error("a timer is {intervalSeconds: <integer>} or {cron: <string>}", field=where)
     interval = value.get("intervalSeconds", value.get("interval_seconds"))
     cron = value.get("cron")
     if interval is not None and cron is not None:
-        raise InvalidComponent("a timer has intervalSeconds or cron, not both", field=where)
+        raise error("a timer has intervalSeconds or cron, not both", field=where)
     if interval is not None:
         if not _is_int(interval) or interval < 1:
-            raise InvalidComponent(
+            raise error(
                 "intervalSeconds must be a positive integer", field=f"{where}.intervalSeconds"
             )
         return {"intervalSeconds": interval, "cron": None}
     if cron is not None:
         if not isinstance(cron, str) or len(cron.split()) != 5:
-            raise InvalidComponent(
+            raise error(
                 f"cron must be a five-field cron expression such as '0 * * * *', not {cron!r}",
                 field=f"{where}.cron",
             )
         timezone = value.get("timezone")
         if timezone is not None and not isinstance(timezone, str):
-            raise InvalidComponent(
+            raise error(
                 "timezone must be a string such as 'Europe/Paris'", field=f"{where}.timezone"
             )
         return {"intervalSeconds": None, "cron": cron, "timezone": timezone}
-    raise InvalidComponent("a timer needs intervalSeconds or cron", field=where)
+    raise error("a timer needs intervalSeconds or cron", field=where)
 
 
 def _is_int(value: Any) -> bool:

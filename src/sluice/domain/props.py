@@ -55,7 +55,7 @@ def check_configured(
             continue
         if typ == components.TIMER:
             raw = value if present else prop.get("default", DEFAULT_TIMER)
-            timer = components.check_timer_value(raw, where)
+            timer = components.check_timer_value(raw, where, InvalidProps)
             out.plain[name] = {k: v for k, v in timer.items() if v is not None or k == "cron"}
             continue
         if typ == "app":

@@ -100,7 +100,7 @@ class Components:
             )
         prepared = await self.prepare(source)
         info = await self.inspect(owner_id, prepared)
-        shape = rules.validate_shape(info)
+        shape = rules.validate_shape(info, required_defaults=self.settings.required_prop_defaults)
         now_s = self.clock.now_ms() // 1000
         saved = SavedComponent(
             id=ids.new_id("sc"),
@@ -116,7 +116,7 @@ class Components:
             code_hash=prepared.code_hash,
             dependencies=prepared.dependencies,
             component_url=url,
-            shape=info,
+            shape={**info, "warnings": shape.warnings} if shape.warnings else info,
             configurable_props=shape.configurable_props,
             created_at=now_s,
             updated_at=now_s,

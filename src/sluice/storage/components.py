@@ -54,6 +54,8 @@ class SavedComponent:
             data["files"] = sorted(p for p in self.files if p != self.entry_path)
         if self.component_url:
             data["component_url"] = self.component_url
+        if self.shape.get("warnings"):
+            data["warnings"] = self.shape["warnings"]
         return data
 
 

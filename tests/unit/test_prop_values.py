@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+import pytest
+
+from sluice.domain import props
+from sluice.errors import InvalidProps
+
+DEFS = [
+    {"name": "n", "type": "integer", "min": 1, "max": 5, "optional": True},
+    {"name": "s", "type": "string", "secret": True},
+    {"name": "b", "type": "boolean[]", "optional": True},
+    {"name": "o", "type": "object", "optional": True},
+    {
+        "name": "c",
+        "type": "string",
+        "options": [{"label": "A", "value": "a"}, "b"],
+        "optional": True,
+    },
+    {"name": "t", "type": "$.interface.timer", "default": {"intervalSeconds": 60}},
+    {"name": "app", "type": "app", "app": "slack"},
+    {"name": "http", "type": "$.interface.http"},
+]
+
+
+def test_values_are_checked_coerced_and_split() -> None:
+    out = props.check_configured(
+        DEFS,
+        {
+            "n": "3",
+            "s": "secret",
+            "b": ["true", False],
+            "o": '{"k": 1}',
+            "c": "a",
+            "app": {"authProvisionId": "apn_1"},
+        },
+    )
+    assert out.plain["n"] == 3 and out.plain["b"] == [True, False]
+    assert out.plain["o"] == {"k": 1} and out.plain["c"] == "a"
+    assert out.plain["t"] == {"intervalSeconds": 60, "cron": None}
+    assert out.secret == {"s": "secret"} and "s" not in out.plain
+    assert out.apps == {"app": ("apn_1", "slack")}
+    assert "http" not in out.plain
+
+
+@pytest.mark.parametrize(
+    ("values", "field", "words"),
+    [
+        ({"s": "x", "app": {"authProvisionId": "a"}, "n": 0}, "configured_props.n", "at least 1"),
+        ({"s": "x", "app": {"authProvisionId": "a"}, "n": True}, "configured_props.n", "integer"),
+        ({"app": {"authProvisionId": "a"}}, "configured_props.s", "required"),
+        ({"s": "x"}, "configured_props.app", "connected slack account"),
+        ({"s": "x", "app": "apn_1"}, "configured_props.app", "authProvisionId"),
+        ({"s": "x", "app": {"authProvisionId": "a"}, "b": [1]}, "configured_props.b[0]", "boolean"),
+        ({"s": "x", "app": {"authProvisionId": "a"}, "o": "[1"}, "configured_props.o", "not JSON"),
+        ({"s": "x", "app": {"authProvisionId": "a"}, "c": "z"}, "configured_props.c", "options"),
+        (
+            {"s": "x", "app": {"authProvisionId": "a"}, "t": {"cron": "* *"}},
+            "configured_props.t.cron",
+            "five-field",
+        ),
+        (
+            {"s": "x", "app": {"authProvisionId": "a"}, "zz": 1},
+            "configured_props.zz",
+            "unknown prop",
+        ),
+    ],
+)
+def test_bad_values_name_the_prop(values: dict, field: str, words: str) -> None:
+    with pytest.raises(InvalidProps) as info:
+        props.check_configured(DEFS, values)
+    assert info.value.field == field
+    assert words in info.value.message
+
+
+def test_size_limit() -> None:
+    with pytest.raises(InvalidProps, match="over 100 bytes"):
+        props.check_configured(
+            [{"name": "o", "type": "object"}], {"o": {"k": "x" * 200}}, max_bytes=100
+        )
+
+
+def test_label_value_wrapped_values() -> None:
+    out = props.check_configured(DEFS[:1], {"n": {"__lv": {"label": "Three", "value": 3}}})
+    assert out.plain["n"] == {"__lv": {"label": "Three", "value": 3}}
+    with pytest.raises(InvalidProps):
+        props.check_configured(DEFS[:1], {"n": {"__lv": {"label": "Nine", "value": 9}}})
