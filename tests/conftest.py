@@ -31,7 +31,7 @@ SKIP_PG = os.environ.get("SLUICE_TEST_SKIP_POSTGRES") == "1"
 _pg_problem: list[str] = []
 
 
-def test_settings(data_dir: Path, **overrides: object) -> Settings:
+def make_settings(data_dir: Path, **overrides: object) -> Settings:
     values: dict[str, object] = {
         "data_dir": data_dir,
         "npm_store": str(CACHE / "npm-store"),
@@ -79,7 +79,7 @@ async def platform(
             if SKIP_PG:
                 pytest.skip(message)
             pytest.fail(message + " (set SLUICE_TEST_SKIP_POSTGRES=1 to skip that half)")
-    settings = test_settings(data_dir, database_url=database_url)
+    settings = make_settings(data_dir, database_url=database_url)
     try:
         async with Platform.open(settings) as opened:
             yield opened
