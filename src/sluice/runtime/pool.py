@@ -61,7 +61,9 @@ class RunnerPool:
             "limits": {"timeout_ms": inv.timeout_ms, "memory_mb": inv.memory_mb},
             "call": inv.call,
         }
-        return await runner.call(message, on_respond)
+        # The runner enforces timeout_ms itself; the deadline only catches a runner that broke.
+        deadline = inv.timeout_ms / 1000 + 10.0
+        return await runner.call(message, on_respond, deadline)
 
     async def evict(self, owner_id: str, worker_key: str) -> None:
         """Stop the warm worker of ``worker_key`` (``dc_x:*`` for every version of dc_x)."""

@@ -80,9 +80,17 @@ class Runner:
         ]
 
     async def call(
-        self, message: dict[str, Any], on_respond: RespondCallback | None = None
+        self,
+        message: dict[str, Any],
+        on_respond: RespondCallback | None = None,
+        deadline: float = 60.0,
     ) -> Result:
-        """Send one request (``invoke``, ``evict``, ``stats``) and wait for its result."""
+        """Send one request (``invoke``, ``evict``, ``stats``) and wait for its result.
+
+        The runner answers every request, time-outs included; ``deadline`` (seconds) is the
+        backstop for a runner that cannot (its stdout corrupted by user code writing to fd 1):
+        the caller gets a failure, and the runner is killed so it starts clean.
+        """
         if not self.alive or self._proc is None or self._proc.stdin is None:
             return Result.failure(protocol.RUNNER_CRASHED, "the Node runner is not running")
         self.last_used = time.monotonic()
@@ -98,7 +106,18 @@ class Runner:
             self._pending.pop(request_id, None)
             return Result.failure(protocol.RUNNER_CRASHED, f"the Node runner is gone: {exc}")
         try:
-            return await future
+            return await asyncio.wait_for(future, deadline)
+        except TimeoutError:
+            log.error(
+                "runner %s did not answer request %d in %.0f s; restarting it",
+                self.name,
+                request_id,
+                deadline,
+            )
+            self.kill()
+            return Result.failure(
+                protocol.RUNNER_CRASHED, "the Node runner stopped answering; it was restarted"
+            )
         finally:
             self._pending.pop(request_id, None)
             self.last_used = time.monotonic()

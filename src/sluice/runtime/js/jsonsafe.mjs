@@ -16,8 +16,13 @@ export function safeStringify(value) {
     const text = JSON.stringify(value);
     return text === undefined ? "null" : text;
   } catch {
-    const safe = walk(value, "", new Set(), 0);
-    return safe === undefined ? "null" : JSON.stringify(safe);
+    try {
+      const safe = walk(value, "", new Set(), 0);
+      return safe === undefined ? "null" : JSON.stringify(safe);
+    } catch (err) {
+      // Only exotic objects get here (a Proxy whose traps throw, say).
+      return JSON.stringify(`[unserializable: ${err && err.message}]`);
+    }
   }
 }
 

@@ -171,7 +171,8 @@ function encodeResponse(r) {
 
 function writeLog(level, msg) {
   const inv = als.getStore();
-  if (inv && !inv.done) {
+  // Counted after the invocation ended too: a stray timer must not flood the runner's stderr.
+  if (inv) {
     if (inv.logCount >= MAX_LOGS) {
       inv.logsDropped += 1;
       return;
@@ -291,7 +292,8 @@ async function execute(component, call, inv) {
       return await component.run.call(state.self, call.event);
     }
     case "hook": {
-      const hook = isObject(component.hooks) ? component.hooks[call.hook] : undefined;
+      const hooks = component.hooks;
+      const hook = isObject(hooks) && Object.hasOwn(hooks, call.hook) ? hooks[call.hook] : undefined;
       if (hook === undefined) return null;
       if (typeof hook !== "function") throw new TypeError(`hooks.${call.hook} must be a function`);
       const state = await buildInstance(component, call, inv);

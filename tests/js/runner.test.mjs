@@ -1,0 +1,594 @@
+// End-to-end tests of runner.mjs: spawn it as Python does and speak the protocol over stdio.
+// Run with `node --test tests/js/`.
+
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { performance } from "node:perf_hooks";
+import { after, before, describe, test } from "node:test";
+import { fileURLToPath } from "node:url";
+
+const RUNNER = fileURLToPath(new URL("../../src/sluice/runtime/js/runner.mjs", import.meta.url));
+const fixture = (name) => fileURLToPath(new URL(`./fixtures/${name}`, import.meta.url));
+
+/** A runner child process with request/response matching by id. */
+class Runner {
+  constructor(args = []) {
+    // A host variable that must never reach user code.
+    const env = { ...process.env, SLUICE_HOST_SECRET: "do-not-leak" };
+    this.proc = spawn(process.execPath, [RUNNER, ...args], { stdio: ["pipe", "pipe", "pipe"], env });
+    this.pending = new Map();
+    this.responds = new Map();
+    this.badLines = [];
+    this.unexpected = [];
+    this.nextId = 1;
+    this.exited = new Promise((resolve) => this.proc.on("exit", (code) => resolve(code)));
+    let partial = "";
+    this.proc.stdout.setEncoding("utf8");
+    this.proc.stdout.on("data", (chunk) => {
+      const lines = (partial + chunk).split("\n");
+      partial = lines.pop();
+      for (const line of lines) this.onLine(line);
+    });
+    this.proc.stderr.resume();
+  }
+
+  onLine(line) {
+    let msg;
+    try {
+      msg = JSON.parse(line);
+    } catch {
+      this.badLines.push(line);
+      return;
+    }
+    if (msg.type === "respond") {
+      this.responds.set(msg.id, [...(this.responds.get(msg.id) ?? []), msg.response]);
+      return;
+    }
+    const waiter = msg.type === "result" ? this.pending.get(msg.id) : undefined;
+    if (!waiter) {
+      this.unexpected.push(msg);
+      return;
+    }
+    this.pending.delete(msg.id);
+    waiter({ ...msg, responds: this.responds.get(msg.id) ?? [] });
+  }
+
+  /** Send a request; resolves with its result (plus `responds` and `elapsed` ms). */
+  request(body) {
+    const id = this.nextId++;
+    const started = performance.now();
+    return new Promise((resolve) => {
+      this.pending.set(id, (result) => resolve({ ...result, elapsed: performance.now() - started }));
+      this.proc.stdin.write(`${JSON.stringify({ ...body, id })}\n`);
+    });
+  }
+
+  invoke(workerKey, entry, call, extra = {}) {
+    return this.request({ type: "invoke", worker_key: workerKey, entry, call, ...extra });
+  }
+
+  async close() {
+    this.proc.stdin.end();
+    return await this.exited;
+  }
+
+  assertClean() {
+    assert.deepEqual(this.badLines, [], "every stdout line is JSON");
+    assert.deepEqual(this.unexpected, [], "no result without a request");
+  }
+}
+
+const ok = (r) => {
+  assert.equal(r.ok, true, `expected success, got ${JSON.stringify(r.error)}`);
+  return r.value;
+};
+
+let runner;
+let inspectKey = 0;
+before(() => { runner = new Runner(); });
+after(async () => {
+  const code = await runner.close();
+  runner.assertClean();
+  assert.equal(code, 0);
+});
+
+const inspect = (entry) => runner.invoke(`inspect-${++inspectKey}`, entry, { kind: "inspect" });
+
+describe("loading", () => {
+  test("ESM source with an imported app file", async () => {
+    const r = await runner.invoke("load-esm", fixture("slackish/sources/new-message/new-message.mjs"), {
+      kind: "run", props: { slack: { $auth: { oauth_access_token: "T" } }, conversation: "C1" }, event: {},
+    });
+    assert.deepEqual(ok(r), { channel: "C1", text: "hi", auth: "T" });
+  });
+
+  test("CommonJS .js requiring a sibling .js app file", async () => {
+    const entry = fixture("cjs/legacy-source.js");
+    const r = await runner.invoke("load-cjs", entry, {
+      kind: "run", props: { demo: { $auth: { prefix: "Hi" } } }, event: {},
+    });
+    assert.equal(ok(r), "function");
+    assert.deepEqual(r.emits, [{ event: { said: "Hi hello" }, meta: {} }]);
+    const described = ok(await inspect(entry));
+    assert.equal(described.format, "cjs");
+    assert.deepEqual(described.props[1], {
+      name: "greeting",
+      definition: { type: "string", label: "Greeting", default: "hello", propDefinition: { app: "demo", name: "greeting" } },
+    });
+  });
+
+  test("CommonJS .cjs action", async () => {
+    const entry = fixture("cjs/plain.cjs");
+    const r = await runner.invoke("load-cjs2", entry, { kind: "action", props: {}, steps: {} });
+    assert.equal(ok(r), true);
+    assert.deepEqual(r.exports, { $summary: "cjs ok" });
+    assert.equal(ok(await inspect(entry)).format, "cjs");
+  });
+
+  test("workflow code step using the defineComponent global", async () => {
+    const r = await runner.invoke("load-step", fixture("code-step.mjs"), {
+      kind: "action", props: {}, steps: { trigger: { event: { n: 21 } } },
+    });
+    assert.deepEqual(ok(r), { trigger: 42 });
+  });
+
+  test("a syntax error is LOAD_FAILED with the import's message, every time", async () => {
+    for (let i = 0; i < 2; i++) {
+      const r = await runner.invoke("load-broken", fixture("syntax-error.mjs"), { kind: "run", props: {}, event: {} });
+      assert.equal(r.ok, false);
+      assert.equal(r.error.code, "LOAD_FAILED");
+      assert.equal(r.error.name, "SyntaxError");
+      assert.match(r.error.message, /Unexpected token/);
+    }
+    const missing = await inspect(fixture("does-not-exist.mjs"));
+    assert.equal(missing.error.code, "LOAD_FAILED");
+    assert.match(missing.error.message, /Cannot find module/);
+  });
+
+  test("NOT_A_COMPONENT and NO_RUN", async () => {
+    const notComponent = await runner.invoke("load-42", fixture("not-a-component.mjs"), { kind: "run", props: {}, event: {} });
+    assert.equal(notComponent.error.code, "NOT_A_COMPONENT");
+    const noRun = await runner.invoke("load-norun", fixture("no-run.mjs"), { kind: "action", props: {}, steps: {} });
+    assert.equal(noRun.error.code, "NO_RUN");
+    const described = ok(await inspect(fixture("no-run.mjs")));
+    assert.equal(described.has_run, false);
+    assert.equal(described.run_type, "string");
+  });
+});
+
+describe("inspect", () => {
+  test("describes a registry-style source, props in order", async () => {
+    const value = ok(await inspect(fixture("slackish/sources/new-message/new-message.mjs")));
+    assert.deepEqual(value.props.map((p) => p.name), [
+      "slack", "db", "http", "timer", "conversation", "kinds", "icon", "bad", "notAnApp", "mode", "local",
+    ]);
+    assert.deepEqual(value, {
+      name: "New Message", key: "slack-new-message", type: "source", version: "0.0.3",
+      description: "Emit new messages", dedupe: "unique", format: "esm", has_run: true, run_type: "function",
+      hooks: ["deploy", "activate"], hook_types: { deploy: "function", activate: "string" },
+      methods: ["prefix"], has_additional_props: false, has_sample_emit: true,
+      props: [
+        { name: "slack", definition: { type: "app", app: "slack", propDefinitions: ["conversation", "text", "icon"],
+          methods: ["token", "teamName", "sendMessage"] } },
+        { name: "db", definition: { type: "$.service.db" }, shorthand: true },
+        { name: "http", definition: { type: "$.interface.http", customResponse: true } },
+        { name: "timer", definition: { type: "$.interface.timer", default: { intervalSeconds: 900 } } },
+        { name: "conversation", definition: { type: "string", label: "Watched channel", description: "Select a channel",
+          remoteOptions: true, optional: true, propDefinition: { app: "slack", name: "conversation" } } },
+        { name: "kinds", definition: { type: "string[]", default: ["public", "private"] } },
+        { name: "icon", definition: { type: "string", label: "Icon", options: ["ghost", "fire"], optional: true,
+          propDefinition: { app: "slack", name: "icon" } } },
+        { name: "bad", definition: { type: "string" }, error: 'propDefinition "nope" not found in app "slack"' },
+        { name: "notAnApp", definition: {}, error: "propDefinition does not name an app object with propDefinitions" },
+        { name: "mode", definition: { type: "string", label: "Mode", options: [{ label: "Fast", value: "fast" }, "slow"],
+          functionFields: ["validate"] } },
+        { name: "local", definition: { type: "string", remoteOptions: true } },
+      ],
+    });
+  });
+
+  test("reports fields as they are and omits missing ones", async () => {
+    const value = ok(await inspect(fixture("code-step.mjs")));
+    assert.deepEqual(value, {
+      format: "esm", has_run: true, run_type: "function", hooks: [], hook_types: {}, methods: [],
+      has_additional_props: false, has_sample_emit: false, props: [],
+    });
+    const action = ok(await inspect(fixture("action.mjs")));
+    assert.equal(action.type, "action");
+    assert.equal(action.has_additional_props, true);
+  });
+});
+
+describe("run", () => {
+  const entry = fixture("source.mjs");
+  const run = (props, extra = {}, key = "src") => runner.invoke(key, entry, { kind: "run", props, event: {}, ...extra });
+
+  test("props: defaults, coercion, interfaces, shorthand db", async () => {
+    const props = {
+      mode: "props", ratio: "6", enabled: "true", flags: ["true", "false"], ids: ["1", "2"], channel: "C5",
+      http: { endpoint: "https://e.example/abc" }, timer: { intervalSeconds: 30, cron: null, timezone: "UTC" },
+    };
+    const event = { timestamp: 1700000000, interval_seconds: 30 };
+    const first = await run(props, { event }, "src-props");
+    assert.ok(first.logs.some((l) => l.msg === "module top-level log"), "import-time logs go to the first call");
+    assert.deepEqual(ok(first), {
+      event, count: 5, ratio: 6, enabled: true, flags: [true, false], ids: [1, 2], label: "dflt",
+      tags: ["a", "mutated"], hasUnset: true, unset: true, channel: "C5", hook: null,
+      timer: { type: "$.interface.timer", intervalSeconds: 30, cron: null, timezone: "UTC" },
+      endpoint: "https://e.example/abc", sameDb: true,
+    });
+    const second = await run(props, { event }, "src-props");
+    assert.deepEqual(ok(second).tags, ["a", "mutated"], "defaults are copied per invocation");
+    assert.ok(!second.logs.some((l) => l.msg === "module top-level log"), "the module is imported once");
+  });
+
+  test("$emit with meta from a method passed unbound", async () => {
+    const r = await run({ mode: "emit" });
+    assert.equal(ok(r), true);
+    assert.deepEqual(r.emits, [
+      { event: { n: 1 }, meta: { id: "id-1", summary: "event 1", ts: 1700000000001 } },
+      { event: { n: 2 }, meta: { id: "id-2", summary: "event 2", ts: 1700000000002 } },
+      { event: "bare", meta: {} },
+    ]);
+  });
+
+  test("db: synchronous, deep copies, writes and deletes", async () => {
+    const r = await run({ mode: "db" }, { db: { obj: { a: 1 }, counter: 41, old: "x" } });
+    assert.deepEqual(ok(r), { again: { a: 1 }, missing: true, setReturn: true, list: { list: [1] } });
+    assert.deepEqual(r.db_writes, { counter: 42, list: { list: [1] }, cleared: null });
+    assert.deepEqual([...r.db_deletes].sort(), ["old", "temp"]);
+  });
+
+  test("db: non-serializable values throw a TypeError naming the key", async () => {
+    const errors = ok(await run({ mode: "db-bad" }));
+    assert.equal(errors.length, 3);
+    for (const [i, key] of ["fn", "big", "sym"].entries()) {
+      assert.match(errors[i], new RegExp(`^TypeError: db.set\\("${key}"\\)`));
+    }
+    const r = await run({ mode: "db-cycle" });
+    assert.equal(r.ok, false);
+    assert.equal(r.error.code, "TypeError");
+    assert.match(r.error.message, /db\.set\("cycle"\).*circular/i);
+    assert.deepEqual(r.db_writes, { ok: 1 }, "writes before the failure are reported");
+  });
+
+  test("http respond: string status, once only", async () => {
+    const r = await run({ mode: "respond-string" });
+    assert.equal(ok(r), true);
+    assert.deepEqual(r.responds, [
+      { status: 200, headers: { "x-a": "1" }, immediate: false, body: "plain", body_encoding: "utf8" },
+    ]);
+    assert.ok(r.logs.some((l) => l.level === "warn" && /already called/.test(l.msg)));
+  });
+
+  test("http respond: Buffer, object and empty bodies", async () => {
+    const buffer = await run({ mode: "respond-buffer" });
+    assert.deepEqual(buffer.responds, [{
+      status: 202, headers: {}, immediate: false,
+      body: Buffer.from("bin\u0000ary").toString("base64"), body_encoding: "base64",
+    }]);
+    const object = await run({ mode: "respond-object" });
+    assert.deepEqual(object.responds, [{
+      status: 201, headers: {}, immediate: false, body: { ok: true, n: "1" }, body_encoding: "json",
+    }]);
+    const empty = await run({ mode: "respond-empty" });
+    assert.deepEqual(empty.responds, [{ status: 204, headers: {}, immediate: false }]);
+  });
+
+  test("hooks: deploy emits and writes db, activate reads it, a missing hook is a no-op", async () => {
+    const hook = (name, extra = {}) => runner.invoke("src", entry, { kind: "hook", hook: name, props: {}, ...extra });
+    const deploy = await hook("deploy");
+    assert.equal(ok(deploy), null);
+    assert.deepEqual(deploy.emits.map((e) => e.event), [{ n: 3 }, { n: 4 }]);
+    assert.deepEqual(deploy.db_writes, { hookId: "h-1" });
+    const activate = await hook("activate", { props: { http: { endpoint: "https://e.example/x" } }, db: { hookId: "h-1" } });
+    assert.deepEqual(ok(activate), { endpoint: "https://e.example/x", hookId: "h-1" });
+    assert.equal(ok(await hook("deactivate")), null);
+  });
+
+  test("app props: frozen $auth, bound methods calling each other", async () => {
+    const value = ok(await run({ mode: "auth", slack: { $auth: { oauth_access_token: "xoxb-1" } } }));
+    assert.deepEqual(value, {
+      frozen: true, token: "xoxb-1", team: "team-of-xoxb-1",
+      detached: { channel: "C9", text: "yo", auth: "xoxb-1" }, errors: ["TypeError"], slug: "slack",
+    });
+  });
+
+  test("env is exactly what the invocation passed", async () => {
+    const call = { kind: "run", props: { mode: "env" }, event: {} };
+    const r = await runner.invoke("src-env", entry, call, { env: { PD_COMPONENT: "dc_abc" } });
+    assert.deepEqual(ok(r), { env: { PD_COMPONENT: "dc_abc" }, home: true });
+    const empty = await run({ mode: "env" }, {}, "src-env-empty");
+    assert.deepEqual(ok(empty), { env: {}, home: true });
+  });
+
+  test("return values are made JSON-safe", async () => {
+    const value = ok(await run({ mode: "weird-return" }));
+    assert.deepEqual(value, { n: "1", buf: { type: "Buffer", data: [104, 105] }, self: "[Circular]" });
+  });
+});
+
+describe("actions", () => {
+  const entry = fixture("action.mjs");
+  const act = (mode, extra = {}) => runner.invoke("act", entry, { kind: "action", props: { mode }, steps: {}, ...extra });
+
+  test("$.export, $summary, return value, legacy this.x exports, context", async () => {
+    const r = await act("exports", { steps: { trigger: { event: { n: 21 } } }, context: { id: "ctx1" } });
+    assert.deepEqual(ok(r), { doubled: 42, context: { id: "ctx1" } });
+    assert.deepEqual(r.exports, {
+      $summary: "Doubled 21", channel: { id: "C1", at: "1970-01-01T00:00:00.000Z" }, legacy: "old style",
+    });
+    assert.equal(r.flow_exit, null);
+  });
+
+  test("$.respond streams the response before the result", async () => {
+    const r = await act("respond");
+    assert.equal(ok(r), "after respond");
+    assert.deepEqual(r.responds, [{
+      status: 200, headers: { "content-type": "text/plain" }, immediate: true, body: "hi", body_encoding: "utf8",
+    }]);
+  });
+
+  test("$.flow.exit returned, bare, $end and platform's __pd_end", async () => {
+    const returned = await act("exit-return");
+    assert.equal(ok(returned), null);
+    assert.deepEqual(returned.flow_exit, { reason: "returned reason" });
+    assert.deepEqual(returned.exports, { before: 1 });
+    const bare = await act("exit-bare");
+    assert.equal(ok(bare), null);
+    assert.deepEqual(bare.flow_exit, { reason: "bare reason" });
+    assert.deepEqual(bare.exports, {}, "code after a bare exit does not run");
+    assert.deepEqual((await act("end-global")).flow_exit, { reason: "legacy end" });
+    const needle = await act("end-needle");
+    assert.equal(needle.ok, true);
+    assert.deepEqual(needle.flow_exit, { reason: "platform end" });
+  });
+
+  test("$.send.* records sends and validates config", async () => {
+    const r = await act("sends");
+    assert.equal(ok(r), "$.send.http: config must be an object");
+    assert.deepEqual(r.sends.map((s) => s.type), ["http", "email", "s3", "emit", "sse"]);
+    assert.deepEqual(r.sends[0].config, { method: "POST", url: "https://example.com", data: { a: 1 } });
+  });
+
+  test("unsupported $.flow members fail clearly", async () => {
+    const value = ok(await act("unsupported"));
+    assert.equal(value.length, 4);
+    for (const line of value.slice(0, 3)) assert.match(line, /^NotSupportedError: \$\.flow\.\w+\(\) is not supported/);
+    assert.equal(value[3], "");
+  });
+
+  test("additionalProps are applied with defaults and configured values", async () => {
+    const r = await runner.invoke("act", entry, { kind: "action", props: { mode: "dynamic", dynamic: "true", more: "y" }, steps: {} });
+    assert.deepEqual(ok(r), { extra: 7, more: "y" });
+  });
+
+  test("errors: thrown string, ConfigurationError by name, string code", async () => {
+    const str = await act("throw-string");
+    assert.equal(str.ok, false);
+    assert.deepEqual({ ...str.error, stack: undefined }, { name: "Error", code: "Error", message: "plain string", stack: undefined });
+    assert.deepEqual(str.exports, { partial: true });
+    const config = await act("throw-config");
+    assert.equal(config.error.name, "ConfigurationError");
+    assert.equal(config.error.code, "ConfigurationError");
+    assert.equal(config.error.message, "Bad input");
+    assert.match(config.error.stack, /action\.mjs/);
+    const code = await act("throw-code");
+    assert.deepEqual([code.error.name, code.error.code], ["TypeError", "ECONNRESET"]);
+  });
+
+  test("errors escaping to timers or un-awaited promises fail that invocation only", async () => {
+    const r = await act("timer-throw");
+    assert.deepEqual([r.ok, r.error.name, r.error.message], [false, "RangeError", "from a timer"]);
+    const rejected = await act("unawaited-reject");
+    assert.deepEqual([rejected.ok, rejected.error.message], [false, "nobody awaits me"]);
+    assert.equal(ok(await act("respond")), "after respond");
+  });
+});
+
+describe("options", () => {
+  const entry = fixture("slackish/sources/new-message/new-message.mjs");
+  const options = (prop, extra = {}) => runner.invoke("opts", entry, {
+    kind: "options", prop, page: 0, prevContext: null, query: null,
+    props: { slack: { $auth: { oauth_access_token: "T" } }, kinds: ["im"] }, ...extra,
+  });
+
+  test("app propDefinition options: this is the app, inputValues from a function", async () => {
+    const value = ok(await options("conversation", { page: 2, query: "gen" }));
+    assert.deepEqual(value, {
+      options: [
+        { label: "team-of-T #general", value: "C1" },
+        { label: "page 2 types im cursor undefined query gen", value: "C2" },
+      ],
+      context: { cursor: "after-2" },
+    });
+    const next = ok(await options("conversation", { page: 3, prevContext: { cursor: "after-2" } }));
+    assert.equal(next.options[1].label, "page 3 types im cursor after-2 query null");
+  });
+
+  test("component-level options, static options and errors", async () => {
+    assert.deepEqual(ok(await options("local", { page: 4 })), ["local-4"]);
+    assert.deepEqual(ok(await options("icon")), ["ghost", "fire"]);
+    const unknown = await options("nope");
+    assert.equal(unknown.ok, false);
+    assert.match(unknown.error.message, /prop "nope" not found/);
+    assert.match((await options("kinds")).error.message, /has no options/);
+  });
+});
+
+describe("logs and stdout", () => {
+  const entry = fixture("misc.mjs");
+
+  test("console and raw writes become log entries, never protocol output", async () => {
+    const r = await runner.invoke("misc-noisy", entry, { kind: "action", props: { mode: "noisy" }, steps: {} });
+    assert.equal(ok(r), "noisy");
+    const byLevel = (level) => r.logs.filter((l) => l.level === level).map((l) => l.msg);
+    assert.deepEqual(byLevel("stdout"), ["partial line without newline", '{"type":"result","id":999}']);
+    assert.deepEqual(byLevel("stderr"), ["to stderr"]);
+    assert.deepEqual(byLevel("warn"), ["warned 42"]);
+    assert.deepEqual(byLevel("error"), ["logged error"]);
+    assert.deepEqual(byLevel("debug"), ["debug { deep: { a: [ 1, 2 ] } }"]);
+    assert.ok(byLevel("log").some((m) => m.includes("┌")), "console.table output is captured");
+    const long = byLevel("log").find((m) => m.startsWith("xxxx"));
+    assert.ok(long.length <= 16 * 1024, "entries are capped at 16 KB");
+    assert.ok(r.logs.every((l) => typeof l.ts === "number"));
+  });
+
+  test("at most 1,000 entries, the last one counting the dropped", async () => {
+    const r = await runner.invoke("misc-flood", entry, { kind: "action", props: { mode: "flood" }, steps: {} });
+    assert.equal(ok(r), "flooded");
+    assert.equal(r.logs.length, 1000);
+    assert.equal(r.logs[998].msg, "line 998");
+    assert.match(r.logs[999].msg, /501 log entries dropped/);
+  });
+
+  test("concurrent invocations on one worker keep their logs, emits and exports apart", async () => {
+    const call = (tag, ms) => runner.invoke("misc-conc", entry, { kind: "action", props: { mode: "interleave", tag, ms: String(ms) }, steps: {} });
+    const [a, b] = await Promise.all([call("A", 15), call("B", 10)]);
+    for (const [r, tag] of [[a, "A"], [b, "B"]]) {
+      assert.equal(ok(r), tag);
+      assert.deepEqual(r.logs.map((l) => l.msg), [`${tag} step 0`, `${tag} step 1`, `${tag} step 2`, `${tag} in timer`]);
+      assert.deepEqual(r.emits.map((e) => e.event), [0, 1, 2].map((i) => ({ tag, i })));
+      assert.deepEqual(Object.keys(r.exports), [0, 1, 2].map((i) => `${tag}-${i}`));
+    }
+  });
+});
+
+describe("limits and crashes", () => {
+  const entry = fixture("misc.mjs");
+  const misc = (key, mode, limits = {}, props = {}) =>
+    runner.invoke(key, entry, { kind: "action", props: { mode, ...props }, steps: {} }, { limits });
+
+  for (const mode of ["sync-loop", "async-loop"]) {
+    test(`${mode}: TIMEOUT on time, then the worker is replaced`, async () => {
+      const key = `misc-${mode}`;
+      assert.equal(ok(await misc(key, "ok")), "ok");
+      const r = await misc(key, mode, { timeout_ms: 300 });
+      assert.equal(r.ok, false);
+      assert.equal(r.error.code, "TIMEOUT");
+      assert.ok(r.elapsed >= 295 && r.elapsed < 300 + 150, `answered after ${r.elapsed.toFixed(1)} ms`);
+      assert.ok(r.logs.some((l) => l.msg.startsWith("before the")), "logs that reached the runner are kept");
+      assert.equal(ok(await misc(key, "ok")), "ok");
+    });
+  }
+
+  test("a time-out stops the other invocations of that worker", async () => {
+    const sleeping = misc("misc-shared", "sleep", { timeout_ms: 10_000 }, { ms: "5000" });
+    await new Promise((r) => setTimeout(r, 50));
+    const looping = await misc("misc-shared", "sync-loop", { timeout_ms: 200 });
+    assert.equal(looping.error.code, "TIMEOUT");
+    const slept = await sleeping;
+    assert.equal(slept.error.code, "WORKER_STOPPED");
+    assert.ok(slept.elapsed < 1000);
+  });
+
+  test("OUT_OF_MEMORY with a 32 MB heap, then the worker is replaced", async () => {
+    const r = await misc("misc-oom", "oom", { timeout_ms: 20_000, memory_mb: 32 });
+    assert.equal(r.ok, false);
+    assert.equal(r.error.code, "OUT_OF_MEMORY");
+    assert.equal(ok(await misc("misc-oom", "ok")), "ok");
+  });
+
+  test("process.exit() in user code: WORKER_STOPPED, the runner survives", async () => {
+    const r = await misc("misc-exit", "exit");
+    assert.equal(r.ok, false);
+    assert.equal(r.error.code, "WORKER_STOPPED");
+    assert.match(r.error.message, /exited with code 3/);
+    assert.ok(r.logs.some((l) => l.msg === "exiting"));
+    assert.equal(ok(await misc("misc-exit", "ok")), "ok");
+  });
+});
+
+describe("requests", () => {
+  test("bad messages get a BAD_MESSAGE result", async () => {
+    const bad = await runner.request({ type: "invoke", worker_key: "k", entry: fixture("misc.mjs"), call: { kind: "dance" } });
+    assert.equal(bad.error.code, "BAD_MESSAGE");
+    const unknown = await runner.request({ type: "launch" });
+    assert.equal(unknown.error.code, "BAD_MESSAGE");
+    const id = runner.nextId++;
+    const salvaged = new Promise((resolve) => runner.pending.set(id, resolve));
+    runner.proc.stdin.write(`{"type": "invoke", "id": ${id}, oops}\n`);
+    const r = await salvaged;
+    assert.equal(r.error.code, "BAD_MESSAGE");
+    assert.match(r.error.message, /invalid JSON/);
+  });
+
+  test("evict: by key and by prefix; in-flight calls end WORKER_STOPPED", async () => {
+    const entry = fixture("misc.mjs");
+    const call = (key, mode = "ok", props = {}) => runner.invoke(key, entry, { kind: "action", props: { mode, ...props }, steps: {} });
+    await Promise.all([call("dc_ev:v1"), call("dc_ev:v2"), call("dc_other:v1")]);
+    const sleeping = call("dc_ev:v1", "sleep", { ms: "5000" });
+    await new Promise((r) => setTimeout(r, 50));
+    assert.deepEqual(ok(await runner.request({ type: "evict", worker_key: "dc_ev:*" })), { evicted: true });
+    assert.equal((await sleeping).error.code, "WORKER_STOPPED");
+    const keys = ok(await runner.request({ type: "stats" })).keys;
+    assert.ok(keys.includes("dc_other:v1") && !keys.some((k) => k.startsWith("dc_ev:")));
+    assert.deepEqual(ok(await runner.request({ type: "evict", worker_key: "dc_other:v1" })), { evicted: true });
+    assert.deepEqual(ok(await runner.request({ type: "evict", worker_key: "dc_other:v1" })), { evicted: false });
+  });
+});
+
+describe("worker pool", () => {
+  const entry = fixture("misc.mjs");
+  const call = (r, key) => r.invoke(key, entry, { kind: "action", props: { mode: "ok" }, steps: {} });
+
+  test("LRU cap with --max-workers 2, and stats", async () => {
+    const pool = new Runner(["--max-workers", "2"]);
+    try {
+      for (const key of ["a", "b", "c"]) ok(await call(pool, key));
+      let stats = ok(await pool.request({ type: "stats" }));
+      assert.equal(stats.workers, 2);
+      assert.deepEqual(stats.keys, ["b", "c"]);
+      assert.ok(stats.rss > 0 && stats.heap_used > 0);
+      ok(await call(pool, "b"));
+      ok(await call(pool, "d"));
+      stats = ok(await pool.request({ type: "stats" }));
+      assert.deepEqual(stats.keys, ["b", "d"]);
+    } finally {
+      assert.equal(await pool.close(), 0);
+      pool.assertClean();
+    }
+  });
+
+  test("idle workers are terminated after --idle-ms", async () => {
+    const pool = new Runner(["--idle-ms", "150"]);
+    try {
+      ok(await call(pool, "idle"));
+      assert.equal(ok(await pool.request({ type: "stats" })).workers, 1);
+      await new Promise((r) => setTimeout(r, 400));
+      assert.equal(ok(await pool.request({ type: "stats" })).workers, 0);
+    } finally {
+      assert.equal(await pool.close(), 0);
+      pool.assertClean();
+    }
+  });
+
+  test("closing stdin stops in-flight invocations and exits 0", async () => {
+    const pool = new Runner();
+    const sleeping = pool.invoke("s", entry, { kind: "action", props: { mode: "sleep", ms: "5000" }, steps: {} });
+    await new Promise((r) => setTimeout(r, 100));
+    const started = performance.now();
+    assert.equal(await pool.close(), 0);
+    assert.ok(performance.now() - started < 1000);
+    assert.equal((await sleeping).error.code, "WORKER_STOPPED");
+    pool.assertClean();
+  });
+
+  test("timings: cold worker start and warm round trip", async (t) => {
+    const pool = new Runner();
+    try {
+      const cold = await call(pool, "timing");
+      ok(cold);
+      const samples = [];
+      for (let i = 0; i < 200; i++) samples.push((await call(pool, "timing")).elapsed);
+      samples.sort((x, y) => x - y);
+      const median = samples[100];
+      t.diagnostic(`cold start + first invoke ${cold.elapsed.toFixed(1)} ms (worker side ${cold.duration_ms} ms); `
+        + `warm round trip median ${median.toFixed(3)} ms, p90 ${samples[180].toFixed(3)} ms`);
+      assert.ok(median < 10, `warm round trip median ${median} ms`);
+    } finally {
+      await pool.close();
+      pool.assertClean();
+    }
+  });
+});
