@@ -160,3 +160,38 @@ export default { name: "Concurrent", version: "1",
     ).json()
     assert page["page_info"]["total_count"] == 30
     assert len({e["id"] for e in page["data"]}) == 30
+
+
+async def test_a_runner_whose_channel_is_corrupted_never_hangs_a_call(api: Api) -> None:
+    from sluice.runtime.pool import PoolConfig, RunnerPool
+
+    code = """
+import fs from "node:fs";
+export default { name: "Fd1", version: "1", type: "action",
+  async run() { fs.writeSync(1, "garbage without newline "); await new Promise(() => {}); } };
+"""
+    saved = await api.platform.components.save(api.account_id, ComponentInput(code=code))
+    entry = str(await api.platform.components.materialize(saved))
+    async with RunnerPool(PoolConfig(deadline_grace_seconds=0.5)) as pool:
+        result = await pool.invoke(
+            Invocation(
+                owner_id="u_fd1",
+                worker_key="k",
+                entry=entry,
+                timeout_ms=200,
+                memory_mb=64,
+                call={"kind": "action", "props": {}, "db": {}, "steps": {}},
+            )
+        )
+        assert not result.ok and result.error["code"] == "RUNNER_CRASHED"
+        fine = await pool.invoke(
+            Invocation(
+                owner_id="u_fd1",
+                worker_key="k2",
+                entry=str(await _entry(api.platform, api.account_id)),
+                timeout_ms=5000,
+                memory_mb=64,
+                call={"kind": "action", "props": {"mode": "ok"}, "db": {}, "steps": {}},
+            )
+        )
+        assert fine.ok

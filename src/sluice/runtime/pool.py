@@ -23,6 +23,8 @@ class PoolConfig:
     max_runners: int = 16
     max_workers_per_runner: int = 32
     worker_idle_ms: int = 300_000
+    #: Seconds past an invocation's time-out before Python gives up on the runner.
+    deadline_grace_seconds: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,7 @@ class RunnerPool:
             "call": inv.call,
         }
         # The runner enforces timeout_ms itself; the deadline only catches a runner that broke.
-        deadline = inv.timeout_ms / 1000 + 10.0
+        deadline = inv.timeout_ms / 1000 + self.config.deadline_grace_seconds
         return await runner.call(message, on_respond, deadline)
 
     async def evict(self, owner_id: str, worker_key: str) -> None:
