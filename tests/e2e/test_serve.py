@@ -1,0 +1,110 @@
+"""The README's first command for real: the `sluice` executable, a real server process."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+SLUICE = str(Path(sys.executable).with_name("sluice"))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    port = _free_port()
+    env = {**os.environ, "SLUICE_DATA_DIR": str(tmp_path), "SLUICE_PORT": str(port)}
+    proc = subprocess.Popen(
+        [SLUICE, "serve", "--host", "127.0.0.1"], env=env, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stderr is not None
+    seen = []
+    for line in proc.stderr:  # wait for the server's own word that it is up
+        seen.append(line)
+        if "Application startup complete" in line:
+            break
+    else:
+        proc.stderr.close()
+        pytest.fail("sluice serve exited:\n" + "".join(seen))
+    # Keep reading so the server never blocks on a full pipe.
+    drain = threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True)
+    drain.start()
+    try:
+        yield f"http://127.0.0.1:{port}", tmp_path
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+        drain.join(timeout=20)
+        proc.stderr.close()
+
+
+def test_accounts_create_then_the_tour(server: tuple[str, Path]) -> None:
+    base, data_dir = server
+    created = subprocess.run(
+        [
+            SLUICE,
+            "accounts",
+            "create",
+            "--name",
+            "ada",
+            "--email",
+            "ada@example.com",
+            "--data-dir",
+            str(data_dir),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    account = json.loads(created.stdout)
+    assert account["id"].startswith("u_") and account["api_key"].startswith("slk_")
+    with httpx.Client(
+        base_url=base, timeout=60, headers={"Authorization": f"Bearer {account['api_key']}"}
+    ) as client:
+        assert client.get("/v1/users/me").json()["data"]["username"] == "ada"
+        assert client.get("/v1/users/me", headers={"Authorization": ""}).status_code == 401
+        code = (
+            'export default { name: "Counter", version: "0.0.1", props: { db: '
+            '"$.service.db" }, async run(event) { const n = (this.db.get("n") || 0) + 1; '
+            'this.db.set("n", n); this.$emit({ n, event }, { summary: `count is ${n}` }); } };'
+        )
+        component = client.post("/v1/components", json={"component_code": code}).json()["data"]
+        source = client.post("/v1/sources", json={"component_id": component["id"]}).json()["data"]
+        for _ in range(2):
+            run = client.post(f"/v1/sources/{source['id']}/run", json={"event": {"hi": 1}})
+            assert run.json()["data"]["ok"], run.text
+        events = client.get(
+            f"/v1/sources/{source['id']}/event_summaries", params={"expand": "event"}
+        ).json()
+        assert [e["event"]["n"] for e in events["data"]] == [2, 1]
+    assert (data_dir / "sluice.db").exists() and (data_dir / "secret.key").exists()
+
+
+def test_help_lists_every_flag_with_its_variable() -> None:
+    out = subprocess.run(
+        [SLUICE, "serve", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "COLUMNS": "200"},
+    ).stdout
+    for flag, var in [
+        ("--host", "SLUICE_HOST"),
+        ("--port", "SLUICE_PORT"),
+        ("--data-dir", "SLUICE_DATA_DIR"),
+        ("--database-url", "SLUICE_DATABASE_URL"),
+    ]:
+        assert flag in out and var in out
