@@ -251,3 +251,41 @@ export default { name: "Ticker", version: "1",
     assert emitted["timer"]["intervalSeconds"] == 30
     assert emitted["event"]["interval_seconds"] == 30
     assert isinstance(emitted["event"]["timestamp"], int)
+
+
+async def test_events_and_logs_are_kept_within_retention(api: Api) -> None:
+    from dataclasses import replace
+
+    code = """
+export default { name: "Chatty", version: "1",
+  async run(event) { for (let i = 0; i < 3; i++) { console.log(`line ${event.n}.${i}`); this.$emit({ n: event.n, i }); } } };
+"""
+    source = await deploy(api, code)
+    invoker = api.platform.invoker
+    original = invoker.settings
+    invoker.settings = replace(original, event_retention=4, log_retention=5)
+    try:
+        for n in range(3):
+            await api.client.post(f"/v1/sources/{source['id']}/run", json={"event": {"n": n}})
+    finally:
+        invoker.settings = original
+    page = (
+        await api.client.get(
+            f"/v1/sources/{source['id']}/event_summaries", params={"expand": "event"}
+        )
+    ).json()
+    assert page["page_info"]["total_count"] == 4
+    assert [e["event"] for e in page["data"]] == [
+        {"n": 2, "i": 2},
+        {"n": 2, "i": 1},
+        {"n": 2, "i": 0},
+        {"n": 1, "i": 2},
+    ]
+    lines = (await api.client.get(f"/v1/sources/{source['id']}/logs")).json()["data"]
+    assert [entry["msg"] for entry in lines] == [
+        "line 2.2",
+        "line 2.1",
+        "line 2.0",
+        "line 1.2",
+        "line 1.1",
+    ]

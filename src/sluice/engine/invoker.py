@@ -202,5 +202,7 @@ class Invoker:
             )
             if outcome.event_ids:
                 await events.trim(conn, deployment.id, self.settings.event_retention)
+            if logs:
+                await events.trim_logs(conn, deployment.id, self.settings.log_retention)
         result.logs = logs
         return outcome

@@ -178,6 +178,19 @@ async def append_logs(
         )
 
 
+async def trim_logs(conn: AsyncConnection, emitter_id: str, keep: int) -> None:
+    """Delete all but the newest ``keep`` log lines of the emitter, in one statement."""
+    cutoff = (
+        sa.select(lt.c.pk)
+        .where(lt.c.emitter_id == emitter_id)
+        .order_by(lt.c.pk.desc())
+        .offset(keep)
+        .limit(1)
+        .scalar_subquery()
+    )
+    await conn.execute(lt.delete().where(lt.c.emitter_id == emitter_id, lt.c.pk <= cutoff))
+
+
 async def recent_logs(conn: AsyncConnection, emitter_id: str, limit: int) -> list[dict[str, Any]]:
     rows = await conn.execute(
         sa.select(lt).where(lt.c.emitter_id == emitter_id).order_by(lt.c.pk.desc()).limit(limit)
