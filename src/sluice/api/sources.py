@@ -12,7 +12,6 @@ from sluice.api.components import component_input
 from sluice.api.schemas import SourceCreate, SourceRun
 from sluice.engine.sources import DeployRequest
 from sluice.platform import Platform
-from sluice.storage import components as component_store
 from sluice.storage import events
 from sluice.storage.sources import Deployment
 
@@ -23,8 +22,7 @@ EVENT_WINDOW = 100
 
 
 async def _render(platform: Platform, deployment: Deployment) -> dict[str, Any]:
-    async with platform.db.connect() as conn:
-        component = await component_store.get_any(conn, deployment.component_id)
+    component = await platform.components.by_id(deployment.component_id)
     return platform.sources.to_api(deployment, component)
 
 

@@ -16,6 +16,7 @@ import os
 import posixpath
 import re
 import shutil
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ from sluice.storage.components import SavedComponent
 log = logging.getLogger(__name__)
 
 _CODE_SUFFIXES = (".mjs", ".cjs", ".js")
+_CACHE_SIZE = 2048
 _ESM_HINT = re.compile(
     r"^\s*(export\s+default|export\s*\{|import\s[\w*{$]|import\s*['\"])", re.MULTILINE
 )
@@ -79,6 +81,24 @@ class Components:
         self.deps = deps
         self.settings = settings
         self.clock = clock
+        # Saved components are immutable rows (an update saves a new one), so a process-local
+        # cache by id is always right; it spares the hot path a database round trip.
+        self._cache: OrderedDict[str, SavedComponent] = OrderedDict()
+
+    async def by_id(self, component_id: str) -> SavedComponent:
+        """The saved component behind a deployment (any owner: the caller checked ownership)."""
+        cached = self._cache.get(component_id)
+        if cached is not None:
+            self._cache.move_to_end(component_id)
+            return cached
+        async with self.db.connect() as conn:
+            found = await store.get_any(conn, component_id)
+        if found is None:
+            raise errors.InternalError(f"saved component {component_id} is missing")
+        self._cache[component_id] = found
+        if len(self._cache) > _CACHE_SIZE:
+            self._cache.popitem(last=False)
+        return found
 
     async def save(self, owner_id: str, source: ComponentInput) -> SavedComponent:
         url = source.url

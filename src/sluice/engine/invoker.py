@@ -12,9 +12,9 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-from sluice import errors, ids
+from sluice import ids
 from sluice.clock import Clock
 from sluice.config import Settings
 from sluice.crypto import Cipher
@@ -25,7 +25,6 @@ from sluice.runtime.pool import Invocation, RunnerPool
 from sluice.runtime.protocol import Result
 from sluice.runtime.runner import RespondCallback
 from sluice.storage import apps, events, sources
-from sluice.storage import components as component_store
 from sluice.storage.components import SavedComponent
 from sluice.storage.sources import Deployment
 
@@ -90,16 +89,16 @@ class Invoker:
         call: dict[str, Any],
         *,
         on_respond: RespondCallback | None = None,
-        component: SavedComponent | None = None,
+        snapshot: dict[str, Any] | None = None,
     ) -> Outcome:
-        """``call`` is ``{"kind": "run", "event": …}`` or ``{"kind": "hook", "hook": …}``."""
-        async with self.db.connect() as conn:
-            if component is None:
-                component = await component_store.get_any(conn, deployment.component_id)
-                if component is None:
-                    raise errors.InternalError(f"{deployment.id} has no saved component")
-            props = await self.props_for(conn, deployment, component)
-            snapshot = await sources.read_state(conn, deployment.id)
+        """``call`` is ``{"kind": "run", "event": …}`` or ``{"kind": "hook", "hook": …}``.
+
+        ``snapshot`` is the db state when the caller read it with the deployment."""
+        component = await self.components.by_id(deployment.component_id)
+        props = await self.props_for(deployment, component)
+        if snapshot is None:
+            async with self.db.connect() as conn:
+                snapshot = await sources.read_state(conn, deployment.id)
         entry = await self.components.materialize(component)
         invocation_id = ids.random_token(27)
         result = await self.pool.invoke(
@@ -127,9 +126,7 @@ class Invoker:
             result.error["stack"] = scrub_paths(result.error["stack"], entry.parent)
         return await self.persist(deployment, component, invocation_id, result)
 
-    async def props_for(
-        self, conn: AsyncConnection, deployment: Deployment, component: SavedComponent
-    ) -> dict[str, Any]:
+    async def props_for(self, deployment: Deployment, component: SavedComponent) -> dict[str, Any]:
         """The values Node builds ``this`` from (docs/runner-protocol.md), secrets decrypted."""
         values: dict[str, Any] = dict(deployment.configured_props)
         for name, token in deployment.secret_props.items():
@@ -147,9 +144,10 @@ class Invoker:
                 }
             elif typ == "app" and isinstance(values.get(name), dict):
                 account_id = values[name].get("authProvisionId")
-                found = await apps.credentials(
-                    conn, self.cipher, deployment.owner_id, str(account_id)
-                )
+                async with self.db.connect() as conn:
+                    found = await apps.credentials(
+                        conn, self.cipher, deployment.owner_id, str(account_id)
+                    )
                 values[name] = {"$auth": found[1] if found else {}}
         return values
 
@@ -159,6 +157,8 @@ class Invoker:
         outcome = Outcome(invocation_id, result)
         now_ms = self.clock.now_ms()
         logs = list(result.logs)
+        if not (result.emits or result.db_writes or result.db_deletes or logs or result.error):
+            return outcome  # nothing to keep: no transaction at all
         async with self.db.begin() as conn:
             current = await sources.lock(conn, deployment.id)
             if current is None:

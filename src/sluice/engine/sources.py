@@ -139,9 +139,7 @@ class Sources:
     async def _hook(self, deployment: Deployment, component: SavedComponent, hook: str) -> None:
         if hook not in (component.shape.get("hooks") or []):
             return
-        outcome = await self.invoker.invoke(
-            deployment, {"kind": "hook", "hook": hook}, component=component
-        )
+        outcome = await self.invoker.invoke(deployment, {"kind": "hook", "hook": hook})
         if not outcome.result.ok:
             error: dict[str, Any] = outcome.result.error or {}
             raise errors.HookFailed(
@@ -182,14 +180,18 @@ class Sources:
         return found
 
     async def run(self, owner_id: str, deployment_id: str, event: Any = None) -> Outcome:
-        deployment = await self.get(owner_id, deployment_id)
         async with self.db.connect() as conn:
-            component = await component_store.get_any(conn, deployment.component_id)
-        assert component is not None
+            found = await sources.get_with_state(conn, owner_id, deployment_id)
+        if found is None:
+            # A name slug, or nothing: the slow path answers both.
+            deployment, snapshot = await self.get(owner_id, deployment_id), None
+        else:
+            deployment, snapshot = found
+        component = await self.components.by_id(deployment.component_id)
         if event is None:
             event = self._default_event(deployment, component)
         return await self.invoker.invoke(
-            deployment, {"kind": "run", "event": event}, component=component
+            deployment, {"kind": "run", "event": event}, snapshot=snapshot
         )
 
     def _default_event(self, deployment: Deployment, component: SavedComponent) -> Any:
@@ -204,9 +206,8 @@ class Sources:
 
     async def delete(self, owner_id: str, deployment_id: str) -> None:
         deployment = await self.get(owner_id, deployment_id)
-        async with self.db.connect() as conn:
-            component = await component_store.get_any(conn, deployment.component_id)
-        if component is not None and deployment.active:
+        component = await self.components.by_id(deployment.component_id)
+        if deployment.active:
             await self._hook(deployment, component, "deactivate")
         await self._remove(deployment)
 

@@ -20,8 +20,8 @@ from sluice.runtime.runner import RespondCallback, Runner
 @dataclass(frozen=True)
 class PoolConfig:
     node: str = "node"
-    max_runners: int = 16
-    max_workers_per_runner: int = 32
+    max_runners: int = 8
+    max_workers_per_runner: int = 16
     worker_idle_ms: int = 300_000
     #: Seconds past an invocation's time-out before Python gives up on the runner.
     deadline_grace_seconds: float = 10.0

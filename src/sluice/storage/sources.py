@@ -83,6 +83,24 @@ async def get(conn: AsyncConnection, owner_id: str, deployment_id: str) -> Deplo
     return _row(row) if row else None
 
 
+async def get_with_state(
+    conn: AsyncConnection, owner_id: str, deployment_id: str
+) -> tuple[Deployment, dict[str, Any]] | None:
+    """The deployment and its ``$.service.db`` store, in one round trip (the run's hot path)."""
+    s = component_state
+    rows = (
+        await conn.execute(
+            sa.select(t, s.c.key.label("state_key"), s.c.value.label("state_value"))
+            .outerjoin(s, s.c.deployment_id == t.c.id)
+            .where(t.c.id == deployment_id, t.c.owner_id == owner_id)
+        )
+    ).all()
+    if not rows:
+        return None
+    state = {r.state_key: r.state_value for r in rows if r.state_key is not None}
+    return _row(rows[0]), state
+
+
 async def get_by_slug(conn: AsyncConnection, owner_id: str, slug: str) -> Deployment | None:
     row = (
         await conn.execute(sa.select(t).where(t.c.name_slug == slug, t.c.owner_id == owner_id))
