@@ -8,6 +8,7 @@ says to skip it, and then the run ends with a banner saying the dialect was not 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 from collections.abc import AsyncIterator
@@ -98,31 +99,33 @@ class Api:
     api_key: str
 
 
-@pytest_asyncio.fixture(loop_scope="session")
-async def api(platform: Platform) -> AsyncIterator[Api]:
-    account, key = await platform.create_account(f"user-{secrets.token_hex(3)}", "u@example.com")
-    app = create_app(platform=platform)
+@contextlib.asynccontextmanager
+async def account_client(
+    platform: Platform, username: str, email: str | None = None
+) -> AsyncIterator[Api]:
+    account, key = await platform.create_account(username, email)
     async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app, raise_app_exceptions=False),
+        transport=httpx.ASGITransport(
+            app=create_app(platform=platform), raise_app_exceptions=False
+        ),
         base_url="http://sluice.test",
         headers={"Authorization": f"Bearer {key}"},
         timeout=60,
     ) as client:
         yield Api(client, platform, account.id, key)
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def api(platform: Platform) -> AsyncIterator[Api]:
+    async with account_client(platform, f"user-{secrets.token_hex(3)}", "u@example.com") as a:
+        yield a
 
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def other_api(platform: Platform) -> AsyncIterator[Api]:
     """A second account on the same platform, for isolation tests."""
-    account, key = await platform.create_account("someone-else")
-    app = create_app(platform=platform)
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app, raise_app_exceptions=False),
-        base_url="http://sluice.test",
-        headers={"Authorization": f"Bearer {key}"},
-        timeout=60,
-    ) as client:
-        yield Api(client, platform, account.id, key)
+    async with account_client(platform, "someone-else") as a:
+        yield a
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
