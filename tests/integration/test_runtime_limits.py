@@ -21,6 +21,7 @@ export default { name: "Hang", version: "1", type: "action",
     if (this.mode === "memory") { const hog = []; for (;;) hog.push(new Array(1e5).fill(Math.random())); }
     if (this.mode === "respond-then-hang") { await $.respond({ status: 200 }); await new Promise(() => {}); }
     if (this.mode === "exit") { process.exit(3); }
+    if (this.mode === "concurrent") { for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r)); }
     return { env: { ...process.env }, ok: true };
   } };
 """
@@ -195,3 +196,21 @@ export default { name: "Fd1", version: "1", type: "action",
             )
         )
         assert fine.ok
+
+
+async def test_more_accounts_than_runner_slots_under_concurrency(api: Api) -> None:
+    """Accounts starting runners at once never evict the same runner twice, nor one in use."""
+    from sluice.runtime.pool import PoolConfig, RunnerPool
+
+    entry = await _entry(api.platform, api.account_id)
+    async with RunnerPool(PoolConfig(max_runners=1)) as pool:
+        for round_ in range(3):
+            # Busy runners push the pool over its soft cap; the next round's new accounts then
+            # start at once and each evicts several idle runners.
+            owners = [f"u_slot{round_}_{i}" for i in range(8)]
+            results = await asyncio.gather(*[
+                pool.invoke(_call(owner, entry, "concurrent" if n % 2 else "fine",
+                                  key=f"k{round_}{n}"))
+                for n in range(3) for owner in owners
+            ])
+            assert [r.error for r in results if not r.ok] == []

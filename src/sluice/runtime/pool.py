@@ -44,7 +44,11 @@ class RunnerPool:
     def __init__(self, config: PoolConfig) -> None:
         self.config = config
         self._runners: dict[str, Runner] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
+        # One lock for choosing victims and starting runners: two accounts starting at once
+        # must not both evict (and close) the same runner.
+        self._spawn_lock = asyncio.Lock()
+        # Callers holding a runner between choosing it and their result: never evicted.
+        self._leases: dict[str, int] = {}
         self._closed = False
 
     async def __aenter__(self) -> RunnerPool:
@@ -55,6 +59,14 @@ class RunnerPool:
 
     async def invoke(self, inv: Invocation, on_respond: RespondCallback | None = None) -> Result:
         runner = await self._runner_for(inv.owner_id)
+        try:
+            return await self._call(runner, inv, on_respond)
+        finally:
+            self._leases[inv.owner_id] -= 1
+
+    async def _call(
+        self, runner: Runner, inv: Invocation, on_respond: RespondCallback | None
+    ) -> Result:
         message = {
             "type": "invoke",
             "worker_key": inv.worker_key,
@@ -85,15 +97,17 @@ class RunnerPool:
         return self._runners.get(owner_id)
 
     async def _runner_for(self, owner_id: str) -> Runner:
+        """The account's live runner, leased to the caller (who must release it)."""
         if self._closed:
             raise RuntimeError("the runner pool is closed")
         runner = self._runners.get(owner_id)
         if runner is not None and runner.alive:
+            self._leases[owner_id] = self._leases.get(owner_id, 0) + 1
             return runner
-        lock = self._locks.setdefault(owner_id, asyncio.Lock())
-        async with lock:
+        async with self._spawn_lock:
             runner = self._runners.get(owner_id)
             if runner is not None and runner.alive:
+                self._leases[owner_id] = self._leases.get(owner_id, 0) + 1
                 return runner
             if runner is not None:
                 await runner.close(grace=0)
@@ -106,19 +120,23 @@ class RunnerPool:
             )
             await runner.start()
             self._runners[owner_id] = runner
+            self._leases[owner_id] = self._leases.get(owner_id, 0) + 1
             return runner
 
     async def _make_room(self) -> None:
-        live = [(r.last_used, owner) for owner, r in self._runners.items() if r.alive]
+        """Stop least recently used idle runners until one more fits. The cap is soft: when
+        every runner is busy, the new one starts anyway rather than making a caller wait."""
+        live = sorted((r.last_used, owner) for owner, r in self._runners.items() if r.alive)
         excess = len(live) - self.config.max_runners + 1
-        for _, owner in sorted(live):
+        for _, owner in live:
             if excess <= 0:
                 break
-            runner = self._runners[owner]
-            if runner.in_flight == 0:
-                del self._runners[owner]
-                await runner.close()
-                excess -= 1
+            runner = self._runners.get(owner)
+            if runner is None or runner.in_flight or self._leases.get(owner, 0):
+                continue
+            del self._runners[owner]
+            await runner.close()
+            excess -= 1
 
     async def close(self) -> None:
         self._closed = True
