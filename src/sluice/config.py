@@ -46,7 +46,7 @@ class Settings:
     #: Heap limit of a component's worker, MB.
     memory_mb: int = 256
     #: Node runner processes kept at most (one per account); idle ones are stopped first.
-    #: Memory is about runners × (45 MB + workers × 8 MB): the defaults cap it near 1.4 GB.
+    #: Memory is about runners * (45 MB + workers * 8 MB): the defaults cap it near 1.4 GB.
     max_runners: int = 8
     #: Warm workers (deployments) kept per runner, least recently used stopped first.
     max_workers_per_runner: int = 16

@@ -208,9 +208,13 @@ async def test_more_accounts_than_runner_slots_under_concurrency(api: Api) -> No
             # Busy runners push the pool over its soft cap; the next round's new accounts then
             # start at once and each evicts several idle runners.
             owners = [f"u_slot{round_}_{i}" for i in range(8)]
-            results = await asyncio.gather(*[
-                pool.invoke(_call(owner, entry, "concurrent" if n % 2 else "fine",
-                                  key=f"k{round_}{n}"))
-                for n in range(3) for owner in owners
-            ])
+            results = await asyncio.gather(
+                *[
+                    pool.invoke(
+                        _call(owner, entry, "concurrent" if n % 2 else "fine", key=f"k{round_}{n}")
+                    )
+                    for n in range(3)
+                    for owner in owners
+                ]
+            )
             assert [r.error for r in results if not r.ok] == []
