@@ -29,7 +29,12 @@ def new_id(prefix: str, length: int = 12) -> str:
 
 
 def random_token(length: int) -> str:
-    return "".join(secrets.choice(_ALPHABET) for _ in range(length))
+    # One urandom call, not one per character (secrets.choice is ~2 µs each, on hot paths).
+    # Bytes 0..247 map evenly onto the 62 symbols (248 = 4 * 62); the rest are redrawn.
+    out: list[str] = []
+    while len(out) < length:
+        out.extend(_ALPHABET[b % 62] for b in secrets.token_bytes(length * 2) if b < 248)
+    return "".join(out[:length])
 
 
 def has_prefix(value: str, prefix: str) -> bool:

@@ -33,6 +33,7 @@ class Platform:
     settings: Settings
     clock: Clock
     db: AsyncEngine
+    reader: database.Reader
     cipher: Cipher
     pool: RunnerPool
     deps: DependencyStore
@@ -50,6 +51,7 @@ class Platform:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         cipher = Cipher.load(settings.secret_key, settings.data_dir)
         db = await database.open_database(settings.resolved_database_url)
+        reader = database.Reader(db)
         try:
             async with RunnerPool(
                 PoolConfig(
@@ -66,15 +68,17 @@ class Platform:
                     settings=settings,
                     clock=clock,
                     db=db,
+                    reader=reader,
                     cipher=cipher,
                     pool=pool,
                     deps=deps,
                     components=components,
                     invoker=invoker,
-                    sources=Sources(db, pool, components, invoker, cipher, settings, clock),
+                    sources=Sources(db, reader, pool, components, invoker, cipher, settings, clock),
                     actions=Actions(db, pool, components, cipher, settings),
                 )
         finally:
+            reader.dispose()
             await db.dispose()
 
     async def create_account(
@@ -90,8 +94,7 @@ class Platform:
         return account, key
 
     async def authenticate(self, api_key: str) -> Account | None:
-        async with self.db.connect() as conn:
-            return await accounts.authenticate(conn, api_key)
+        return await self.reader(lambda conn: accounts.authenticate(conn, api_key))
 
 
 async def create_account_offline(

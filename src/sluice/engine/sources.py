@@ -22,7 +22,7 @@ from sluice.domain import props as prop_rules
 from sluice.engine.components import ComponentInput, Components
 from sluice.engine.invoker import Invoker, Outcome, secret_aad, worker_key
 from sluice.runtime.pool import RunnerPool
-from sluice.storage import apps, events, sources
+from sluice.storage import apps, database, events, sources
 from sluice.storage import components as component_store
 from sluice.storage.components import SavedComponent
 from sluice.storage.sources import Deployment
@@ -44,6 +44,7 @@ class Sources:
     def __init__(
         self,
         db: AsyncEngine,
+        reader: database.Reader,
         pool: RunnerPool,
         components: Components,
         invoker: Invoker,
@@ -52,6 +53,7 @@ class Sources:
         clock: Clock,
     ) -> None:
         self.db = db
+        self.reader = reader
         self.pool = pool
         self.components = components
         self.invoker = invoker
@@ -180,8 +182,9 @@ class Sources:
         return found
 
     async def run(self, owner_id: str, deployment_id: str, event: Any = None) -> Outcome:
-        async with self.db.connect() as conn:
-            found = await sources.get_with_state(conn, owner_id, deployment_id)
+        found = await self.reader(
+            lambda conn: sources.get_with_state(conn, owner_id, deployment_id)
+        )
         if found is None:
             # A name slug, or nothing: the slow path answers both.
             deployment, snapshot = await self.get(owner_id, deployment_id), None

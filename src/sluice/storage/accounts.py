@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from sluice import ids
@@ -71,19 +72,22 @@ async def create_key(conn: AsyncConnection, account_id: str, *, now_s: int) -> s
     return f"{KEY_PREFIX}_{key_id}_{secret}"
 
 
-async def authenticate(conn: AsyncConnection, api_key: str) -> Account | None:
-    """The account owning ``api_key``, or None for a malformed, unknown or revoked key."""
+_AUTHENTICATE = (
+    sa.select(api_keys.c.secret_hash, api_keys.c.revoked_at, accounts)
+    .join(accounts, accounts.c.id == api_keys.c.account_id)
+    .where(api_keys.c.id == sa.bindparam("key_id"))
+)
+
+
+def authenticate(conn: Connection, api_key: str) -> Account | None:
+    """The account owning ``api_key``, or None for a malformed, unknown or revoked key.
+
+    A sync function: every request runs it, through ``database.Reader``."""
     parts = api_key.split("_")
     if len(parts) != 3 or parts[0] != KEY_PREFIX:
         return None
     _, key_id, secret = parts
-    row = (
-        await conn.execute(
-            sa.select(api_keys.c.secret_hash, api_keys.c.revoked_at, accounts)
-            .join(accounts, accounts.c.id == api_keys.c.account_id)
-            .where(api_keys.c.id == key_id)
-        )
-    ).first()
+    row = conn.execute(_AUTHENTICATE, {"key_id": key_id}).first()
     if row is None or row.revoked_at is not None:
         return None
     if not hmac.compare_digest(row.secret_hash, _hash(secret)):

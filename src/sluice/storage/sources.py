@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from sluice.storage.tables import component_state
@@ -83,18 +84,24 @@ async def get(conn: AsyncConnection, owner_id: str, deployment_id: str) -> Deplo
     return _row(row) if row else None
 
 
-async def get_with_state(
-    conn: AsyncConnection, owner_id: str, deployment_id: str
+# Built once: the run's hot path should not pay for constructing the statement each time.
+_WITH_STATE = (
+    sa.select(
+        t,
+        component_state.c.key.label("state_key"),
+        component_state.c.value.label("state_value"),
+    )
+    .outerjoin(component_state, component_state.c.deployment_id == t.c.id)
+    .where(t.c.id == sa.bindparam("deployment_id"), t.c.owner_id == sa.bindparam("owner_id"))
+)
+
+
+def get_with_state(
+    conn: Connection, owner_id: str, deployment_id: str
 ) -> tuple[Deployment, dict[str, Any]] | None:
-    """The deployment and its ``$.service.db`` store, in one round trip (the run's hot path)."""
-    s = component_state
-    rows = (
-        await conn.execute(
-            sa.select(t, s.c.key.label("state_key"), s.c.value.label("state_value"))
-            .outerjoin(s, s.c.deployment_id == t.c.id)
-            .where(t.c.id == deployment_id, t.c.owner_id == owner_id)
-        )
-    ).all()
+    """The deployment and its ``$.service.db`` store in one query: the run's hot path, a
+    sync function for ``database.Reader``."""
+    rows = conn.execute(_WITH_STATE, {"deployment_id": deployment_id, "owner_id": owner_id}).all()
     if not rows:
         return None
     state = {r.state_key: r.state_value for r in rows if r.state_key is not None}
