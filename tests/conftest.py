@@ -82,7 +82,7 @@ async def platform(
             pytest.fail(message + " (set SLUICE_TEST_SKIP_POSTGRES=1 to skip that half)")
     settings = make_settings(data_dir, database_url=database_url)
     try:
-        async with Platform.open(settings) as opened:
+        async with Platform.open(settings, background=False) as opened:
             yield opened
     finally:
         if database_url:

@@ -19,6 +19,7 @@ from sluice.crypto import Cipher
 from sluice.engine.actions import Actions
 from sluice.engine.components import Components
 from sluice.engine.invoker import Invoker
+from sluice.engine.jobs import JobWorker, WorkerConfig
 from sluice.engine.sources import Sources
 from sluice.runtime.deps import DependencyStore
 from sluice.runtime.pool import PoolConfig, RunnerPool
@@ -41,12 +42,15 @@ class Platform:
     invoker: Invoker
     sources: Sources
     actions: Actions
+    jobs: JobWorker
 
     @classmethod
     @contextlib.asynccontextmanager
     async def open(
-        cls, settings: Settings, *, clock: Clock | None = None
+        cls, settings: Settings, *, clock: Clock | None = None, background: bool = True
     ) -> AsyncIterator[Platform]:
+        """Open everything; ``background`` starts the loops (job worker, scheduler). Tests
+        leave it off and drive them step by step (``platform.jobs.drain()``)."""
         clock = clock or SystemClock()
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         cipher = Cipher.load(settings.secret_key, settings.data_dir)
@@ -64,7 +68,7 @@ class Platform:
                 deps = DependencyStore(settings.npm_store_dir, npm=settings.npm)
                 components = Components(db, pool, deps, settings, clock)
                 invoker = Invoker(db, pool, components, cipher, settings, clock)
-                yield cls(
+                platform = cls(
                     settings=settings,
                     clock=clock,
                     db=db,
@@ -76,7 +80,18 @@ class Platform:
                     invoker=invoker,
                     sources=Sources(db, reader, pool, components, invoker, cipher, settings, clock),
                     actions=Actions(db, pool, components, cipher, settings),
+                    jobs=JobWorker(
+                        db,
+                        clock,
+                        WorkerConfig(lease_ms=int((settings.source_timeout_seconds + 60) * 1000)),
+                    ),
                 )
+                if background:
+                    await platform.jobs.start()
+                try:
+                    yield platform
+                finally:
+                    await platform.jobs.stop()
         finally:
             reader.dispose()
             await db.dispose()

@@ -138,6 +138,7 @@ class Components:
             component_url=url,
             shape={**info, "warnings": shape.warnings} if shape.warnings else info,
             configurable_props=shape.configurable_props,
+            registry=False,
             created_at=now_s,
             updated_at=now_s,
         )

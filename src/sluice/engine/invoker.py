@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from sluice import ids
 from sluice.clock import Clock
@@ -29,6 +30,9 @@ from sluice.storage.components import SavedComponent
 from sluice.storage.sources import Deployment
 
 log = logging.getLogger(__name__)
+
+#: Runs inside the transaction that stores an invocation's results (see engine/jobs.py).
+Finish = Callable[[AsyncConnection], Awaitable[None]]
 
 
 @dataclass
@@ -90,6 +94,7 @@ class Invoker:
         *,
         on_respond: RespondCallback | None = None,
         snapshot: dict[str, Any] | None = None,
+        also: Finish | None = None,
     ) -> Outcome:
         """``call`` is ``{"kind": "run", "event": …}`` or ``{"kind": "hook", "hook": …}``.
 
@@ -124,7 +129,7 @@ class Invoker:
         )
         if result.error and result.error.get("stack"):
             result.error["stack"] = scrub_paths(result.error["stack"], entry.parent)
-        return await self.persist(deployment, component, invocation_id, result)
+        return await self.persist(deployment, component, invocation_id, result, also)
 
     async def props_for(self, deployment: Deployment, component: SavedComponent) -> dict[str, Any]:
         """The values Node builds ``this`` from (docs/runner-protocol.md), secrets decrypted."""
@@ -152,14 +157,24 @@ class Invoker:
         return values
 
     async def persist(
-        self, deployment: Deployment, component: SavedComponent, invocation_id: str, result: Result
+        self,
+        deployment: Deployment,
+        component: SavedComponent,
+        invocation_id: str,
+        result: Result,
+        also: Finish | None = None,
     ) -> Outcome:
+        """Keep what the invocation did. ``also`` runs in the same transaction: a job marking
+        itself done together with its results."""
         outcome = Outcome(invocation_id, result)
         now_ms = self.clock.now_ms()
         logs = list(result.logs)
-        if not (result.emits or result.db_writes or result.db_deletes or logs or result.error):
+        busy = result.emits or result.db_writes or result.db_deletes or logs or result.error
+        if also is None and not busy:
             return outcome  # nothing to keep: no transaction at all
         async with self.db.begin() as conn:
+            if also is not None:
+                await also(conn)
             current = await sources.lock(conn, deployment.id)
             if current is None:
                 # Deleted while it ran: nothing to keep.

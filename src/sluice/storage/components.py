@@ -27,6 +27,7 @@ class SavedComponent:
     component_url: str | None
     shape: dict[str, Any]
     configurable_props: list[dict[str, Any]]
+    registry: bool
     created_at: int
     updated_at: int
 

@@ -83,9 +83,12 @@ saved_components = sa.Table(
     # What Node reported when it loaded the component (see docs/runner-protocol.md, inspect).
     sa.Column("shape", JSON, nullable=False),
     sa.Column("configurable_props", JSON, nullable=False),
+    # True for components of the public registry (any account may deploy them by key).
+    sa.Column("registry", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.Column("updated_at", sa.BigInteger, nullable=False),
     sa.Index("ix_saved_components_owner_key", "owner_id", "key"),
+    sa.Index("ix_saved_components_registry_key", "registry", "key"),
 )
 
 deployed_components = sa.Table(
@@ -165,4 +168,71 @@ logs = sa.Table(
     sa.Column("msg", sa.Text, nullable=False),
     sa.Column("invocation_id", sa.String(40)),
     sa.Index("ix_logs_emitter", "emitter_id", "pk"),
+)
+
+jobs = sa.Table(
+    "jobs",
+    metadata,
+    sa.Column(
+        "id",
+        sa.BigInteger().with_variant(sa.Integer, "sqlite"),
+        primary_key=True,
+        autoincrement=True,
+    ),
+    # What to do: "http" (an endpoint request), "timer" (a tick), "emit" (deliver to a listener).
+    sa.Column("kind", sa.String(40), nullable=False),
+    sa.Column("owner_id", sa.String(40), nullable=False),
+    # The deployment (or workflow) that runs it.
+    sa.Column("target_id", sa.String(40), nullable=False),
+    sa.Column("payload", JSON),
+    # queued → running → done | failed; a running job whose lease passed is queued again.
+    sa.Column("status", sa.String(20), nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("run_after_ms", sa.BigInteger, nullable=False),
+    sa.Column("locked_until_ms", sa.BigInteger),
+    sa.Column("worker_id", sa.String(60)),
+    sa.Column("last_error", sa.Text),
+    sa.Column("created_ms", sa.BigInteger, nullable=False),
+    sa.Column("finished_ms", sa.BigInteger),
+    sa.Index("ix_jobs_ready", "status", "run_after_ms"),
+    sa.Index("ix_jobs_target", "target_id"),
+)
+
+timers = sa.Table(
+    "timers",
+    metadata,
+    sa.Column(
+        "deployment_id",
+        sa.String(40),
+        sa.ForeignKey("deployed_components.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column("owner_id", sa.String(40), nullable=False),
+    sa.Column("interval_seconds", sa.Integer),
+    sa.Column("cron", sa.String(200)),
+    sa.Column("timezone", sa.String(80)),
+    # The next tick to fire; a claimed tick moves it forward in the same transaction that
+    # enqueues its job, so no tick fires twice and none is lost.
+    sa.Column("next_run_ms", sa.BigInteger, nullable=False),
+    sa.Column("last_run_ms", sa.BigInteger),
+    sa.Index("ix_timers_due", "next_run_ms"),
+)
+
+subscriptions = sa.Table(
+    "subscriptions",
+    metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column(
+        "owner_id", sa.String(40), sa.ForeignKey("accounts.id", ondelete="CASCADE"), nullable=False
+    ),
+    # A dc_/p_ id, or a glob "dc_*" / "p_*" for all of the account's sources / workflows.
+    sa.Column("emitter_id", sa.String(40), nullable=False),
+    sa.Column("listener_id", sa.String(40), nullable=False),
+    # "" is the default channel; "$errors" the errors of a workflow.
+    sa.Column("event_name", sa.String(300), nullable=False, server_default=""),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.UniqueConstraint(
+        "owner_id", "emitter_id", "listener_id", "event_name", name="uq_subscriptions_link"
+    ),
+    sa.Index("ix_subscriptions_emitter", "owner_id", "emitter_id", "event_name"),
 )

@@ -1,0 +1,193 @@
+"""The job worker: claims durable jobs and runs their handlers.
+
+A handler gets the job and a ``finish`` coroutine to call *inside the transaction that stores
+the job's results* (``Invoker.persist(..., also=finish)``), so "done" and the results commit
+together: a completed job never runs again. A handler that returns without calling it has its
+job marked done afterwards (nothing to store, e.g. its source was deleted). A handler that
+raises ``Retry`` (a runner crashed) or any other exception has its job queued again with
+backoff, until ``max_attempts``; a process that dies mid-job leaves the lease to expire and the
+job to be claimed again. Tests drive it with ``run_once``/``drain`` and a fake clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from sluice import ids
+from sluice.clock import Clock
+from sluice.storage import jobs
+from sluice.storage.jobs import Job
+
+log = logging.getLogger(__name__)
+
+Finish = Callable[[AsyncConnection], Awaitable[None]]
+Handler = Callable[[Job, Finish], Awaitable[None]]
+
+
+class Retry(Exception):
+    """Run the job again later: the failure was Sluice's (a crashed runner), not the job's."""
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    lease_ms: int = 360_000
+    batch: int = 32
+    concurrency: int = 8
+    poll_seconds: float = 1.0
+    max_attempts: int = 5
+
+
+def backoff_ms(attempts: int) -> int:
+    """1 s, 2 s, 4 s … capped at 5 minutes."""
+    return int(min(300, 2 ** max(0, attempts - 1)) * 1000)
+
+
+class JobWorker:
+    def __init__(self, db: AsyncEngine, clock: Clock, config: WorkerConfig | None = None) -> None:
+        self.db = db
+        self.clock = clock
+        self.config = config or WorkerConfig()
+        self.worker_id = f"{os.getpid()}-{ids.random_token(6)}"
+        self.handlers: dict[str, Handler] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._running: set[asyncio.Task[None]] = set()
+        self._slots = asyncio.Semaphore(self.config.concurrency)
+
+    def register(self, kind: str, handler: Handler) -> None:
+        self.handlers[kind] = handler
+
+    def notify(self) -> None:
+        """A job was enqueued in this process: look now rather than at the next poll."""
+        self._wake.set()
+
+    async def _claim(self, limit: int) -> list[Job]:
+        if not self.handlers:
+            return []
+        async with self.db.begin() as conn:
+            return await jobs.claim(
+                conn,
+                worker_id=self.worker_id,
+                now_ms=self.clock.now_ms(),
+                lease_ms=self.config.lease_ms,
+                limit=limit,
+                kinds=tuple(self.handlers),
+            )
+
+    async def run_once(self) -> int:
+        """Claim one batch of ready jobs and run them all; the number run."""
+        claimed = await self._claim(self.config.batch)
+        await asyncio.gather(*(self._run(job) for job in claimed))
+        return len(claimed)
+
+    async def drain(self) -> int:
+        """Run until no job is ready now (tests, and shutdown)."""
+        total = 0
+        while count := await self.run_once():
+            total += count
+        return total
+
+    async def run_now(self, job_id: int) -> bool:
+        """Claim and run one job at once (an HTTP request that must answer from its run)."""
+        async with self.db.begin() as conn:
+            job = await jobs.claim_one(
+                conn,
+                job_id,
+                worker_id=self.worker_id,
+                now_ms=self.clock.now_ms(),
+                lease_ms=self.config.lease_ms,
+            )
+        if job is None:
+            return False
+        await self._run(job)
+        return True
+
+    async def _run(self, job: Job) -> None:
+        handler = self.handlers[job.kind]
+        finished = False
+
+        async def finish(conn: AsyncConnection) -> None:
+            nonlocal finished
+            finished = await jobs.complete(
+                conn, job.id, worker_id=self.worker_id, now_ms=self.clock.now_ms()
+            )
+
+        async with self._slots:
+            try:
+                await handler(job, finish)
+            except Exception as exc:  # any failure: retry with backoff, never lose the job
+                retry = job.attempts < self.config.max_attempts
+                level = logging.WARNING if isinstance(exc, Retry) else logging.ERROR
+                log.log(
+                    level,
+                    "job %s (%s) failed, attempt %d: %s",
+                    job.id,
+                    job.kind,
+                    job.attempts,
+                    exc,
+                    exc_info=not isinstance(exc, Retry),
+                    extra={"action": "job_failed", "job_id": job.id},
+                )
+                now = self.clock.now_ms()
+                async with self.db.begin() as conn:
+                    await jobs.retry_or_fail(
+                        conn,
+                        job.id,
+                        worker_id=self.worker_id,
+                        now_ms=now,
+                        error=str(exc),
+                        retry_at_ms=now + backoff_ms(job.attempts) if retry else None,
+                    )
+                return
+        if not finished:
+            async with self.db.begin() as conn:
+                await finish(conn)
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._loop())
+
+    async def _loop(self) -> None:
+        # Claim only what free slots can run, each job its own task, so a long job never
+        # holds back the ones queued after it.
+        while True:
+            self._wake.clear()
+            free = self.config.concurrency - len(self._running)
+            claimed: list[Job] = []
+            if free > 0:
+                try:
+                    claimed = await self._claim(min(free, self.config.batch))
+                except Exception:
+                    log.exception("the job worker failed to claim jobs")
+            for job in claimed:
+                task = asyncio.create_task(self._run(job))
+                self._running.add(task)
+                task.add_done_callback(self._done)
+            if claimed and len(self._running) < self.config.concurrency:
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.config.poll_seconds)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._running.discard(task)
+        self._wake.set()
+
+    async def stop(self) -> None:
+        """Stop claiming; jobs in flight are cancelled and, their leases left to expire, run
+        again by the next worker (at-least-once)."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        for task in list(self._running):
+            task.cancel()
+        for task in list(self._running):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

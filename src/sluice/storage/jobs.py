@@ -1,0 +1,162 @@
+"""Durable jobs: the queue behind every acknowledged request, timer tick and delivery.
+
+A job is ``queued`` until a worker claims it (``running`` with a lease), then ``done`` (in the
+same transaction as the results it produced, so a completed job never runs again) or
+``failed`` after its last attempt. A worker that dies leaves its lease to expire; the job is
+claimed again (at-least-once). PostgreSQL claims with ``FOR UPDATE SKIP LOCKED`` so several
+processes share one queue; SQLite has one writer and needs no more.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from sluice.storage.tables import jobs as t
+
+QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
+
+
+@dataclass(frozen=True)
+class Job:
+    id: int
+    kind: str
+    owner_id: str
+    target_id: str
+    payload: Any
+    attempts: int
+    created_ms: int
+
+
+def _job(row: Any) -> Job:
+    return Job(
+        row.id, row.kind, row.owner_id, row.target_id, row.payload, row.attempts, row.created_ms
+    )
+
+
+async def enqueue(
+    conn: AsyncConnection,
+    *,
+    kind: str,
+    owner_id: str,
+    target_id: str,
+    payload: Any,
+    now_ms: int,
+    run_after_ms: int | None = None,
+) -> int:
+    result = await conn.execute(
+        t.insert()
+        .values(
+            kind=kind,
+            owner_id=owner_id,
+            target_id=target_id,
+            payload=payload,
+            status=QUEUED,
+            attempts=0,
+            run_after_ms=run_after_ms or now_ms,
+            created_ms=now_ms,
+        )
+        .returning(t.c.id)
+    )
+    return int(result.scalar_one())
+
+
+def _ready(now_ms: int) -> sa.ColumnElement[bool]:
+    return sa.or_(
+        sa.and_(t.c.status == QUEUED, t.c.run_after_ms <= now_ms),
+        # A lease that passed: the worker died or hung; run the job again.
+        sa.and_(t.c.status == RUNNING, t.c.locked_until_ms < now_ms),
+    )
+
+
+async def claim(
+    conn: AsyncConnection,
+    *,
+    worker_id: str,
+    now_ms: int,
+    lease_ms: int,
+    limit: int,
+    kinds: tuple[str, ...] | None = None,
+) -> list[Job]:
+    """Take up to ``limit`` ready jobs, oldest first, leased to ``worker_id``."""
+    pick = sa.select(t.c.id).where(_ready(now_ms)).order_by(t.c.id).limit(limit)
+    if kinds:
+        pick = pick.where(t.c.kind.in_(kinds))
+    if conn.dialect.name == "postgresql":
+        pick = pick.with_for_update(skip_locked=True)
+    rows = await conn.execute(
+        t.update()
+        .where(t.c.id.in_(pick.scalar_subquery()))
+        .values(
+            status=RUNNING,
+            locked_until_ms=now_ms + lease_ms,
+            worker_id=worker_id,
+            attempts=t.c.attempts + 1,
+        )
+        .returning(*t.c)
+    )
+    return sorted((_job(r) for r in rows), key=lambda j: j.id)
+
+
+async def claim_one(
+    conn: AsyncConnection, job_id: int, *, worker_id: str, now_ms: int, lease_ms: int
+) -> Job | None:
+    """Take one given job if it is still ready (the path that runs a request right away)."""
+    row = (
+        await conn.execute(
+            t.update()
+            .where(t.c.id == job_id, _ready(now_ms))
+            .values(
+                status=RUNNING,
+                locked_until_ms=now_ms + lease_ms,
+                worker_id=worker_id,
+                attempts=t.c.attempts + 1,
+            )
+            .returning(*t.c)
+        )
+    ).first()
+    return _job(row) if row else None
+
+
+async def complete(conn: AsyncConnection, job_id: int, *, worker_id: str, now_ms: int) -> bool:
+    """Mark done, only if this worker still holds it (else another took it over)."""
+    result = await conn.execute(
+        t.update()
+        .where(t.c.id == job_id, t.c.worker_id == worker_id, t.c.status == RUNNING)
+        .values(status=DONE, finished_ms=now_ms, locked_until_ms=None)
+    )
+    return bool(result.rowcount)
+
+
+async def retry_or_fail(
+    conn: AsyncConnection,
+    job_id: int,
+    *,
+    worker_id: str,
+    now_ms: int,
+    error: str,
+    retry_at_ms: int | None,
+) -> None:
+    """Queue again at ``retry_at_ms``, or fail for good when it is None."""
+    values: dict[str, Any] = {"last_error": error[:4000], "locked_until_ms": None}
+    if retry_at_ms is None:
+        values.update(status=FAILED, finished_ms=now_ms)
+    else:
+        values.update(status=QUEUED, run_after_ms=retry_at_ms)
+    await conn.execute(
+        t.update().where(t.c.id == job_id, t.c.worker_id == worker_id).values(**values)
+    )
+
+
+async def counts(conn: AsyncConnection, target_id: str | None = None) -> dict[str, int]:
+    query = sa.select(t.c.status, sa.func.count()).group_by(t.c.status)
+    if target_id is not None:
+        query = query.where(t.c.target_id == target_id)
+    return {r[0]: int(r[1]) for r in await conn.execute(query)}
+
+
+async def delete_for(conn: AsyncConnection, target_id: str) -> None:
+    await conn.execute(t.delete().where(t.c.target_id == target_id))

@@ -1,0 +1,145 @@
+"""Durable jobs: claimed once, done with their results, retried with backoff, re-run after a
+lease expires (a worker that died), on both dialects. A fake clock moves time."""
+
+from __future__ import annotations
+
+import secrets
+
+import pytest
+import sqlalchemy as sa
+
+from sluice.clock import FakeClock
+from sluice.engine.jobs import Finish, JobWorker, Retry, WorkerConfig
+from sluice.platform import Platform
+from sluice.storage import jobs
+from sluice.storage.jobs import Job
+from sluice.storage.tables import jobs as jobs_table
+
+
+async def _enqueue(platform: Platform, clock: FakeClock, kind: str, n: int = 1) -> list[int]:
+    ids = []
+    async with platform.db.begin() as conn:
+        for i in range(n):
+            ids.append(
+                await jobs.enqueue(
+                    conn,
+                    kind=kind,
+                    owner_id="u_x",
+                    target_id="dc_x",
+                    payload={"i": i},
+                    now_ms=clock.now_ms(),
+                )
+            )
+    return ids
+
+
+async def _status(platform: Platform, job_id: int) -> tuple[str, int]:
+    async with platform.db.connect() as conn:
+        row = (
+            await conn.execute(
+                sa.select(jobs_table.c.status, jobs_table.c.attempts).where(
+                    jobs_table.c.id == job_id
+                )
+            )
+        ).one()
+    return row.status, row.attempts
+
+
+@pytest.fixture
+def kind() -> str:
+    return f"test-{secrets.token_hex(4)}"  # jobs of other tests are never claimed here
+
+
+async def test_each_job_runs_once_and_is_done_with_its_results(
+    platform: Platform, kind: str
+) -> None:
+    clock = FakeClock()
+    worker = JobWorker(platform.db, clock)
+    seen: list[int] = []
+
+    async def handler(job: Job, finish: Finish) -> None:
+        async with platform.db.begin() as conn:
+            seen.append(job.payload["i"])
+            await finish(conn)
+
+    worker.register(kind, handler)
+    ids = await _enqueue(platform, clock, kind, 5)
+    assert await worker.drain() == 5
+    assert sorted(seen) == [0, 1, 2, 3, 4]
+    assert [await _status(platform, i) for i in ids] == [("done", 1)] * 5
+    assert await worker.drain() == 0
+
+
+async def test_failures_retry_with_backoff_then_fail(platform: Platform, kind: str) -> None:
+    clock = FakeClock()
+    worker = JobWorker(platform.db, clock, WorkerConfig(max_attempts=3))
+    calls = 0
+
+    async def handler(job: Job, finish: Finish) -> None:
+        nonlocal calls
+        calls += 1
+        raise Retry("runner crashed")
+
+    worker.register(kind, handler)
+    (job_id,) = await _enqueue(platform, clock, kind)
+    assert await worker.run_once() == 1
+    assert await _status(platform, job_id) == ("queued", 1)
+    assert await worker.run_once() == 0  # not before its backoff (1 s)
+    clock.advance(seconds=1)
+    assert await worker.run_once() == 1
+    clock.advance(seconds=2)
+    assert await worker.run_once() == 1
+    assert await _status(platform, job_id) == ("failed", 3)
+    clock.advance(seconds=600)
+    assert await worker.run_once() == 0 and calls == 3
+
+
+async def test_a_dead_workers_job_runs_again_after_its_lease(platform: Platform, kind: str) -> None:
+    clock = FakeClock()
+    (job_id,) = await _enqueue(platform, clock, kind)
+    async with platform.db.begin() as conn:  # a worker claims it, then "dies"
+        claimed = await jobs.claim(
+            conn, worker_id="dead", now_ms=clock.now_ms(), lease_ms=60_000, limit=10, kinds=(kind,)
+        )
+    assert [j.id for j in claimed] == [job_id]
+    survivor = JobWorker(platform.db, clock)
+    done: list[int] = []
+
+    async def handler(job: Job, finish: Finish) -> None:
+        done.append(job.id)
+
+    survivor.register(kind, handler)
+    assert await survivor.run_once() == 0  # leased to the dead worker
+    clock.advance(seconds=61)
+    assert await survivor.run_once() == 1 and done == [job_id]
+    assert await _status(platform, job_id) == ("done", 2)
+    # The dead worker coming back cannot mark it done a second time.
+    async with platform.db.begin() as conn:
+        assert not await jobs.complete(conn, job_id, worker_id="dead", now_ms=clock.now_ms())
+
+
+async def test_concurrent_claims_never_share_a_job(platform: Platform, kind: str) -> None:
+    import asyncio
+
+    clock = FakeClock()
+    await _enqueue(platform, clock, kind, 40)
+
+    async def take(worker: str) -> list[int]:
+        taken: list[int] = []
+        while True:
+            async with platform.db.begin() as conn:
+                batch = await jobs.claim(
+                    conn,
+                    worker_id=worker,
+                    now_ms=clock.now_ms(),
+                    lease_ms=60_000,
+                    limit=3,
+                    kinds=(kind,),
+                )
+            if not batch:
+                return taken
+            taken += [j.id for j in batch]
+
+    results = await asyncio.gather(*(take(f"w{i}") for i in range(4)))
+    flat = [j for r in results for j in r]
+    assert len(flat) == 40 and len(set(flat)) == 40
