@@ -101,9 +101,9 @@ class Api:
 
 @contextlib.asynccontextmanager
 async def account_client(
-    platform: Platform, username: str, email: str | None = None
+    platform: Platform, username: str, email: str | None = None, *, is_admin: bool = False
 ) -> AsyncIterator[Api]:
-    account, key = await platform.create_account(username, email)
+    account, key = await platform.create_account(username, email, is_admin=is_admin)
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(
             app=create_app(platform=platform), raise_app_exceptions=False

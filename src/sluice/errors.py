@@ -10,6 +10,7 @@ classes to HTTP statuses (``sluice.api.errors``).
     │   ├── InvalidComponent      a component breaks a rule of the component API
     │   └── InvalidProps          configured prop values do not match the prop definitions
     ├── Unauthorized              missing or wrong API key
+    ├── Forbidden                 the key is valid but may not do this
     ├── NotFound                  no such resource (or it belongs to another account)
     ├── Conflict                  the resource exists or is in a state that forbids this
     ├── PayloadTooLarge           a body or value over a configured size limit
@@ -66,6 +67,12 @@ class Unauthorized(SluiceError):
     """Missing or invalid API key: send 'Authorization: Bearer <api key>'."""
 
     code = "unauthorized"
+
+
+class Forbidden(SluiceError):
+    """This API key may not do that."""
+
+    code = "forbidden"
 
 
 class NotFound(SluiceError):

@@ -9,6 +9,7 @@ from fastapi import APIRouter
 from sluice import errors, ids
 from sluice.api.auth import AccountDep, PlatformDep
 from sluice.api.schemas import ComponentCreate, ComponentFiles
+from sluice.domain import registry as registry_rules
 from sluice.engine.components import ComponentInput
 from sluice.storage import components as store
 
@@ -39,6 +40,36 @@ async def create(
         raise errors.InvalidRequest("give component_code or component_url", field="component_code")
     saved = await platform.components.save(account.id, source)
     return {"data": saved.to_api()}
+
+
+@router.post("/v1/components/registry")
+async def publish_to_registry(
+    body: ComponentCreate, account: AccountDep, platform: PlatformDep
+) -> dict[str, Any]:
+    """Publish to the public registry (admin keys only): every account can deploy it by key."""
+    if not account.is_admin:
+        raise errors.Forbidden(
+            "only admin accounts publish to the public registry (sluice accounts create --admin)"
+        )
+    source = component_input(body)
+    if source is None:
+        raise errors.InvalidRequest("give component_code or component_url", field="component_code")
+    saved = await platform.components.save(account.id, source, registry=True)
+    return {"data": saved.to_api()}
+
+
+@router.get("/v1/components/registry/{key}")
+async def read_registry(key: str, account: AccountDep, platform: PlatformDep) -> dict[str, Any]:
+    """The newest version of a registry component."""
+    async with platform.db.connect() as conn:
+        versions = await store.registry_versions(conn, key)
+    newest = registry_rules.latest([c.version for c in versions])
+    found = next((c for c in versions if c.version == newest), None)
+    if found is None:
+        raise errors.NotFound(f"no registry component with key {key!r}")
+    data = found.to_api()
+    data["versions"] = registry_rules.ordered([c.version for c in versions])
+    return {"data": data}
 
 
 @router.get("/v1/components/{key_or_id}")

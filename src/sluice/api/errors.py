@@ -26,6 +26,7 @@ STATUS: dict[type[errors.SluiceError], int] = {
     errors.InvalidComponent: 400,
     errors.InvalidProps: 400,
     errors.Unauthorized: 401,
+    errors.Forbidden: 403,
     errors.NotFound: 404,
     errors.Conflict: 409,
     errors.PayloadTooLarge: 413,

@@ -59,3 +59,13 @@ class ConnectedAccountCreate(_Body):
     app: str = Field(..., min_length=1, description="The app's name slug, e.g. slack.")
     name: str | None = None
     credentials: dict[str, Any] = Field(..., description="What the component reads as $auth.")
+
+
+class SourceUpdate(ComponentFiles):
+    component_id: str | None = None
+    component_key: str | None = None
+    name: str | None = None
+    configured_props: dict[str, Any] | None = Field(
+        None, description="The full new set; secret props left out keep their values."
+    )
+    active: bool | None = None

@@ -9,8 +9,8 @@ from fastapi import APIRouter, Query
 from sluice import errors, ids
 from sluice.api.auth import AccountDep, PlatformDep
 from sluice.api.components import component_input
-from sluice.api.schemas import SourceCreate, SourceRun
-from sluice.engine.sources import DeployRequest
+from sluice.api.schemas import SourceCreate, SourceRun, SourceUpdate
+from sluice.engine.sources import DeployRequest, UpdateRequest
 from sluice.platform import Platform
 from sluice.storage import events
 from sluice.storage.sources import Deployment
@@ -122,3 +122,58 @@ async def logs(
     async with platform.db.connect() as conn:
         entries = await events.recent_logs(conn, deployment.id, limit)
     return {"data": entries}
+
+
+@router.get("/v1/users/me/sources")
+@router.get("/v1/users/me/sources/", include_in_schema=False)
+async def list_sources(
+    account: AccountDep,
+    platform: PlatformDep,
+    limit: Annotated[int, Query(ge=1, le=100)] = 10,
+    before: str | None = None,
+    after: str | None = None,
+) -> dict[str, Any]:
+    """The account's sources, newest first; cursors are base64url of a source id."""
+    cursors = {}
+    for name, value in (("before", before), ("after", after)):
+        if value is not None:
+            decoded = ids.decode_cursor(value)
+            if decoded is None or not ids.has_prefix(decoded, "dc"):
+                raise errors.InvalidRequest(f"{name} is not a cursor from page_info", field=name)
+            cursors[name] = decoded
+    page = await platform.sources.list(
+        account.id, limit=limit, before=cursors.get("before"), after=cursors.get("after")
+    )
+    data = [await _render(platform, d) for d in page.items]
+    return {
+        "page_info": {
+            "total_count": page.total_count,
+            "count": len(data),
+            "start_cursor": ids.encode_cursor(data[0]["id"]) if data else None,
+            "end_cursor": ids.encode_cursor(data[-1]["id"]) if data else None,
+        },
+        "data": data,
+    }
+
+
+@router.put("/v1/sources/{source_id}")
+async def update(
+    source_id: str, body: SourceUpdate, account: AccountDep, platform: PlatformDep
+) -> dict[str, Any]:
+    source = component_input(body)
+    component = None
+    if source is not None or body.component_id or body.component_key:
+        component = DeployRequest(
+            component_id=body.component_id, component_key=body.component_key, source=source
+        )
+    deployment = await platform.sources.update(
+        account.id,
+        source_id,
+        UpdateRequest(
+            component=component,
+            name=body.name,
+            configured_props=body.configured_props,
+            active=body.active,
+        ),
+    )
+    return {"data": await _render(platform, deployment)}

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sluice import errors, ids
@@ -28,6 +29,7 @@ from sluice.clock import Clock
 from sluice.config import Settings
 from sluice.domain import components as rules
 from sluice.domain import imports
+from sluice.domain import registry as registry_rules
 from sluice.engine import fetch
 from sluice.runtime import protocol
 from sluice.runtime.deps import DependencyStore
@@ -100,7 +102,11 @@ class Components:
             self._cache.popitem(last=False)
         return found
 
-    async def save(self, owner_id: str, source: ComponentInput) -> SavedComponent:
+    async def save(
+        self, owner_id: str, source: ComponentInput, *, registry: bool = False
+    ) -> SavedComponent:
+        """Save a component to the account, or (``registry``) publish it to the public
+        registry, where its key and semantic version are checked."""
         url = source.url
         if source.code is None:
             if not url:
@@ -121,6 +127,14 @@ class Components:
         prepared = await self.prepare(source)
         info = await self.inspect(owner_id, prepared)
         shape = rules.validate_shape(info, required_defaults=self.settings.required_prop_defaults)
+        if registry:
+            app_slugs = [
+                str(p.get("app")) for p in shape.configurable_props if p.get("type") == "app"
+            ]
+            key = registry_rules.check(shape.key, shape.version, shape.name, app_slugs)
+            async with self.db.connect() as conn:
+                published = await store.registry_versions(conn, key)
+            registry_rules.check_newer(key, shape.version, [c.version for c in published])
         now_s = self.clock.now_ms() // 1000
         saved = SavedComponent(
             id=ids.new_id("sc"),
@@ -138,12 +152,19 @@ class Components:
             component_url=url,
             shape={**info, "warnings": shape.warnings} if shape.warnings else info,
             configurable_props=shape.configurable_props,
-            registry=False,
+            registry=registry,
             created_at=now_s,
             updated_at=now_s,
         )
-        async with self.db.begin() as conn:
-            await store.insert(conn, saved)
+        try:
+            async with self.db.begin() as conn:
+                await store.insert(conn, saved)
+        except sa.exc.IntegrityError as exc:
+            raise errors.Conflict(
+                f"{saved.key} {saved.version} was published at the same time; publish a newer "
+                "version",
+                field="version",
+            ) from exc
         log.info(
             "component saved",
             extra={"action": "component_saved", "component_id": saved.id, "owner_id": owner_id},

@@ -19,6 +19,7 @@ from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain import components as rules
 from sluice.domain import props as prop_rules
+from sluice.domain import registry as registry_rules
 from sluice.engine.components import ComponentInput, Components
 from sluice.engine.invoker import Invoker, Outcome, secret_aad, worker_key
 from sluice.runtime.pool import RunnerPool
@@ -38,6 +39,18 @@ class DeployRequest:
     name: str | None = None
     configured_props: Any = None
     active: bool = True
+
+
+@dataclass(frozen=True)
+class UpdateRequest:
+    """``PUT /v1/sources/{id}``: every field optional; ``component`` is new code (any of
+    component_id, component_key, component_code/url), ``configured_props`` the full new set
+    (secret props left out keep their stored values)."""
+
+    component: DeployRequest | None = None
+    name: str | None = None
+    configured_props: dict[str, Any] | None = None
+    active: bool | None = None
 
 
 class Sources:
@@ -64,7 +77,7 @@ class Sources:
     async def resolve_component(self, owner_id: str, request: DeployRequest) -> SavedComponent:
         if request.component_id:
             async with self.db.connect() as conn:
-                found = await component_store.get(conn, owner_id, request.component_id)
+                found = await component_store.get_deployable(conn, owner_id, request.component_id)
             if found is None:
                 raise errors.NotFound(
                     f"component {request.component_id} not found", field="component_id"
@@ -73,9 +86,15 @@ class Sources:
         if request.component_key:
             async with self.db.connect() as conn:
                 found = await component_store.get_by_key(conn, owner_id, request.component_key)
+                if found is None:  # not the account's own: the public registry's newest
+                    versions = await component_store.registry_versions(conn, request.component_key)
+                    newest = registry_rules.latest([c.version for c in versions])
+                    found = next((c for c in versions if c.version == newest), None)
             if found is None:
                 raise errors.NotFound(
-                    f"no component with key {request.component_key!r}", field="component_key"
+                    f"no component with key {request.component_key!r} in the account or the "
+                    "public registry",
+                    field="component_key",
                 )
             return found
         if request.source is not None:
@@ -137,6 +156,95 @@ class Sources:
             },
         )
         return deployment
+
+    async def update(self, owner_id: str, deployment_id: str, request: UpdateRequest) -> Deployment:
+        """The spec's Update: ``deactivate``, code and props replaced, ``activate``; the id
+        stays. Toggling ``active`` alone runs just the matching hook. Everything is checked
+        before any hook runs, so a bad request changes nothing."""
+        current = await self.get(owner_id, deployment_id)
+        old = await self.components.by_id(current.component_id)
+        new = old
+        if request.component is not None:
+            new = await self.resolve_component(owner_id, request.component)
+            if new.component_type != "source":
+                raise errors.InvalidRequest(
+                    f"{new.id} ({new.name}) is an action; a source's code must be a source",
+                    field="component_id",
+                )
+        replacing = new.id != old.id or request.configured_props is not None
+        active = current.active if request.active is None else request.active
+        updated = current
+        if replacing:
+            configured = prop_rules.check_configured(
+                new.configurable_props,
+                self._values_for_update(current, new, request),
+                max_bytes=self.settings.max_prop_bytes,
+            )
+            has_http = any(p["type"] == rules.HTTP for p in new.configurable_props)
+            updated = current.with_changes(
+                component_id=new.id,
+                configured_props=configured.plain,
+                secret_props=self._encrypt(current.id, configured.secret),
+                endpoint_id=(current.endpoint_id or ids.random_token(20).lower())
+                if has_http
+                else None,
+            )
+            async with self.db.connect() as conn:
+                await self._check_apps(conn, owner_id, configured)
+        if request.name is not None and request.name != current.name:
+            if not request.name.strip():
+                raise errors.InvalidRequest("name must be a non-empty string", field="name")
+            updated = updated.with_changes(name=request.name)
+        if current.active and (replacing or not active):
+            await self._hook(current, old, "deactivate")
+        async with self.db.begin() as conn:
+            if updated.name != current.name:
+                slug = sources.slugify(updated.name)
+                if slug != current.name_slug:
+                    slug = await sources.unique_slug(conn, owner_id, updated.name)
+                updated = updated.with_changes(name_slug=slug)
+            updated = updated.with_changes(active=active, updated_at=self.clock.now_ms() // 1000)
+            await sources.update(conn, updated)
+        if replacing:
+            await self.pool.evict(owner_id, f"{current.id}:*")
+        if active and (replacing or not current.active):
+            try:
+                await self._hook(updated, new, "activate")
+            except errors.HookFailed as exc:
+                async with self.db.begin() as conn:
+                    updated = updated.with_changes(active=False)
+                    await sources.update(conn, updated)
+                exc.message += "; the source was updated and left inactive"
+                raise
+        return updated
+
+    def _values_for_update(
+        self, current: Deployment, new: SavedComponent, request: UpdateRequest
+    ) -> dict[str, Any]:
+        """The values to check: the request's, or the current ones that the new code still
+        has; a secret prop left out keeps its stored value."""
+        known = {p["name"] for p in new.configurable_props}
+        secrets = {
+            name: json.loads(self.cipher.decrypt(token, secret_aad(current.id, name)))
+            for name, token in current.secret_props.items()
+        }
+        if request.configured_props is not None:
+            values = dict(request.configured_props)
+        else:
+            values = {k: v for k, v in current.configured_props.items() if k in known}
+        for name, value in secrets.items():
+            if name in known and name not in values:
+                values[name] = value
+        for prop in new.configurable_props:
+            if prop["type"] in (rules.HTTP, rules.DB):
+                values.pop(prop["name"], None)
+        return values
+
+    async def list(
+        self, owner_id: str, *, limit: int, before: str | None, after: str | None
+    ) -> sources.Page:
+        async with self.db.connect() as conn:
+            return await sources.page(conn, owner_id, limit=limit, before=before, after=after)
 
     async def _hook(self, deployment: Deployment, component: SavedComponent, hook: str) -> None:
         if hook not in (component.shape.get("hooks") or []):

@@ -51,6 +51,8 @@ class SavedComponent:
             "created_at": self.created_at,
             "updated_at": self.updated_at,
         }
+        if self.registry:
+            data["registry"] = True
         if len(self.files) > 1:
             data["files"] = sorted(p for p in self.files if p != self.entry_path)
         if self.component_url:
@@ -89,6 +91,25 @@ async def get_by_key(conn: AsyncConnection, owner_id: str, key: str) -> SavedCom
         )
     ).first()
     return _row(row) if row else None
+
+
+async def get_deployable(
+    conn: AsyncConnection, owner_id: str, component_id: str
+) -> SavedComponent | None:
+    """The account's own component, or a public registry one, by id."""
+    row = (
+        await conn.execute(
+            sa.select(t).where(
+                t.c.id == component_id, sa.or_(t.c.owner_id == owner_id, t.c.registry)
+            )
+        )
+    ).first()
+    return _row(row) if row else None
+
+
+async def registry_versions(conn: AsyncConnection, key: str) -> list[SavedComponent]:
+    rows = await conn.execute(sa.select(t).where(t.c.registry, t.c.key == key))
+    return [_row(r) for r in rows]
 
 
 async def get_any(conn: AsyncConnection, component_id: str) -> SavedComponent | None:

@@ -89,6 +89,15 @@ saved_components = sa.Table(
     sa.Column("updated_at", sa.BigInteger, nullable=False),
     sa.Index("ix_saved_components_owner_key", "owner_id", "key"),
     sa.Index("ix_saved_components_registry_key", "registry", "key"),
+    # One row per registry key and version, even when two publishes race.
+    sa.Index(
+        "uq_saved_components_registry_version",
+        "key",
+        "version",
+        unique=True,
+        sqlite_where=sa.text("registry"),
+        postgresql_where=sa.text("registry"),
+    ),
 )
 
 deployed_components = sa.Table(

@@ -23,6 +23,14 @@ def upgrade() -> None:
             sa.Column("registry", sa.Boolean, nullable=False, server_default=sa.false())
         )
     op.create_index("ix_saved_components_registry_key", "saved_components", ["registry", "key"])
+    op.create_index(
+        "uq_saved_components_registry_version",
+        "saved_components",
+        ["key", "version"],
+        unique=True,
+        sqlite_where=sa.text("registry"),
+        postgresql_where=sa.text("registry"),
+    )
     op.create_table(
         "jobs",
         sa.Column("id", BIGPK, primary_key=True, autoincrement=True),
@@ -83,6 +91,7 @@ def downgrade() -> None:
     op.drop_table("subscriptions")
     op.drop_table("timers")
     op.drop_table("jobs")
+    op.drop_index("uq_saved_components_registry_version", "saved_components")
     op.drop_index("ix_saved_components_registry_key", "saved_components")
     with op.batch_alter_table("saved_components") as batch:
         batch.drop_column("registry")

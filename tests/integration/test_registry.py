@@ -1,0 +1,87 @@
+"""The public registry: publishing rules, reading by key, deploying from any account, and new
+versions leaving older deployments alone."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest_asyncio
+
+from sluice.platform import Platform
+from tests.conftest import Api, account_client
+from tests.integration.test_api_basics import assert_error
+
+
+def source(version: str, key: str = "demo-new-thing", name: str = "New Thing") -> str:
+    return f"""
+export default {{
+  key: "{key}", name: "{name}", version: "{version}",
+  props: {{ demo: {{ type: "app", app: "demo" }} }},
+  async run() {{ return "{version}"; }},
+}};
+"""
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def admin(platform: Platform) -> AsyncIterator[Api]:
+    async with account_client(platform, "registry-admin", is_admin=True) as a:
+        yield a
+
+
+async def publish(admin: Api, code: str):  # type: ignore[no-untyped-def]
+    return await admin.client.post("/v1/components/registry", json={"component_code": code})
+
+
+async def test_publishing_rules(admin: Api, api: Api) -> None:
+    assert_error(
+        await api.client.post("/v1/components/registry", json={"component_code": source("0.0.1")}),
+        403,
+        "forbidden",
+    )
+    body = assert_error(await publish(admin, source("1")), 400, "invalid_component")
+    assert body["field"] == "version" and "semantic" in body["error"]
+    body = assert_error(
+        await publish(admin, source("0.0.1", key="demo-other")), 400, "invalid_component"
+    )
+    assert body["field"] == "key" and "demo-new-thing" in body["error"]
+    body = assert_error(
+        await publish(admin, source("0.0.1", key="slack-new-thing")), 400, "invalid_component"
+    )
+    assert "demo" in body["error"]
+
+
+async def test_deploy_by_key_and_versions(admin: Api, api: Api, other_api: Api) -> None:
+    key = f"demo-thing-{admin.account_id[-6:].lower()}"
+    name = f"Thing {admin.account_id[-6:].lower()}"
+    first = await publish(admin, source("0.1.0", key, name))
+    assert first.status_code == 200, first.text
+    assert first.json()["data"]["registry"] is True
+    read = (await api.client.get(f"/v1/components/registry/{key}")).json()["data"]
+    assert read["version"] == "0.1.0" and read["versions"] == ["0.1.0"]
+    assert_error(await api.client.get("/v1/components/registry/demo-nothing"), 404, "not_found")
+
+    connected = await api.client.post("/v1/accounts", json={"app": "demo", "credentials": {}})
+    props = {"demo": {"authProvisionId": connected.json()["data"]["id"]}}
+    old = await api.client.post(
+        "/v1/sources", json={"component_key": key, "configured_props": props}
+    )
+    assert old.status_code == 200, old.text
+    old_id = old.json()["data"]["id"]
+
+    assert_error(await publish(admin, source("0.1.0", key, name)), 409, "conflict")
+    assert_error(await publish(admin, source("0.0.9", key, name)), 409, "conflict")
+    assert (await publish(admin, source("0.2.0-beta.1", key, name))).status_code == 200
+    assert (await publish(admin, source("0.2.0", key, name))).status_code == 200
+    read = (await other_api.client.get(f"/v1/components/registry/{key}")).json()["data"]
+    assert read["version"] == "0.2.0"
+    assert read["versions"] == ["0.1.0", "0.2.0-beta.1", "0.2.0"]
+
+    new = await api.client.post(
+        "/v1/sources", json={"component_key": key, "configured_props": props}
+    )
+    new_id = new.json()["data"]["id"]
+    runs = [
+        (await api.client.post(f"/v1/sources/{i}/run", json={})).json()["data"]["value"]
+        for i in (old_id, new_id)
+    ]
+    assert runs == ["0.1.0", "0.2.0"]  # the older deployment keeps its version
