@@ -179,7 +179,7 @@ export default { name: "Fd1", version: "1", type: "action",
                 owner_id="u_fd1",
                 worker_key="k",
                 entry=entry,
-                timeout_ms=200,
+                timeout_ms=3000,  # the garbage precedes the runner's own time-out answer
                 memory_mb=64,
                 call={"kind": "action", "props": {}, "db": {}, "steps": {}},
             )
@@ -190,7 +190,7 @@ export default { name: "Fd1", version: "1", type: "action",
                 owner_id="u_fd1",
                 worker_key="k2",
                 entry=str(await _entry(api.platform, api.account_id)),
-                timeout_ms=5000,
+                timeout_ms=20_000,
                 memory_mb=64,
                 call={"kind": "action", "props": {"mode": "ok"}, "db": {}, "steps": {}},
             )
