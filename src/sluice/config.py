@@ -62,6 +62,18 @@ class Settings:
     event_retention: int = 1000
     #: Logs kept per source.
     log_retention: int = 1000
+    #: Shortest timer interval a source may be deployed with, seconds (Pipedream: 15).
+    timer_min_interval_seconds: int = 15
+    #: Largest request body an HTTP endpoint takes, bytes; larger gets 413 (Pipedream: 512 KB).
+    http_max_body_bytes: int = 524_288
+    #: Requests a second one HTTP endpoint sustains, else 429 (Pipedream: 10 on average); a
+    #: token bucket per endpoint, kept per process. 0: no limit.
+    http_rate_per_second: float = 10.0
+    #: Requests an endpoint may take at once above that rate (the bucket's size).
+    http_rate_burst: int = 50
+    #: How long a ``customResponse`` source has to call ``respond()`` before its client gets
+    #: 504, seconds. 0: the source time-out (``source_timeout_seconds``).
+    http_response_timeout_seconds: float = 0.0
     #: Fetching ``component_url``: time limit (s), size limit (bytes), hosts allowed though private.
     fetch_timeout_seconds: float = 10.0
     fetch_max_bytes: int = 2_000_000
@@ -69,6 +81,8 @@ class Settings:
     #: ``reject`` (the spec: ``default`` only on optional props) or ``accept`` (as Pipedream's
     #: registry does: such a prop is treated as optional, and the save answer warns).
     required_prop_defaults: str = "reject"
+    #: A live stream (SSE) sends a ``: keepalive`` comment this often, seconds (Pipedream: 15).
+    sse_keepalive_seconds: float = 15.0
     log_level: str = "info"
 
     @classmethod

@@ -14,6 +14,7 @@ classes to HTTP statuses (``sluice.api.errors``).
     ├── NotFound                  no such resource (or it belongs to another account)
     ├── Conflict                  the resource exists or is in a state that forbids this
     ├── PayloadTooLarge           a body or value over a configured size limit
+    ├── RateLimited               too many requests to one HTTP endpoint
     ├── ComponentLoadFailed       Node could not load the component (syntax, missing module)
     ├── DependencyInstallFailed   npm could not install a package the component imports
     ├── FetchFailed               a component_url could not be fetched
@@ -91,6 +92,16 @@ class PayloadTooLarge(SluiceError):
     """The payload is larger than the configured limit."""
 
     code = "payload_too_large"
+
+
+class RateLimited(SluiceError):
+    """Too many requests to this endpoint; retry later."""
+
+    code = "rate_limited"
+
+    def __init__(self, message: str | None = None, *, retry_after_seconds: int = 1) -> None:
+        super().__init__(message, details={"retry_after_seconds": retry_after_seconds})
+        self.retry_after_seconds = retry_after_seconds
 
 
 class ComponentLoadFailed(SluiceError):

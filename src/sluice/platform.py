@@ -18,8 +18,11 @@ from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.engine.actions import Actions
 from sluice.engine.components import Components
+from sluice.engine.deliveries import Deliveries
+from sluice.engine.ingress import Ingress
 from sluice.engine.invoker import Invoker
 from sluice.engine.jobs import JobWorker, WorkerConfig
+from sluice.engine.scheduler import Scheduler
 from sluice.engine.sources import Sources
 from sluice.runtime.deps import DependencyStore
 from sluice.runtime.pool import PoolConfig, RunnerPool
@@ -43,6 +46,8 @@ class Platform:
     sources: Sources
     actions: Actions
     jobs: JobWorker
+    scheduler: Scheduler
+    ingress: Ingress
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -67,7 +72,7 @@ class Platform:
             ) as pool:
                 deps = DependencyStore(settings.npm_store_dir, npm=settings.npm)
                 components = Components(db, pool, deps, settings, clock)
-                invoker = Invoker(db, pool, components, cipher, settings, clock)
+                invoker = Invoker(db, pool, components, cipher, settings, clock, reader)
                 platform = cls(
                     settings=settings,
                     clock=clock,
@@ -85,12 +90,20 @@ class Platform:
                         clock,
                         WorkerConfig(lease_ms=int((settings.source_timeout_seconds + 60) * 1000)),
                     ),
+                    scheduler=Scheduler(db, clock, invoker, reader=reader),
+                    ingress=Ingress(db, reader, components, invoker, settings, clock),
                 )
+                platform.scheduler.attach(platform.jobs)
+                platform.ingress.attach(platform.jobs)  # "http" jobs: endpoint requests
+                Deliveries(invoker, platform.jobs).install()  # "emit" jobs: subscriptions
                 if background:
                     await platform.jobs.start()
+                    await platform.scheduler.start()
                 try:
                     yield platform
                 finally:
+                    await platform.ingress.close()
+                    await platform.scheduler.stop()
                     await platform.jobs.stop()
         finally:
             reader.dispose()

@@ -171,3 +171,41 @@ def page_start(source_id: str) -> str:
     from sluice import ids
 
     return ids.encode_cursor(source_id)
+
+
+async def test_updates_keep_the_timer_in_step(api: Api) -> None:
+    import sqlalchemy as sa
+
+    from sluice.storage.tables import timers
+
+    async def timer_row(source_id: str):  # type: ignore[no-untyped-def]
+        async with api.platform.db.connect() as conn:
+            return (
+                await conn.execute(sa.select(timers).where(timers.c.deployment_id == source_id))
+            ).first()
+
+    code = """
+export default { name: "Ticking", version: "1",
+  props: { timer: { type: "$.interface.timer", default: { intervalSeconds: 60 } } },
+  async run(event) { this.$emit(event); } };
+"""
+    source_id = (await api.client.post("/v1/sources", json={"component_code": code})).json()[
+        "data"
+    ]["id"]
+    assert (await timer_row(source_id)).interval_seconds == 60
+    await api.client.put(
+        f"/v1/sources/{source_id}", json={"configured_props": {"timer": {"intervalSeconds": 120}}}
+    )
+    assert (await timer_row(source_id)).interval_seconds == 120
+    await api.client.put(f"/v1/sources/{source_id}", json={"active": False})
+    assert await timer_row(source_id) is None
+    await api.client.put(f"/v1/sources/{source_id}", json={"active": True})
+    assert (await timer_row(source_id)).interval_seconds == 120
+    body = assert_error(
+        await api.client.put(
+            f"/v1/sources/{source_id}", json={"configured_props": {"timer": {"intervalSeconds": 5}}}
+        ),
+        400,
+        "invalid_props",
+    )
+    assert body["field"].startswith("configured_props.timer")

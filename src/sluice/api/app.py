@@ -8,7 +8,19 @@ from collections.abc import AsyncIterator
 from fastapi import FastAPI
 
 from sluice import __version__
-from sluice.api import accounts, actions, components, errors, sources, users
+from sluice.api import (
+    accounts,
+    actions,
+    catalog,
+    components,
+    errors,
+    ingress,
+    options,
+    sources,
+    streams,
+    subscriptions,
+    users,
+)
 from sluice.clock import Clock
 from sluice.config import Settings
 from sluice.platform import Platform
@@ -43,6 +55,10 @@ def create_app(
     if platform is not None:
         app.state.platform = platform
     errors.install(app)
-    for module in (users, components, sources, accounts, actions):
+    # /e/…: the public HTTP endpoints of sources, answered before routing (the hot path).
+    app.add_middleware(ingress.Endpoints)
+    for module in (users, components, sources, accounts, actions, subscriptions, streams):
+        app.include_router(module.router)
+    for module in (options, catalog):  # the CLI's: prop options, the component list
         app.include_router(module.router)
     return app

@@ -30,6 +30,7 @@ STATUS: dict[type[errors.SluiceError], int] = {
     errors.NotFound: 404,
     errors.Conflict: 409,
     errors.PayloadTooLarge: 413,
+    errors.RateLimited: 429,
     errors.ComponentLoadFailed: 400,
     errors.DependencyInstallFailed: 400,
     errors.FetchFailed: 400,
@@ -77,10 +78,18 @@ def error_response(status: int, message: str, code: str, **extra: Any) -> JSONRe
 
 async def _sluice_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, errors.SluiceError)
+    return render(exc)
+
+
+def render(exc: errors.SluiceError) -> JSONResponse:
+    """The answer to a ``SluiceError`` (also for the HTTP endpoints, served before routing)."""
     status = status_of(exc)
     if status >= 500:
         log.error("request failed: %s", exc.message, exc_info=exc.__cause__ or exc)
-    return error_response(status, exc.message, exc.code, field=exc.field, details=exc.details)
+    response = error_response(status, exc.message, exc.code, field=exc.field, details=exc.details)
+    if isinstance(exc, errors.RateLimited):
+        response.headers["Retry-After"] = str(exc.retry_after_seconds)
+    return response
 
 
 async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:

@@ -111,6 +111,27 @@ async def event_summaries(
     }
 
 
+@router.delete("/v1/sources/{source_id}/events", status_code=202)
+async def delete_events(
+    source_id: str,
+    account: AccountDep,
+    platform: PlatformDep,
+    start_id: str | None = None,
+    end_id: str | None = None,
+    event_name: str | None = None,
+) -> dict[str, Any]:
+    """Delete the events from ``start_id`` to ``end_id`` (both inclusive, either open; none:
+    all), only ``event_name``'s channel when given. Pipedream answers 202 and deletes later;
+    Sluice has deleted them when it answers (202, ``{}``)."""
+    start, end = _cursor(start_id, "start_id"), _cursor(end_id, "end_id")
+    if start is not None and end is not None and start > end:
+        raise errors.InvalidRequest("start_id is after end_id", field="start_id")
+    deployment = await platform.sources.get(account.id, source_id)
+    async with platform.db.begin() as conn:
+        await events.delete_range(conn, deployment.id, start=start, end=end, channel=event_name)
+    return {}
+
+
 @router.get("/v1/sources/{source_id}/logs")
 async def logs(
     source_id: str,

@@ -1,6 +1,9 @@
-"""The ``sluice`` command. ``serve`` runs the API; ``accounts create`` works offline on the store.
+"""The ``sluice`` command. ``serve`` runs the API; ``accounts create`` works offline on the store;
+the rest is the client (``login``, ``deploy``, ``dev``, ``publish``, ``list``, ``events``,
+``logs``, ``update``, ``delete``), talking to a server over the REST API (docs/cli.md).
 
-Every flag has a ``SLUICE_*`` environment variable, shown by ``--help``.
+Server flags have a ``SLUICE_*`` environment variable, shown by ``--help``. A client command's
+failure is one line on stderr (``error: …``) and exit status 1.
 """
 
 from __future__ import annotations
@@ -8,23 +11,44 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from sluice import errors
+from sluice.cli import components, dev, listing, login, render, sources
+from sluice.cli.client import CliError
 from sluice.config import Settings
 
-app = typer.Typer(
+
+class _App(typer.Typer):
+    """Client failures (``CliError``) end as one line on stderr and exit status 1."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().__call__(*args, **kwargs)
+        except CliError as exc:
+            render.error(exc.message)
+            sys.exit(1)
+
+
+app = _App(
     help="Sluice: self-hosted workflows and Pipedream-compatible components.",
     no_args_is_help=True,
     add_completion=True,
+    # Markdown: docstring paragraphs wrap to the terminal (the rich mode keeps line breaks).
+    rich_markup_mode="markdown",
+    # A traceback's locals could show an API key.
+    pretty_exceptions_show_locals=False,
 )
 accounts_app = typer.Typer(
     help="Manage accounts (works offline, on the store itself).", no_args_is_help=True
 )
 app.add_typer(accounts_app, name="accounts")
+for module in (login, sources, dev, components, listing):
+    module.register(app)
 
 DataDir = Annotated[
     Path | None,

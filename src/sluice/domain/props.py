@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from sluice.domain import components
+from sluice.domain import components, schedules
 from sluice.errors import InvalidProps
 
 #: Types whose values the user never gives.
@@ -29,7 +29,11 @@ class Configured:
 
 
 def check_configured(
-    props: list[dict[str, Any]], values: Any, *, max_bytes: int = 65_536
+    props: list[dict[str, Any]],
+    values: Any,
+    *,
+    max_bytes: int = 65_536,
+    min_timer_interval_seconds: int = schedules.DEFAULT_MIN_INTERVAL_SECONDS,
 ) -> Configured:
     if values is None:
         values = {}
@@ -56,6 +60,11 @@ def check_configured(
         if typ == components.TIMER:
             raw = value if present else prop.get("default", DEFAULT_TIMER)
             timer = components.check_timer_value(raw, where, InvalidProps)
+            schedules.validate(
+                schedules.Schedule.from_value(timer),
+                where,
+                min_interval_seconds=min_timer_interval_seconds,
+            )
             out.plain[name] = {k: v for k, v in timer.items() if v is not None or k == "cron"}
             continue
         if typ == "app":

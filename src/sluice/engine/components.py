@@ -136,6 +136,13 @@ class Components:
                 published = await store.registry_versions(conn, key)
             registry_rules.check_newer(key, shape.version, [c.version for c in published])
         now_s = self.clock.now_ms() // 1000
+        if shape.key and not registry:
+            async with self.db.connect() as conn:
+                previous = await store.get_by_key(conn, owner_id, shape.key)
+            if previous is not None and previous.created_at >= now_s:
+                # The newest with a key wins lookups, by created_at (seconds): a re-publish
+                # within the same second must still sort after the version it replaces.
+                now_s = previous.created_at + 1
         saved = SavedComponent(
             id=ids.new_id("sc"),
             owner_id=owner_id,

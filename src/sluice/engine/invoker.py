@@ -21,11 +21,14 @@ from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain import components as rules
 from sluice.domain import dedupe
+from sluice.engine import deliveries, streams
+from sluice.engine.broker import Broker
 from sluice.engine.components import Components, scrub_paths
+from sluice.runtime import protocol
 from sluice.runtime.pool import Invocation, RunnerPool
 from sluice.runtime.protocol import Result
 from sluice.runtime.runner import RespondCallback
-from sluice.storage import apps, events, sources
+from sluice.storage import apps, database, events, sources
 from sluice.storage.components import SavedComponent
 from sluice.storage.sources import Deployment
 
@@ -74,6 +77,7 @@ class Invoker:
         cipher: Cipher,
         settings: Settings,
         clock: Clock,
+        reader: database.Reader | None = None,
     ) -> None:
         self.db = db
         self.pool = pool
@@ -81,6 +85,9 @@ class Invoker:
         self.cipher = cipher
         self.settings = settings
         self.clock = clock
+        self.reader = reader
+        #: What this process committed, for live streams (SSE) and the job worker.
+        self.broker = Broker()
 
     def endpoint_url(self, endpoint_id: str | None) -> str | None:
         if endpoint_id is None:
@@ -129,6 +136,10 @@ class Invoker:
         )
         if result.error and result.error.get("stack"):
             result.error["stack"] = scrub_paths(result.error["stack"], entry.parent)
+        if result.error and result.error.get("code") == protocol.RUNNER_CRASHED:
+            # Sluice's failure, not the code's: the job must not be marked done with it; its
+            # handler raises Retry and the job runs again.
+            also = None
         return await self.persist(deployment, component, invocation_id, result, also)
 
     async def props_for(self, deployment: Deployment, component: SavedComponent) -> dict[str, Any]:
@@ -197,6 +208,10 @@ class Invoker:
                 now_ms=now_ms,
                 items=items,
             )
+            # Same transaction: an emit is never stored without its deliveries.
+            routed = await deliveries.enqueue(
+                conn, deployment, outcome.event_ids, items, now_ms, reader=self.reader
+            )
             if result.db_writes or result.db_deletes:
                 await sources.write_state(conn, deployment.id, result.db_writes, result.db_deletes)
             if result.error:
@@ -208,7 +223,7 @@ class Invoker:
                         "msg": error.get("stack") or f"{error.get('name')}: {error.get('message')}",
                     }
                 )
-            await events.append_logs(
+            log_lines = await events.append_logs(
                 conn,
                 emitter_id=deployment.id,
                 owner_id=deployment.owner_id,
@@ -219,5 +234,8 @@ class Invoker:
                 await events.trim(conn, deployment.id, self.settings.event_retention)
             if logs:
                 await events.trim_logs(conn, deployment.id, self.settings.log_retention)
+        # After the commit, never before: live streams show only durable events.
+        stored = list(zip(outcome.event_ids, items, strict=True))
+        streams.publish_committed(self.broker, deployment.id, stored, log_lines, routed)
         result.logs = logs
         return outcome

@@ -20,10 +20,11 @@ from sluice.crypto import Cipher
 from sluice.domain import components as rules
 from sluice.domain import props as prop_rules
 from sluice.domain import registry as registry_rules
+from sluice.domain import schedules
 from sluice.engine.components import ComponentInput, Components
 from sluice.engine.invoker import Invoker, Outcome, secret_aad, worker_key
 from sluice.runtime.pool import RunnerPool
-from sluice.storage import apps, database, events, sources
+from sluice.storage import apps, database, events, sources, subscriptions, timers
 from sluice.storage import components as component_store
 from sluice.storage.components import SavedComponent
 from sluice.storage.sources import Deployment
@@ -117,6 +118,7 @@ class Sources:
             component.configurable_props,
             request.configured_props,
             max_bytes=self.settings.max_prop_bytes,
+            min_timer_interval_seconds=self.settings.timer_min_interval_seconds,
         )
         now_s = self.clock.now_ms() // 1000
         has_http = any(p["type"] == rules.HTTP for p in component.configurable_props)
@@ -140,6 +142,16 @@ class Sources:
                 updated_at=now_s,
             )
             await sources.insert(conn, deployment)
+            await timers.sync(
+                conn,
+                deployment_id=deployment.id,
+                owner_id=owner_id,
+                schedule=schedules.configured_timer(
+                    component.configurable_props, deployment.configured_props
+                ),
+                active=deployment.active,
+                now_ms=self.clock.now_ms(),
+            )
         hooks = ["deploy", "activate"] if request.active else ["deploy"]
         try:
             for hook in hooks:
@@ -179,6 +191,7 @@ class Sources:
                 new.configurable_props,
                 self._values_for_update(current, new, request),
                 max_bytes=self.settings.max_prop_bytes,
+                min_timer_interval_seconds=self.settings.timer_min_interval_seconds,
             )
             has_http = any(p["type"] == rules.HTTP for p in new.configurable_props)
             updated = current.with_changes(
@@ -205,6 +218,7 @@ class Sources:
                 updated = updated.with_changes(name_slug=slug)
             updated = updated.with_changes(active=active, updated_at=self.clock.now_ms() // 1000)
             await sources.update(conn, updated)
+            await self._sync_timer(conn, updated, new)
         if replacing:
             await self.pool.evict(owner_id, f"{current.id}:*")
         if active and (replacing or not current.active):
@@ -214,9 +228,24 @@ class Sources:
                 async with self.db.begin() as conn:
                     updated = updated.with_changes(active=False)
                     await sources.update(conn, updated)
+                    await self._sync_timer(conn, updated, new)
                 exc.message += "; the source was updated and left inactive"
                 raise
         return updated
+
+    async def _sync_timer(
+        self, conn: AsyncConnection, deployment: Deployment, component: SavedComponent
+    ) -> None:
+        await timers.sync(
+            conn,
+            deployment_id=deployment.id,
+            owner_id=deployment.owner_id,
+            schedule=schedules.configured_timer(
+                component.configurable_props, deployment.configured_props
+            ),
+            active=deployment.active,
+            now_ms=self.clock.now_ms(),
+        )
 
     def _values_for_update(
         self, current: Deployment, new: SavedComponent, request: UpdateRequest
@@ -326,6 +355,7 @@ class Sources:
         async with self.db.begin() as conn:
             await sources.delete(conn, deployment.id)
             await events.delete_all(conn, deployment.id)
+            await subscriptions.delete_for_source(conn, deployment.id)
         await self.pool.evict(deployment.owner_id, f"{deployment.id}:*")
 
     def to_api(self, d: Deployment, component: SavedComponent | None = None) -> dict[str, Any]:

@@ -122,3 +122,49 @@ async def all_files(conn: AsyncConnection) -> list[tuple[str, str, dict[str, str
     """(code_hash, entry_path, files) of every saved component, to rebuild the file tree."""
     rows = await conn.execute(sa.select(t.c.code_hash, t.c.entry_path, t.c.files))
     return [(r.code_hash, r.entry_path, r.files) for r in rows]
+
+
+@dataclass(frozen=True)
+class Page:
+    items: list[SavedComponent]
+    total_count: int
+
+
+async def page(
+    conn: AsyncConnection,
+    owner_id: str,
+    *,
+    limit: int,
+    before: str | None = None,
+    after: str | None = None,
+    component_type: str | None = None,
+) -> Page:
+    """The account's saved components, newest first; ``after``/``before`` an id as in
+    ``storage.sources.page``."""
+    scope = t.c.owner_id == owner_id
+    if component_type is not None:
+        scope = sa.and_(scope, t.c.component_type == component_type)
+    total = (await conn.execute(sa.select(sa.func.count()).where(scope))).scalar_one()
+    position = sa.tuple_(t.c.created_at, t.c.id)
+    query = sa.select(t).where(scope)
+    newest_first = True
+    for cursor, older in ((after, True), (before, False)):
+        if cursor is None:
+            continue
+        anchor = (
+            await conn.execute(sa.select(t.c.created_at, t.c.id).where(scope, t.c.id == cursor))
+        ).first()
+        if anchor is None:
+            return Page([], int(total))
+        mark = sa.tuple_(sa.literal(anchor.created_at), sa.literal(anchor.id))
+        query = query.where(position < mark if older else position > mark)
+        if not older and after is None:
+            newest_first = False
+    order = (
+        (t.c.created_at.desc(), t.c.id.desc())
+        if newest_first
+        else (t.c.created_at.asc(), t.c.id.asc())
+    )
+    rows = (await conn.execute(query.order_by(*order).limit(limit))).all()
+    items = sorted((_row(r) for r in rows), key=lambda c: (c.created_at, c.id), reverse=True)
+    return Page(items, int(total))

@@ -27,6 +27,13 @@ class Event:
     payload: Any
     meta: dict[str, Any]
 
+    @property
+    def position(self) -> tuple[int, int]:
+        return position(self.id)
+
+    def to_emitted(self) -> dict[str, Any]:
+        return emitted(self.id, self.channel, self.payload, self.meta)
+
     def to_summary(self, *, expand: bool) -> dict[str, Any]:
         meta = {"emitter_id": self.emitter_id, "emit_id": self.emit_id, "name": self.channel}
         meta.update({k: v for k, v in self.meta.items() if k in ("id", "summary", "ts")})
@@ -34,6 +41,24 @@ class Event:
         if expand:
             item["event"] = self.payload
         return item
+
+
+def position(event_id: str) -> tuple[int, int]:
+    """Where an event id sorts: ``"1606370816223-4"`` → ``(1606370816223, 4)``."""
+    return ids.parse_event_id(event_id) or (0, 0)
+
+
+def emitted(event_id: str, channel: str, payload: Any, meta: dict[str, Any]) -> dict[str, Any]:
+    """The live form of a stored event (SSE ``data:``): Pipedream's ``V1EmittedEvent``
+    ``{k, e, ts, id}``, plus the channel ``name`` and the ``$emit`` options ``metadata``."""
+    return {
+        "k": "emit",
+        "e": payload,
+        "ts": position(event_id)[0],
+        "id": event_id,
+        "name": channel,
+        "metadata": {k: v for k, v in meta.items() if k in ("id", "summary", "ts")},
+    }
 
 
 async def append(
@@ -148,9 +173,57 @@ async def trim(conn: AsyncConnection, emitter_id: str, keep: int) -> None:
         )
 
 
+async def delete_range(
+    conn: AsyncConnection,
+    emitter_id: str,
+    *,
+    start: tuple[int, int] | None = None,
+    end: tuple[int, int] | None = None,
+    channel: str | None = None,
+) -> int:
+    """Delete the emitter's events from ``start`` to ``end``, both inclusive, either open
+    (none: all of them); only the channel's when one is given. The number deleted."""
+    conds: list[sa.ColumnElement[bool]] = [t.c.emitter_id == emitter_id]
+    where = sa.tuple_(t.c.ts_ms, t.c.seq)
+    if start is not None:
+        conds.append(where >= sa.tuple_(sa.literal(start[0]), sa.literal(start[1])))
+    if end is not None:
+        conds.append(where <= sa.tuple_(sa.literal(end[0]), sa.literal(end[1])))
+    if channel is not None:
+        conds.append(t.c.channel == channel)
+    result = await conn.execute(t.delete().where(*conds))
+    return int(result.rowcount)
+
+
 async def delete_all(conn: AsyncConnection, emitter_id: str) -> None:
     await conn.execute(t.delete().where(t.c.emitter_id == emitter_id))
     await conn.execute(lt.delete().where(lt.c.emitter_id == emitter_id))
+
+
+@dataclass(frozen=True)
+class LogLine:
+    pk: int
+    emitter_id: str
+    ts_ms: int
+    level: str
+    msg: str
+    invocation_id: str | None
+
+    def to_api(self) -> dict[str, Any]:
+        return {
+            "ts": self.ts_ms,
+            "level": self.level,
+            "msg": self.msg,
+            "invocation_id": self.invocation_id,
+        }
+
+    def to_stream(self) -> dict[str, Any]:
+        """The live form (SSE ``data:``); the SSE ``id:`` is ``pk``."""
+        return {"k": "log", **self.to_api()}
+
+
+def _log(row: Any) -> LogLine:
+    return LogLine(row.pk, row.emitter_id, row.ts_ms, row.level, row.msg, row.invocation_id)
 
 
 async def append_logs(
@@ -160,22 +233,29 @@ async def append_logs(
     owner_id: str,
     invocation_id: str,
     entries: list[dict[str, Any]],
-) -> None:
-    if entries:
-        await conn.execute(
-            lt.insert(),
-            [
-                {
-                    "emitter_id": emitter_id,
-                    "owner_id": owner_id,
-                    "ts_ms": int(e["ts"]),
-                    "level": str(e["level"]),
-                    "msg": str(e["msg"]),
-                    "invocation_id": invocation_id,
-                }
-                for e in entries
-            ],
-        )
+) -> list[LogLine]:
+    """Store log lines in order; return them with their ids (what live streams send)."""
+    if not entries:
+        return []
+    rows: list[dict[str, Any]] = [
+        {
+            "emitter_id": emitter_id,
+            "owner_id": owner_id,
+            "ts_ms": int(e["ts"]),
+            "level": str(e["level"]),
+            "msg": str(e["msg"]),
+            "invocation_id": invocation_id,
+        }
+        for e in entries
+    ]
+    # One multi-row INSERT. Its keys ascend in row order (SQLite rowids, a PostgreSQL
+    # sequence), so sorting them pairs them with the rows: sort_by_parameter_order would make
+    # SQLAlchemy send one statement per row on SQLite.
+    result = await conn.execute(lt.insert().returning(lt.c.pk), rows)
+    return [
+        LogLine(pk, emitter_id, r["ts_ms"], r["level"], r["msg"], invocation_id)
+        for pk, r in zip(sorted(result.scalars().all()), rows, strict=True)
+    ]
 
 
 async def trim_logs(conn: AsyncConnection, emitter_id: str, keep: int) -> None:
@@ -195,7 +275,18 @@ async def recent_logs(conn: AsyncConnection, emitter_id: str, limit: int) -> lis
     rows = await conn.execute(
         sa.select(lt).where(lt.c.emitter_id == emitter_id).order_by(lt.c.pk.desc()).limit(limit)
     )
-    return [
-        {"ts": r.ts_ms, "level": r.level, "msg": r.msg, "invocation_id": r.invocation_id}
-        for r in rows
-    ]
+    return [_log(r).to_api() for r in rows]
+
+
+async def logs_after(
+    conn: AsyncConnection, emitter_id: str, after_pk: int, *, window: int = 100
+) -> list[LogLine]:
+    """The lines after ``after_pk`` among the newest ``window``, oldest first (a resumed
+    stream's replay)."""
+    rows = await conn.execute(
+        sa.select(lt)
+        .where(lt.c.emitter_id == emitter_id, lt.c.pk > after_pk)
+        .order_by(lt.c.pk.desc())
+        .limit(window)
+    )
+    return sorted((_log(r) for r in rows), key=lambda line: line.pk)

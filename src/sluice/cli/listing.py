@@ -1,0 +1,70 @@
+"""``sluice list``: the account's sources, components or subscriptions."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+import typer
+
+from sluice.cli import config, render
+from sluice.cli.client import Client, CliError
+
+
+class Kind(StrEnum):
+    sources = "sources"
+    components = "components"
+    subscriptions = "subscriptions"
+
+
+#: pd's short forms too (``pd list so``).
+_ALIASES = {
+    "so": Kind.sources,
+    "source": Kind.sources,
+    "co": Kind.components,
+    "component": Kind.components,
+    "sub": Kind.subscriptions,
+    "subscription": Kind.subscriptions,
+    "subs": Kind.subscriptions,
+}
+
+
+def register(app: typer.Typer) -> None:
+    app.command("list")(list_)
+
+
+def _complete(incomplete: str) -> list[str]:
+    return [k.value for k in Kind if k.value.startswith(incomplete)]
+
+
+def list_(
+    kind: Annotated[
+        str,
+        typer.Argument(help="sources, components or subscriptions.", autocompletion=_complete),
+    ] = "sources",
+    profile: config.ProfileOpt = config.DEFAULT_PROFILE,
+    json_: render.JsonOpt = False,
+) -> None:
+    """List the account's sources (default), components, or subscriptions.
+
+    Example: sluice list components --json
+    """
+    try:
+        chosen = _ALIASES.get(kind) or Kind(kind)
+    except ValueError as exc:
+        raise CliError(
+            f"cannot list {kind!r}: give sources, components or subscriptions", code="usage"
+        ) from exc
+    api = Client(config.resolve(profile))
+    if chosen is Kind.subscriptions:
+        items = api.get("/v1/users/me/subscriptions")["data"]
+    else:
+        items = list(api.pages(f"/v1/users/me/{chosen.value}"))
+    if json_:
+        render.data(items)
+    elif chosen is Kind.sources:
+        render.sources_table(items)
+    elif chosen is Kind.components:
+        render.components_table(items)
+    else:
+        render.subscriptions_table(items)

@@ -1,0 +1,373 @@
+"""HTTP endpoints of sources, as pure decisions: the event a request becomes, the answer a
+``respond()`` call becomes, and the per-endpoint token bucket. No I/O; time is passed in.
+
+The event is the spec's ``{method, path, query, headers, bodyRaw, body}``:
+
+- ``headers``: names lowercased; a repeated header's values joined with ``", "`` (RFC 9110).
+- ``query``: ``{name: value}``, the last value winning when a name repeats.
+- ``bodyRaw``: the body as text (its ``charset``, else UTF-8; undecodable bytes become U+FFFD);
+  ``""`` when there is none.
+- ``body``: absent when the request has no body; else parsed by ``Content-Type``: JSON (also
+  ``+json`` types) → the value (invalid JSON → the text); ``x-www-form-urlencoded`` →
+  ``{name: value}`` (a body without ``=``, e.g. ``curl -d '{"a": 1}'``, stays the text, as on
+  Pipedream); ``multipart/form-data`` → ``{field: text}``, file parts as
+  ``{filename, mimetype, size, base64}``; anything else → the text.
+- NUL characters become U+FFFD everywhere: PostgreSQL's JSONB cannot store them.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import codecs
+import json
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from email import policy
+from email.message import EmailMessage
+from email.parser import BytesParser
+from typing import Any
+from urllib.parse import parse_qsl
+
+#: The answer of an endpoint whose source has no ``customResponse`` (Pipedream documents none
+#: for sources; a JSON body suits the machines that call webhooks).
+DEFAULT_BODY = b'{"success":true}'
+
+#: ``OPTIONS`` answers, as Pipedream's endpoints do.
+CORS_METHODS = "GET,HEAD,PUT,PATCH,POST,DELETE"
+
+#: Set by the server from the body it sends; a source's value would corrupt the framing.
+_FRAMING = frozenset({"content-length", "transfer-encoding", "connection"})
+#: Statuses whose answers carry no content (RFC 9110 §15.3.5, §15.3.6, §15.4.5).
+_NO_CONTENT = frozenset({204, 205, 304})
+_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+_DIGITS = re.compile(r"^\s*[0-9]+\s*$")
+
+
+# ---- the event ------------------------------------------------------------------------------
+
+
+def build_event(
+    method: str,
+    path: str,
+    query_string: str,
+    headers: Iterable[tuple[str, str]],
+    raw: bytes,
+) -> dict[str, Any]:
+    """``build_event("POST", "/", "a=1", [("Content-Type", "application/json")], b'{"x":1}')``
+    → ``{"method": "POST", "path": "/", "query": {"a": "1"}, "headers": {"content-type":
+    "application/json"}, "bodyRaw": '{"x":1}', "body": {"x": 1}}``."""
+    merged: dict[str, str] = {}
+    for name, value in headers:
+        key = name.lower()
+        merged[key] = f"{merged[key]}, {value}" if key in merged else value
+    content_type = merged.get("content-type", "")
+    text = _decode(raw, content_type)
+    event: dict[str, Any] = {
+        "method": method.upper(),
+        "path": path or "/",
+        "query": dict(parse_qsl(query_string, keep_blank_values=True)),
+        "headers": merged,
+        "bodyRaw": text,
+    }
+    if raw:
+        event["body"] = parse_body(content_type, raw, text)
+    if not _may_hold_nul(path, query_string, merged, raw, content_type):
+        return event  # the common case: no walk over the whole event
+    clean: dict[str, Any] = _without_nul(event)
+    return clean
+
+
+def _may_hold_nul(
+    path: str, query_string: str, headers: dict[str, str], raw: bytes, content_type: str
+) -> bool:
+    """Whether a NUL can be anywhere in the event: a NUL byte, or an escape that decodes to
+    one (JSON's, percent-encoding's; multipart parts may be base64 or quoted-printable)."""
+    return (
+        "\x00" in path
+        or "%00" in query_string
+        or any("\x00" in v or "\x00" in k for k, v in headers.items())
+        or b"\x00" in raw
+        or b"\\u0000" in raw
+        or b"%00" in raw
+        or media_type(content_type) == "multipart/form-data"
+    )
+
+
+def media_type(content_type: str) -> str:
+    return content_type.split(";", 1)[0].strip().lower()
+
+
+def _charset(content_type: str) -> str:
+    for param in content_type.split(";")[1:]:
+        name, _, value = param.partition("=")
+        if name.strip().lower() == "charset":
+            charset = value.strip().strip('"').lower()
+            try:
+                return codecs.lookup(charset).name
+            except LookupError:
+                break
+    return "utf-8"
+
+
+def _decode(raw: bytes, content_type: str) -> str:
+    return raw.decode(_charset(content_type), errors="replace")
+
+
+def parse_body(content_type: str, raw: bytes, text: str) -> Any:
+    """The parsed ``body`` of a non-empty request body (see the module docstring)."""
+    kind = media_type(content_type)
+    if kind == "application/json" or kind.endswith("+json"):
+        try:
+            return json.loads(text, parse_constant=_reject_constant)
+        except ValueError:
+            return text
+    if kind == "application/x-www-form-urlencoded":
+        return dict(parse_qsl(text, keep_blank_values=True)) if "=" in text else text
+    if kind == "multipart/form-data":
+        return _multipart(content_type, raw, text)
+    return text
+
+
+def _reject_constant(name: str) -> Any:
+    # NaN and Infinity are not JSON: the body stays text rather than failing to store.
+    raise ValueError(f"{name} is not JSON")
+
+
+def _multipart(content_type: str, raw: bytes, text: str) -> Any:
+    head = f"Content-Type: {content_type}\r\nMIME-Version: 1.0\r\n\r\n".encode("latin-1", "replace")
+    message = BytesParser(policy=policy.HTTP).parsebytes(head + raw)
+    if not isinstance(message, EmailMessage) or not message.is_multipart():
+        return text
+    fields: dict[str, Any] = {}
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        if not isinstance(name, str):
+            continue
+        content = part.get_payload(decode=True)
+        data = content if isinstance(content, bytes) else b""
+        filename = part.get_filename()
+        if filename is None:
+            fields[name] = data.decode(part.get_content_charset() or "utf-8", errors="replace")
+        else:
+            fields[name] = {
+                "filename": filename,
+                "mimetype": part.get_content_type(),
+                "size": len(data),
+                "base64": base64.b64encode(data).decode("ascii"),
+            }
+    return fields
+
+
+def _without_nul(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd") if "\x00" in value else value
+    if isinstance(value, dict):
+        return {_without_nul(k): _without_nul(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_nul(v) for v in value]
+    return value
+
+
+def declared_length(headers: Iterable[tuple[str, str]]) -> int | None:
+    """The request's ``Content-Length``, when it gives a valid one."""
+    for name, value in headers:
+        if name.lower() == "content-length":
+            value = value.strip()
+            return int(value) if value.isdigit() else None
+    return None
+
+
+def custom_response(configurable_props: Iterable[dict[str, Any]]) -> bool:
+    """Whether the source answers its endpoint's requests itself (``customResponse: true``)."""
+    return any(
+        p.get("type") == "$.interface.http" and p.get("customResponse") is True
+        for p in configurable_props
+    )
+
+
+# ---- the answer -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An HTTP answer to send as it is."""
+
+    status: int
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """An answer Sluice gives instead of the source's: rendered with the API's error shape."""
+
+    status: int
+    code: str
+    message: str
+
+
+def default_answer() -> Answer:
+    return Answer(
+        200,
+        (("content-type", "application/json"), ("access-control-allow-origin", "*")),
+        DEFAULT_BODY,
+    )
+
+
+def preflight_answer(requested_headers: str | None) -> Answer:
+    headers = [
+        ("access-control-allow-origin", "*"),
+        ("access-control-allow-methods", CORS_METHODS),
+        ("access-control-max-age", "86400"),
+    ]
+    if requested_headers:
+        headers.append(("access-control-allow-headers", requested_headers))
+    return Answer(204, tuple(headers), b"")
+
+
+def coerce_status(value: Any) -> int | None:
+    """A ``respond()`` status as an int 100 to 599, or None when it is not one.
+
+    ``200`` → 200; ``"201"`` → 201 (registry sources pass statuses read from string props);
+    ``200.0`` → 200; ``99``, ``600``, ``"abc"``, ``True``, ``None`` → None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    if isinstance(value, str) and _DIGITS.match(value):
+        value = int(value)
+    if isinstance(value, int) and 100 <= value <= 599:
+        return value
+    return None
+
+
+def _header_value(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return "true" if value else "false"  # as JavaScript's String(true)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() else repr(value)
+    if isinstance(value, str):
+        return value
+    return None
+
+
+def _headers(given: Any) -> list[tuple[str, str]] | str:
+    """``respond()``'s headers as pairs (a list value gives the header once per item), or the
+    reason they cannot be sent."""
+    if given is None:
+        return []
+    if not isinstance(given, dict):
+        return "headers must be an object of header names and values"
+    pairs: list[tuple[str, str]] = []
+    for name, value in given.items():
+        if not isinstance(name, str) or not _TOKEN.match(name):
+            return f"{name!r} is not a valid header name"
+        if value is None:
+            continue
+        for item in value if isinstance(value, list) else [value]:
+            text = _header_value(item)
+            if text is None or any(c in text for c in "\r\n\x00"):
+                return f"header {name!r} has an invalid value"
+            if name.lower() not in _FRAMING:
+                pairs.append((name.lower(), text))
+    return pairs
+
+
+def _body(body: Any, encoding: str | None) -> tuple[bytes, str | None] | str:
+    if body is None or encoding is None:
+        return b"", None
+    if encoding == "utf8" and isinstance(body, str):
+        return body.encode("utf-8", errors="replace"), "text/plain; charset=utf-8"
+    if encoding == "base64" and isinstance(body, str):
+        try:
+            return base64.b64decode(body, validate=True), "application/octet-stream"
+        except binascii.Error:
+            return "the Buffer body could not be decoded"
+    if encoding == "json":
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+        return text.encode("utf-8"), "application/json; charset=utf-8"
+    return f"unknown body encoding {encoding!r}"
+
+
+def answer(status: Any, headers: Any, body: Any, body_encoding: str | None) -> Answer | Refusal:
+    """What ``respond({status, headers, body})`` sends, or a 500 refusal saying what was wrong.
+
+    The content type follows the body unless ``headers`` gives one: a string is
+    ``text/plain; charset=utf-8``, a Buffer ``application/octet-stream``, any other value JSON.
+    ``Content-Length``, ``Transfer-Encoding`` and ``Connection`` are the server's to set; 204,
+    205 and 304 carry no body; ``Access-Control-Allow-Origin: *`` is added unless given."""
+    code = coerce_status(status)
+    if code is None:
+        return Refusal(
+            500,
+            "invalid_response_status",
+            f"the source called respond() with an invalid status {json.dumps(status)}: "
+            "a status must be an integer from 100 to 599",
+        )
+    if code < 200:
+        return Refusal(
+            500,
+            "invalid_response_status",
+            f"the source called respond() with status {code}: a 1xx status is informational "
+            "and cannot end an HTTP exchange; use 200 to 599",
+        )
+    pairs = _headers(headers)
+    if isinstance(pairs, str):
+        return Refusal(
+            500, "invalid_response", f"the source called respond() with bad headers: {pairs}"
+        )
+    content = _body(body, body_encoding)
+    if isinstance(content, str):
+        return Refusal(
+            500, "invalid_response", f"the source called respond() with a bad body: {content}"
+        )
+    data, content_type = content
+    names = {name for name, _ in pairs}
+    if code in _NO_CONTENT:
+        data, content_type = b"", None
+    if content_type is not None and "content-type" not in names:
+        pairs.append(("content-type", content_type))
+    if "access-control-allow-origin" not in names:
+        pairs.append(("access-control-allow-origin", "*"))
+    return Answer(code, tuple(pairs), data)
+
+
+# ---- the rate limit -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """Tokens left at ``at_ms``. An endpoint starts full: ``burst`` requests at once, then
+    ``rate`` a second."""
+
+    tokens: float
+    at_ms: int
+
+
+def take(bucket: Bucket | None, now_ms: int, *, rate: float, burst: int) -> tuple[Bucket, int]:
+    """Take one token: the new bucket, and 0 when the request may pass, else the milliseconds
+    until a token is back (``Retry-After``). A ``rate`` of 0 or less means no limit."""
+    if rate <= 0:
+        return Bucket(float(burst), now_ms), 0
+    capacity = float(max(1, burst))
+    if bucket is None:
+        tokens = capacity
+    else:
+        elapsed = max(0, now_ms - bucket.at_ms)
+        tokens = min(capacity, bucket.tokens + elapsed * rate / 1000.0)
+    if tokens >= 1.0:
+        return Bucket(tokens - 1.0, now_ms), 0
+    wait = math.ceil((1.0 - tokens) * 1000.0 / rate)
+    return Bucket(tokens, now_ms), max(1, wait)
+
+
+def is_full(bucket: Bucket, now_ms: int, *, rate: float, burst: int) -> bool:
+    """A bucket that has refilled is the same as none: it can be forgotten."""
+    if rate <= 0:
+        return True
+    return bucket.tokens + max(0, now_ms - bucket.at_ms) * rate / 1000.0 >= max(1, burst)

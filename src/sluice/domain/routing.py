@@ -1,0 +1,109 @@
+"""Routing of stored emits to subscribers, and the rules a new subscription must follow. Pure.
+
+A subscription links an emitter (``dc_…``, or the glob ``dc_*``: every source of the account)
+to a listener for one channel (``event_name``; ``""`` is the default channel). An event reaches
+the listeners subscribed to its emitter (or to the glob) for exactly its channel: a named
+channel reaches only its own subscribers (the spec's Events rule 5).
+
+Two guards against a source triggering itself forever:
+
+1. A subscription of a source to its own *default* channel is refused (every run would emit
+   into the next). Its own *named* channel is allowed: Pipedream's scheduled-tasks source
+   subscribes to its own ``self`` channel.
+2. A glob never delivers a source's event back to that source: ``dc_*`` means "every source
+   of the account", and a listener that is itself a source would otherwise hear its own emits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from sluice import errors
+
+#: Emitter globs: every source, every workflow of the account.
+SOURCES_GLOB = "dc_*"
+WORKFLOWS_GLOB = "p_*"
+#: Built-in channels of Pipedream that Sluice's sources do not produce (yet).
+BUILT_IN = ("$errors", "$logs")
+MAX_EVENT_NAME = 300
+
+
+@dataclass(frozen=True)
+class Link:
+    emitter_id: str
+    listener_id: str
+    event_name: str
+
+
+def emitter_patterns(emitter_id: str) -> tuple[str, ...]:
+    """The ``emitter_id`` values a subscription may carry to hear ``emitter_id``."""
+    if emitter_id.startswith("dc_"):
+        return (emitter_id, SOURCES_GLOB)
+    if emitter_id.startswith("p_"):
+        return (emitter_id, WORKFLOWS_GLOB)
+    return (emitter_id,)
+
+
+def listeners(links: Iterable[Link], emitter_id: str, channel: str) -> list[str]:
+    """Who hears an event of ``emitter_id`` on ``channel``: each listener once, in the order
+    of ``links``.
+
+    >>> listeners([Link("dc_*", "dc_b", ""), Link("dc_a", "dc_b", "")], "dc_a", "")
+    ['dc_b']
+    """
+    patterns = emitter_patterns(emitter_id)
+    out: list[str] = []
+    for link in links:
+        if link.event_name != channel or link.emitter_id not in patterns:
+            continue
+        if link.emitter_id != emitter_id and link.listener_id == emitter_id:
+            continue  # guard 2: a glob never echoes a source's event back to it
+        if link.listener_id not in out:
+            out.append(link.listener_id)
+    return out
+
+
+def check_link(emitter_id: str, listener_id: str, event_name: str) -> None:
+    """Refuse what can never work, naming the query parameter at fault. Whether the ids exist
+    in the account is the caller's question (404)."""
+    if emitter_id != SOURCES_GLOB:
+        _check_end("emitter_id", emitter_id, "emitters")
+    _check_end("listener_id", listener_id, "listeners")
+    if len(event_name) > MAX_EVENT_NAME:
+        raise errors.InvalidRequest(
+            f"event_name is longer than {MAX_EVENT_NAME} characters", field="event_name"
+        )
+    if event_name in BUILT_IN:
+        raise errors.InvalidRequest(
+            f"event_name {event_name}: sources do not produce the {event_name} channel yet",
+            field="event_name",
+        )
+    if listener_id == emitter_id and event_name == "":
+        raise errors.InvalidRequest(
+            f"{listener_id} cannot listen to its own default channel: each run would trigger "
+            "the next; subscribe it to a named channel instead (event_name=…)",
+            field="listener_id",
+        )
+
+
+def _check_end(field: str, value: str, role: str) -> None:
+    if value.startswith("p_"):
+        raise errors.InvalidRequest(
+            f"{field} {value}: workflow {role} come with workflows; for now both ends of a "
+            "subscription are sources (dc_…)",
+            field=field,
+        )
+    if value.startswith("sc_"):
+        raise errors.InvalidRequest(
+            f"{field} {value} is a saved component, not a deployed source (dc_…); actions "
+            "run as workflow steps and neither emit nor listen",
+            field=field,
+        )
+    if value.startswith("wh_"):
+        raise errors.InvalidRequest(f"{field} {value}: webhooks are not supported yet", field=field)
+    if not (value.startswith("dc_") and len(value) > 3 and "*" not in value):
+        glob = " or the glob dc_* (every source of the account)" if field == "emitter_id" else ""
+        raise errors.InvalidRequest(
+            f"{field} {value!r} must be a deployed source id (dc_…){glob}", field=field
+        )

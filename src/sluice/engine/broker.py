@@ -1,0 +1,135 @@
+"""In-process fan-out of what was just committed: a source's stored events and log lines to
+live streams (SSE), and "jobs were enqueued" to the job worker.
+
+The invoker publishes *after* its transaction commits, never before, so a live stream only
+ever shows durable events. Publishing never waits: each subscriber has a bounded buffer, and a
+subscriber that falls ``maxsize`` items behind is closed (its stream ends once it has sent what
+it holds; the client reconnects with ``Last-Event-ID`` and replays the rest from storage).
+
+Only this process's commits are seen. Several ``sluice serve`` processes on one PostgreSQL
+would need LISTEN/NOTIFY to fan out across them; that is not built yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, TypeVar
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: Topic of "deliveries were enqueued" (items: the number of jobs).
+JOBS = "jobs"
+
+
+def emits_topic(emitter_id: str) -> str:
+    return f"emits:{emitter_id}"
+
+
+def logs_topic(emitter_id: str) -> str:
+    return f"logs:{emitter_id}"
+
+
+class Subscription:
+    """One live reader of a topic. ``await next_batch()`` returns what arrived since the last
+    call, or ``[]`` once closed (by ``close()``, or by falling too far behind)."""
+
+    def __init__(self, broker: Broker, topic: str, maxsize: int) -> None:
+        self.broker = broker
+        self.topic = topic
+        self.maxsize = maxsize
+        self.closed = False
+        self.overflowed = False
+        self._items: deque[Any] = deque()
+        self._ready = asyncio.Event()
+
+    def push(self, items: Sequence[Any]) -> None:
+        if self.closed:
+            return
+        if len(self._items) + len(items) > self.maxsize:
+            self.overflowed = True
+            log.warning(
+                "a live reader of %s fell %d items behind; closing it",
+                self.topic,
+                self.maxsize,
+                extra={"action": "stream_overflow", "topic": self.topic},
+            )
+            self.close()
+            return
+        self._items.extend(items)
+        self._ready.set()
+
+    async def next_batch(self) -> list[Any]:
+        while not self._items:
+            if self.closed:
+                return []
+            self._ready.clear()
+            await self._ready.wait()
+        batch = list(self._items)
+        self._items.clear()
+        return batch
+
+    def close(self) -> None:
+        """Stop receiving (idempotent); a waiting ``next_batch`` returns what is left."""
+        if not self.closed:
+            self.closed = True
+            self.broker._discard(self)
+            self._ready.set()
+
+
+class Broker:
+    def __init__(self, maxsize: int = 1000) -> None:
+        self.maxsize = maxsize
+        self._subscribers: dict[str, set[Subscription]] = {}
+        self._callbacks: dict[str, list[Callable[[Sequence[Any]], None]]] = {}
+
+    def subscribe(self, topic: str) -> Subscription:
+        sub = Subscription(self, topic, self.maxsize)
+        self._subscribers.setdefault(topic, set()).add(sub)
+        return sub
+
+    def on(self, topic: str, callback: Callable[[Sequence[Any]], None]) -> None:
+        """Call ``callback(items)`` on every publication to ``topic`` (it must not block)."""
+        self._callbacks.setdefault(topic, []).append(callback)
+
+    def publish(self, topic: str, items: Sequence[Any]) -> None:
+        if not items:
+            return
+        for sub in list(self._subscribers.get(topic, ())):
+            sub.push(items)
+        for callback in self._callbacks.get(topic, ()):
+            callback(items)
+
+    def subscribers(self, topic: str) -> int:
+        return len(self._subscribers.get(topic, ()))
+
+    def _discard(self, sub: Subscription) -> None:
+        subs = self._subscribers.get(sub.topic)
+        if subs is not None:
+            subs.discard(sub)
+            if not subs:
+                del self._subscribers[sub.topic]
+
+
+async def follow(
+    sub: Subscription, replay: Sequence[T], key: Callable[[T], Any], after: Any = None
+) -> AsyncIterator[T]:
+    """``replay`` (read from storage *after* ``sub`` was opened: the items after ``after``),
+    then the live items, with no gap and no duplicate: a live item at or before the last
+    replayed one (by ``key``; or ``after`` when nothing was replayed) was committed in time
+    for the replay read (or was already seen by the reader) and is skipped.
+
+    Live items are passed on in the order they were published, which is commit order."""
+    last: Any = after
+    for item in replay:
+        last = key(item)
+        yield item
+    while batch := await sub.next_batch():
+        for item in batch:
+            if last is not None and key(item) <= last:
+                continue
+            yield item

@@ -1,0 +1,112 @@
+"""Deliveries: a stored emit reaching the sources subscribed to its channel.
+
+``enqueue`` runs inside the transaction that stores the emits (``Invoker.persist``) and adds one
+durable ``emit`` job per (listener, event): an emit is never stored without its deliveries.
+``Deliveries.handle`` runs such a job: the listener's ``run(event)`` with the emitted payload,
+marked done in the transaction that stores the listener's own results. At least once: a crashed
+runner or a dead process runs the delivery again; deliveries of several events to one listener
+may run concurrently, so their order is not guaranteed.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from sluice.domain import routing
+from sluice.domain.routing import Link
+from sluice.engine import broker
+from sluice.engine.jobs import Finish, JobWorker, Retry
+from sluice.runtime import protocol
+from sluice.storage import database, jobs, sources, subscriptions
+from sluice.storage.jobs import Job
+from sluice.storage.sources import Deployment
+
+if TYPE_CHECKING:  # the invoker calls ``enqueue``; only the handler needs the invoker
+    from sluice.engine.invoker import Invoker
+
+log = logging.getLogger(__name__)
+
+KIND = "emit"
+
+
+async def enqueue(
+    conn: AsyncConnection,
+    emitter: Deployment,
+    event_ids: list[str],
+    items: list[tuple[str, Any, dict[str, Any]]],
+    now_ms: int,
+    *,
+    reader: database.Reader | None = None,
+) -> int:
+    """One ``emit`` job per subscribed listener of each stored event (``items`` are the
+    events' ``(channel, payload, meta)``, in ``event_ids`` order). The number enqueued.
+
+    On SQLite the subscriptions are read inline through ``reader`` (one aiosqlite SELECT costs
+    several thread hand-offs, on every stored emit); it sees what was committed, so a
+    subscription committed while this transaction runs applies from the next emit on."""
+    if not event_ids:
+        return 0
+    patterns = routing.emitter_patterns(emitter.id)
+
+    def read(sync: Connection) -> list[Link]:
+        return subscriptions.from_emitter(sync, emitter.owner_id, patterns)
+
+    if reader is not None and conn.dialect.name == "sqlite":
+        links = await reader(read)
+    else:
+        links = await conn.run_sync(read)
+    if not links:
+        return 0
+    count = 0
+    for event_id, (channel, payload, _meta) in zip(event_ids, items, strict=True):
+        for listener_id in routing.listeners(links, emitter.id, channel):
+            await jobs.enqueue(
+                conn,
+                kind=KIND,
+                owner_id=emitter.owner_id,
+                target_id=listener_id,
+                payload={
+                    "event_id": event_id,
+                    "emitter_id": emitter.id,
+                    "channel": channel,
+                    "event": payload,
+                },
+                now_ms=now_ms,
+            )
+            count += 1
+    return count
+
+
+class Deliveries:
+    """The ``emit`` job handler. ``install()`` registers it with the worker and wakes the
+    worker whenever this process enqueues deliveries (rather than at its next poll)."""
+
+    def __init__(self, invoker: Invoker, worker: JobWorker) -> None:
+        self.invoker = invoker
+        self.worker = worker
+
+    def install(self) -> None:
+        self.worker.register(KIND, self.handle)
+        self.invoker.broker.on(broker.JOBS, lambda _items: self.worker.notify())
+
+    async def handle(self, job: Job, finish: Finish) -> None:
+        async with self.invoker.db.connect() as conn:
+            listener = await sources.get(conn, job.owner_id, job.target_id)
+        if listener is None or not listener.active:
+            log.info(
+                "delivery skipped: the listener is gone or inactive",
+                extra={"action": "delivery_skipped", "job_id": job.id, "listener": job.target_id},
+            )
+            return  # the worker marks the job done
+        payload = job.payload or {}
+        outcome = await self.invoker.invoke(
+            listener, {"kind": "run", "event": payload.get("event")}, also=finish
+        )
+        error = outcome.result.error or {}
+        if error.get("code") == protocol.RUNNER_CRASHED:
+            # Sluice's failure, not the listener's: run the delivery again later.
+            raise Retry(f"the runner crashed delivering {payload.get('event_id')}")

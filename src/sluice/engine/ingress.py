@@ -1,0 +1,283 @@
+"""HTTP endpoints of sources: a request becomes a durable ``http`` job before it is answered.
+
+``accept``: find the endpoint's active deployment (else 404), take a token from the endpoint's
+bucket (else 429), check the body's size (413; by ``Content-Length`` before reading it), build
+the event, and enqueue the job (``Enqueuer``: concurrent requests share a transaction). The
+client is answered only after that commit: an acknowledged request is never lost (after a
+crash the job's lease expires and it runs again, at-least-once).
+
+Without ``customResponse`` the answer is an immediate 200 ``{"success":true}`` and the job
+worker is woken to run the job soon. With it, the job runs at once in this process, and the
+request waits for the first ``respond()`` (through a future per job that the job's
+``on_respond`` settles), for the end of ``run()``, or for the response time-out: either of the
+last two answers 504 ``no_response``. The rate-limit buckets and the futures are per process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from sluice import errors
+from sluice.clock import Clock
+from sluice.config import Settings
+from sluice.domain import http_events
+from sluice.domain.http_events import Answer, Bucket, Refusal
+from sluice.engine.components import Components
+from sluice.engine.enqueuer import Enqueuer
+from sluice.engine.invoker import Invoker
+from sluice.engine.jobs import Finish, JobWorker, Retry
+from sluice.runtime import protocol
+from sluice.runtime.protocol import Response
+from sluice.storage import database, endpoints, sources
+from sluice.storage.jobs import Job, NewJob
+
+log = logging.getLogger(__name__)
+
+KIND = "http"
+#: Endpoint ids are 20 lowercase letters and digits; anything else is not looked up.
+_ENDPOINT_ID = re.compile(r"^[a-z0-9]{1,40}$")
+#: Past this many buckets, those that have refilled (the same as none) are forgotten.
+_PRUNE_AT = 4096
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_body_bytes: int
+    rate_per_second: float
+    burst: int
+    response_timeout_seconds: float
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Limits:
+        return cls(
+            max_body_bytes=settings.http_max_body_bytes,
+            rate_per_second=settings.http_rate_per_second,
+            burst=settings.http_rate_burst,
+            response_timeout_seconds=settings.http_response_timeout_seconds
+            or settings.source_timeout_seconds,
+        )
+
+
+@dataclass(frozen=True)
+class IncomingRequest:
+    """What the edge hands over. ``read_body(limit)`` returns the body, or its first
+    ``limit + 1`` bytes when it is longer (the rest is not read)."""
+
+    method: str
+    path: str
+    query_string: str
+    headers: list[tuple[str, str]]
+    read_body: Callable[[int], Awaitable[bytes]]
+
+
+@dataclass(frozen=True)
+class Ended:
+    """The run ended, or could not start, without calling ``respond()``."""
+
+    message: str
+
+
+class Ingress:
+    def __init__(
+        self,
+        db: AsyncEngine,
+        reader: database.Reader,
+        components: Components,
+        invoker: Invoker,
+        settings: Settings,
+        clock: Clock,
+    ) -> None:
+        self.db = db
+        self.reader = reader
+        self.components = components
+        self.invoker = invoker
+        self.clock = clock
+        self.enqueuer = Enqueuer(db, clock)
+        #: Replaceable as a whole (``dataclasses.replace``), e.g. by tests.
+        self.limits = Limits.from_settings(settings)
+        self._worker: JobWorker | None = None
+        self._buckets: dict[str, Bucket] = {}
+        self._prune_at = _PRUNE_AT
+        self._waiters: dict[int, asyncio.Future[Response | Ended]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def attach(self, worker: JobWorker) -> None:
+        """Run ``http`` jobs on ``worker``, and wake it or run a job at once through it."""
+        self._worker = worker
+        worker.register(KIND, self.run_job)
+
+    @property
+    def worker(self) -> JobWorker:
+        assert self._worker is not None, "Ingress.attach(worker) was not called"
+        return self._worker
+
+    # ---- requests ---------------------------------------------------------------------------
+
+    async def _endpoint(self, endpoint_id: str) -> endpoints.Endpoint:
+        found = None
+        if _ENDPOINT_ID.match(endpoint_id):
+            found = await self.reader(lambda conn: endpoints.get(conn, endpoint_id))
+        if found is None or not found.active:
+            # Unknown, deleted and inactive are not told apart: the endpoint is public.
+            raise errors.NotFound(f"no active endpoint {endpoint_id!r}")
+        return found
+
+    async def preflight(self, endpoint_id: str, headers: list[tuple[str, str]]) -> Answer:
+        """A CORS preflight (``OPTIONS``): answered here, the source is not run."""
+        await self._endpoint(endpoint_id)
+        requested = next(
+            (v for k, v in headers if k.lower() == "access-control-request-headers"), None
+        )
+        return http_events.preflight_answer(requested)
+
+    async def accept(self, endpoint_id: str, request: IncomingRequest) -> Answer | Refusal:
+        endpoint = await self._endpoint(endpoint_id)
+        self._take_token(endpoint_id)
+        limit = self.limits.max_body_bytes
+        declared = http_events.declared_length(request.headers)
+        if declared is not None and declared > limit:
+            raise self._too_large(limit)
+        raw = await request.read_body(limit)
+        if len(raw) > limit:
+            raise self._too_large(limit)
+        event = http_events.build_event(
+            request.method, request.path, request.query_string, request.headers, raw
+        )
+        component = await self.components.by_id(endpoint.component_id)
+        custom = http_events.custom_response(component.configurable_props)
+        job_id = await self.enqueuer.enqueue(
+            NewJob(KIND, endpoint.owner_id, endpoint.deployment_id, event), want_id=custom
+        )
+        # Committed: the request is durable from here on, and only now is it answered.
+        if job_id is None:
+            self.worker.notify()
+            return http_events.default_answer()
+        return await self._await_response(job_id)
+
+    def _too_large(self, limit: int) -> errors.PayloadTooLarge:
+        return errors.PayloadTooLarge(
+            f"the request body is over this endpoint's limit of {limit} bytes"
+        )
+
+    def _take_token(self, endpoint_id: str) -> None:
+        rate, burst = self.limits.rate_per_second, self.limits.burst
+        if rate <= 0:
+            return
+        now = self.clock.now_ms()
+        bucket, wait_ms = http_events.take(
+            self._buckets.get(endpoint_id), now, rate=rate, burst=burst
+        )
+        self._buckets[endpoint_id] = bucket
+        if len(self._buckets) > self._prune_at:
+            self._buckets = {
+                k: b
+                for k, b in self._buckets.items()
+                if not http_events.is_full(b, now, rate=rate, burst=burst)
+            }
+            # Grow the threshold with the live buckets, so pruning stays amortized O(1).
+            self._prune_at = max(_PRUNE_AT, 2 * len(self._buckets))
+        if wait_ms:
+            seconds = math.ceil(wait_ms / 1000)
+            raise errors.RateLimited(
+                f"too many requests to this endpoint (at most {rate:g} a second, bursts of "
+                f"{burst}); retry in {seconds} s",
+                retry_after_seconds=seconds,
+            )
+
+    async def _await_response(self, job_id: int) -> Answer | Refusal:
+        waiter: asyncio.Future[Response | Ended] = asyncio.get_running_loop().create_future()
+        self._waiters[job_id] = waiter
+        task = asyncio.create_task(self._run_now(job_id))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        timeout = self.limits.response_timeout_seconds
+        try:
+            outcome = await asyncio.wait_for(waiter, timeout)
+        except TimeoutError:
+            return Refusal(
+                504, "no_response", f"the source did not call respond() within {timeout:g} s"
+            )
+        finally:
+            self._waiters.pop(job_id, None)
+        if isinstance(outcome, Ended):
+            return Refusal(504, "no_response", outcome.message)
+        return http_events.answer(
+            outcome.status, outcome.headers, outcome.body, outcome.body_encoding
+        )
+
+    async def _run_now(self, job_id: int) -> None:
+        try:
+            ran = await self.worker.run_now(job_id)
+        except Exception:  # the claim failed (database); the job stays queued for the worker
+            log.exception("could not run http job %s now", job_id)
+            self._settle(job_id, Ended("the request was stored but could not run now"))
+            return
+        # Not ran: a worker of this process claimed it first (its run settles the future), or
+        # another process did (the request then waits for its time-out).
+        if ran:
+            self._settle(job_id, Ended("the source's run() ended without calling respond()"))
+
+    def _settle(self, job_id: int, outcome: Response | Ended) -> None:
+        """The first outcome answers the waiting request, if any (only the first counts)."""
+        waiter = self._waiters.get(job_id)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(outcome)
+
+    # ---- the job ----------------------------------------------------------------------------
+
+    async def run_job(self, job: Job, finish: Finish) -> None:
+        """Run the source on the stored event; its results and "done" commit together."""
+        found = await self.reader(
+            lambda conn: sources.get_with_state(conn, job.owner_id, job.target_id)
+        )
+        if found is None or not found[0].active:
+            # Deleted or deactivated after the request was accepted: nothing to run.
+            self._settle(job.id, Ended("the source was deleted or deactivated before it ran"))
+            return
+        deployment, snapshot = found
+        outcome = await self.invoker.invoke(
+            deployment,
+            {"kind": "run", "event": job.payload},
+            on_respond=lambda response: self._settle(job.id, response),
+            snapshot=snapshot,
+            also=finish,
+        )
+        error = outcome.result.error or {}
+        code = error.get("code")
+        if code == protocol.RUNNER_CRASHED:
+            self._settle(
+                job.id, Ended("the source's runner crashed before respond(); it will run again")
+            )
+            # The crash is Sluice's, not the source's: run it again (with backoff).
+            raise Retry(f"the runner crashed running {deployment.id}")
+        if code == protocol.TIMEOUT:
+            message = "the source's run() timed out without calling respond()"
+        elif error:
+            name = error.get("name") or "an error"
+            message = f"the source's run() threw {name} before calling respond(); see its logs"
+        else:
+            message = "the source's run() ended without calling respond()"
+        self._settle(job.id, Ended(message))
+
+    async def idle(self) -> None:
+        """Wait for the runs started for requests to end (a ``respond()`` answers before)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def close(self) -> None:
+        """Cancel the runs started for waiting requests; their jobs run again once their
+        leases expire (as the job worker's own)."""
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.enqueuer.close()

@@ -1,0 +1,151 @@
+"""A prop's options while it is being configured: static ones, or its async ``options()`` run
+in Node (``{"kind": "options"}``, docs/runner-protocol.md) with the values configured so far.
+
+Configuration is partial while a user answers prompts, so the values are not checked as a
+deploy checks them: any subset of the props may be given; app props' connected accounts are
+resolved to ``$auth`` so ``options()`` can call the app's API.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from sluice import errors
+from sluice.config import Settings
+from sluice.crypto import Cipher
+from sluice.engine.components import Components, load_error, scrub_paths
+from sluice.runtime import protocol
+from sluice.runtime.pool import Invocation, RunnerPool
+from sluice.storage import apps
+from sluice.storage.components import SavedComponent
+
+
+@dataclass(frozen=True)
+class OptionsRequest:
+    prop: str
+    configured_props: dict[str, Any]
+    page: int = 0
+    prev_context: Any = None
+    query: str | None = None
+
+
+@dataclass(frozen=True)
+class OptionsPage:
+    options: list[Any]
+    #: What ``options()`` returned as ``context`` (pass it back as ``prev_context``), or None.
+    context: Any = None
+
+    def to_api(self) -> dict[str, Any]:
+        return {"options": self.options, "context": self.context}
+
+
+class Options:
+    def __init__(
+        self,
+        db: AsyncEngine,
+        pool: RunnerPool,
+        components: Components,
+        cipher: Cipher,
+        settings: Settings,
+    ) -> None:
+        self.db = db
+        self.pool = pool
+        self.components = components
+        self.cipher = cipher
+        self.settings = settings
+
+    async def list(
+        self, owner_id: str, component: SavedComponent, request: OptionsRequest
+    ) -> OptionsPage:
+        """The options of one prop for ``owner_id`` (whose connected accounts app props name);
+        the code runs in that account's runner."""
+        prop = next((p for p in component.configurable_props if p["name"] == request.prop), None)
+        if prop is None:
+            raise errors.NotFound(
+                f"{component.id} ({component.name}) has no prop {request.prop!r}", field="prop"
+            )
+        if not prop.get("remoteOptions"):
+            if isinstance(prop.get("options"), list):
+                return OptionsPage(list(prop["options"]))
+            raise errors.InvalidRequest(f"prop {request.prop!r} has no options", field="prop")
+        values = await self._values(owner_id, component, request.configured_props)
+        entry = await self.components.materialize(component)
+        result = await self.pool.invoke(
+            Invocation(
+                owner_id=owner_id,
+                worker_key=f"{component.id}:{component.code_hash}",
+                entry=str(entry),
+                timeout_ms=int(self.settings.action_timeout_seconds * 1000),
+                memory_mb=self.settings.memory_mb,
+                call={
+                    "kind": "options",
+                    "prop": request.prop,
+                    "page": request.page,
+                    "prevContext": request.prev_context,
+                    "query": request.query,
+                    "props": values,
+                    "db": {},
+                },
+            )
+        )
+        if not result.ok:
+            error = result.error or {}
+            if error.get("code") == protocol.LOAD_FAILED:
+                raise load_error(result, entry.parent)
+            message = scrub_paths(str(error.get("message", "")), entry.parent)
+            raise errors.InvalidProps(
+                f"the options of prop {request.prop!r} failed: "
+                f"{error.get('name', 'Error')}: {message}",
+                field=f"configured_props.{request.prop}",
+                details={"error": {**error, "stack": None}, "logs": result.logs},
+            )
+        return page_of(result.value, request.prop)
+
+    async def _values(
+        self, owner_id: str, component: SavedComponent, configured: dict[str, Any]
+    ) -> dict[str, Any]:
+        known = {p["name"]: p for p in component.configurable_props}
+        values: dict[str, Any] = {}
+        async with self.db.connect() as conn:
+            for name, value in configured.items():
+                prop = known.get(name)
+                if prop is None:
+                    raise errors.InvalidProps(
+                        f"unknown prop {name!r}", field=f"configured_props.{name}"
+                    )
+                if value is None:
+                    continue
+                if prop["type"] != "app":
+                    values[name] = value
+                    continue
+                account = value.get("authProvisionId") if isinstance(value, dict) else None
+                found = (
+                    await apps.credentials(conn, self.cipher, owner_id, account)
+                    if isinstance(account, str)
+                    else None
+                )
+                if found is None or found[0] != prop.get("app"):
+                    raise errors.InvalidProps(
+                        f"prop {name!r} needs one of this account's connected {prop.get('app')} "
+                        'accounts: {"authProvisionId": "apn_..."}',
+                        field=f"configured_props.{name}",
+                    )
+                values[name] = {"$auth": found[1]}
+        return values
+
+
+def page_of(value: Any, prop: str) -> OptionsPage:
+    """What ``options()`` returned, as a page: an array, or ``{options, context}``."""
+    if value is None:
+        return OptionsPage([])
+    if isinstance(value, list):
+        return OptionsPage(value)
+    if isinstance(value, dict) and isinstance(value.get("options"), list):
+        return OptionsPage(value["options"], value.get("context"))
+    raise errors.InvalidComponent(
+        f"the options of prop {prop!r} must return an array, or {{options: [...], context}}",
+        field=f"props.{prop}.options",
+    )

@@ -1,0 +1,141 @@
+"""The scheduler: fires due timers as durable ``timer`` jobs, and runs those jobs.
+
+``tick`` is one pass: claim the timers due at the clock's now, batch after batch, each batch
+one transaction that moves the timers forward and enqueues their jobs (storage/timers.py), so
+any number of schedulers can share one PostgreSQL without firing a tick twice. The loop around
+it sleeps until the earliest next tick (at most ``max_sleep_seconds``, so timers deployed by
+another process are seen). Tests call ``tick`` with a fake clock.
+
+``handle`` runs a tick's job: the source's ``run(event)`` with the tick's event, the job marked
+done in the transaction that stores what the run emitted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from sluice.clock import Clock
+from sluice.engine.invoker import Invoker
+from sluice.engine.jobs import Finish, JobWorker, Retry
+from sluice.runtime import protocol
+from sluice.storage import database, sources, timers
+from sluice.storage.jobs import Job
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    #: Timers claimed per transaction.
+    batch: int = 200
+    #: The longest the loop sleeps between passes, seconds.
+    max_sleep_seconds: float = 1.0
+
+
+class Scheduler:
+    def __init__(
+        self,
+        db: AsyncEngine,
+        clock: Clock,
+        invoker: Invoker,
+        config: SchedulerConfig | None = None,
+        *,
+        reader: database.Reader | None = None,
+        only: Collection[str] | None = None,
+    ) -> None:
+        """``reader`` reads the deployment and its db state in one go (else two queries on
+        ``db``); ``only`` limits the scheduler to these deployments (tests sharing a database).
+        """
+        self.db = db
+        self.reader = reader
+        self.clock = clock
+        self.invoker = invoker
+        self.config = config or SchedulerConfig()
+        self.only = only
+        self.on_enqueued: Callable[[], None] | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def attach(self, worker: JobWorker) -> None:
+        """Run ticks on ``worker``, and wake it when ticks are enqueued."""
+        worker.register(timers.KIND, self.handle)
+        self.on_enqueued = worker.notify
+
+    async def tick(self) -> int:
+        """Fire every timer due now; the number of ticks enqueued."""
+        total = 0
+        while True:
+            now_ms = self.clock.now_ms()
+            async with self.db.begin() as conn:
+                fired = await timers.claim_due(
+                    conn, now_ms=now_ms, limit=self.config.batch, deployment_ids=self.only
+                )
+            total += len(fired)
+            if fired:
+                log.debug(
+                    "%d timer ticks enqueued",
+                    len(fired),
+                    extra={"action": "timers_fired", "count": len(fired)},
+                )
+                if self.on_enqueued is not None:
+                    self.on_enqueued()
+            if len(fired) < self.config.batch:
+                return total
+
+    async def handle(self, job: Job, finish: Finish) -> None:
+        """The ``timer`` job: run the source with the tick's event. A source deleted or
+        deactivated since the tick was enqueued is skipped (the job is done)."""
+        owner_id, deployment_id = job.owner_id, job.target_id
+        snapshot = None
+        if self.reader is not None:
+            found = await self.reader(
+                lambda conn: sources.get_with_state(conn, owner_id, deployment_id)
+            )
+            deployment, snapshot = found if found else (None, None)
+        else:
+            async with self.db.connect() as conn:
+                deployment = await sources.get(conn, owner_id, deployment_id)
+        if deployment is None or not deployment.active:
+            return
+        outcome = await self.invoker.invoke(
+            deployment, {"kind": "run", "event": job.payload}, snapshot=snapshot, also=finish
+        )
+        error = outcome.result.error or {}
+        if not outcome.result.ok and error.get("code") == protocol.RUNNER_CRASHED:
+            raise Retry(str(error.get("message") or "the Node runner crashed"))
+
+    async def _sleep_seconds(self) -> float:
+        async with self.db.connect() as conn:
+            next_ms = await timers.next_due_ms(conn, self.only)
+        longest = self.config.max_sleep_seconds
+        if next_ms is None:
+            return longest
+        # At least a few ms: a due row another process holds locked must not make us spin.
+        return min(longest, max(0.005, (next_ms - self.clock.now_ms()) / 1000))
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._loop())
+
+    async def _loop(self) -> None:
+        # No wake-up on deploy is needed: a new timer's first tick is an interval (or a cron
+        # minute) away, and the sleep is at most max_sleep_seconds.
+        while True:
+            delay = self.config.max_sleep_seconds
+            try:
+                await self.tick()
+                delay = await self._sleep_seconds()
+            except Exception:
+                log.exception("the scheduler failed to fire timers")
+            await asyncio.sleep(delay)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None

@@ -1,0 +1,117 @@
+"""Subscriptions (``sub_``): an emitter, a listener and a channel, within one account."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from sluice import ids
+from sluice.domain.routing import Link
+from sluice.storage.tables import subscriptions as t
+
+
+@dataclass(frozen=True)
+class Subscription:
+    id: str
+    owner_id: str
+    emitter_id: str
+    listener_id: str
+    event_name: str
+    created_at: int
+
+    @property
+    def link(self) -> Link:
+        return Link(self.emitter_id, self.listener_id, self.event_name)
+
+    def to_api(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "emitter_id": self.emitter_id,
+            "listener_id": self.listener_id,
+            "event_name": self.event_name,
+            "created_at": self.created_at,
+        }
+
+
+def _row(row: Any) -> Subscription:
+    return Subscription(
+        row.id, row.owner_id, row.emitter_id, row.listener_id, row.event_name, row.created_at
+    )
+
+
+def _same_link(owner_id: str, link: Link) -> list[sa.ColumnElement[bool]]:
+    return [
+        t.c.owner_id == owner_id,
+        t.c.emitter_id == link.emitter_id,
+        t.c.listener_id == link.listener_id,
+        t.c.event_name == link.event_name,
+    ]
+
+
+async def find(conn: AsyncConnection, owner_id: str, link: Link) -> Subscription | None:
+    row = (await conn.execute(sa.select(t).where(*_same_link(owner_id, link)))).first()
+    return _row(row) if row else None
+
+
+async def create(conn: AsyncConnection, owner_id: str, link: Link, *, now_s: int) -> Subscription:
+    """The subscription for ``link``, created unless it exists (two racing creates end with
+    one row: the loser's insert does nothing and it reads the winner's)."""
+    found = await find(conn, owner_id, link)
+    if found is not None:
+        return found
+    values = {
+        "id": ids.new_id("sub"),
+        "owner_id": owner_id,
+        "emitter_id": link.emitter_id,
+        "listener_id": link.listener_id,
+        "event_name": link.event_name,
+        "created_at": now_s,
+    }
+    insert: Any = (postgresql if conn.dialect.name == "postgresql" else sqlite).insert(t)
+    await conn.execute(insert.values(**values).on_conflict_do_nothing())
+    created = await find(conn, owner_id, link)
+    assert created is not None
+    return created
+
+
+async def delete(conn: AsyncConnection, owner_id: str, link: Link) -> bool:
+    result = await conn.execute(t.delete().where(*_same_link(owner_id, link)))
+    return bool(result.rowcount)
+
+
+async def list_for(conn: AsyncConnection, owner_id: str) -> list[Subscription]:
+    rows = await conn.execute(
+        sa.select(t).where(t.c.owner_id == owner_id).order_by(t.c.created_at, t.c.id)
+    )
+    return [_row(r) for r in rows]
+
+
+# Built once: every stored emit asks it (the run's hot path).
+_FROM_EMITTER = (
+    sa.select(t.c.emitter_id, t.c.listener_id, t.c.event_name)
+    .where(
+        t.c.owner_id == sa.bindparam("owner_id"),
+        t.c.emitter_id.in_([sa.bindparam("exact"), sa.bindparam("glob")]),
+    )
+    .order_by(t.c.created_at, t.c.id)
+)
+
+
+def from_emitter(conn: Connection, owner_id: str, patterns: tuple[str, ...]) -> list[Link]:
+    """Every link whose emitter is one of ``patterns`` (an id and its glob), any channel,
+    oldest first: a sync function for ``database.Reader`` (or ``run_sync``)."""
+    exact, glob = (patterns + patterns)[:2]
+    rows = conn.execute(_FROM_EMITTER, {"owner_id": owner_id, "exact": exact, "glob": glob})
+    return [Link(r.emitter_id, r.listener_id, r.event_name) for r in rows]
+
+
+async def delete_for_source(conn: AsyncConnection, deployment_id: str) -> None:
+    """Every subscription where the source is the emitter or the listener."""
+    await conn.execute(
+        t.delete().where(sa.or_(t.c.emitter_id == deployment_id, t.c.listener_id == deployment_id))
+    )

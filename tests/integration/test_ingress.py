@@ -1,0 +1,357 @@
+"""Generated HTTP endpoints of sources (``/e/{endpoint_id}``), on both dialects: the event a
+request becomes, the default and custom answers, limits, 404s, CORS, and durability (a 2xx is
+given only once the request is stored as a job)."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import httpx
+import pytest
+import pytest_asyncio
+import sqlalchemy as sa
+
+from sluice.api.app import create_app
+from sluice.storage.tables import jobs as jobs_table
+from tests.conftest import Api
+from tests.integration.test_api_basics import assert_error
+
+EMITTER = """
+export default {
+  name: "Http Emitter",
+  version: "0.0.1",
+  props: { http: "$.interface.http" },
+  async run(event) {
+    this.$emit(event);
+    // Ignored: without customResponse the endpoint has answered already.
+    await this.http.respond({ status: 418, body: "ignored" });
+  },
+};
+"""
+
+RESPONDER = """
+export default {
+  name: "Responder",
+  version: "0.0.1",
+  props: { http: { type: "$.interface.http", customResponse: true } },
+  async run(event) {
+    const q = event.query;
+    this.$emit({ mode: q.mode || "object" });
+    if (q.mode === "never") return;
+    if (q.mode === "throw") throw new TypeError("boom");
+    if (q.mode === "slow") { await new Promise((r) => setTimeout(r, 3000)); return; }
+    if (q.mode === "buffer") {
+      return this.http.respond({ status: 200, body: Buffer.from([0, 1, 2, 255]) });
+    }
+    if (q.mode === "text") {
+      return this.http.respond({ status: 202, headers: { "Content-Type": "text/csv" }, body: "a,b" });
+    }
+    if (q.mode === "bad-headers") {
+      return this.http.respond({ status: 200, headers: { "bad name": "x" } });
+    }
+    await this.http.respond({
+      status: q.status ?? "201",
+      headers: { "X-Answer": "yes", "Set-Cookie": ["a=1", "b=2"], "X-Count": 3 },
+      body: { got: event.body, path: event.path },
+    });
+    this.http.respond({ status: 500, body: "a second respond() is ignored" });
+  },
+};
+"""
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def public(api: Api) -> AsyncIterator[httpx.AsyncClient]:
+    """A client without an API key: endpoints are public."""
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=create_app(platform=api.platform)),
+        base_url="http://sluice.test",
+        timeout=60,
+    ) as client:
+        yield client
+
+
+@pytest.fixture
+def limits(api: Api) -> Iterator[Any]:
+    """Lets a test change the ingress limits; restored afterwards."""
+    ingress = api.platform.ingress
+    saved = ingress.limits
+    yield lambda **changes: setattr(ingress, "limits", dataclasses.replace(saved, **changes))
+    ingress.limits = saved
+
+
+FORM = "application/x-www-form-urlencoded"
+
+
+async def deploy(api: Api, code: str, **body: Any) -> tuple[str, str]:
+    """(source id, endpoint path)."""
+    response = await api.client.post("/v1/sources", json={"component_code": code, **body})
+    assert response.status_code == 200, response.text
+    data = response.json()["data"]
+    assert data["endpoint_url"].startswith("http://127.0.0.1:8000/e/")
+    return data["id"], "/e/" + data["endpoint_url"].rsplit("/", 1)[1]
+
+
+async def emitted(api: Api, source_id: str) -> list[Any]:
+    """The source's events, oldest first."""
+    page = await api.client.get(
+        f"/v1/sources/{source_id}/event_summaries", params={"expand": "event"}
+    )
+    assert page.status_code == 200, page.text
+    return [item["event"] for item in reversed(page.json()["data"])]
+
+
+async def test_event_shapes_by_content_type(api: Api, public: httpx.AsyncClient) -> None:
+    source_id, path = await deploy(api, EMITTER)
+    requests: list[tuple[str, str, dict[str, Any]]] = [
+        ("POST", f"{path}/hooks/a", {"json": {"a": [1, 2]}, "headers": {"X-Custom": "Yes"}}),
+        ("POST", path, {"data": {"name": "Luke", "n": "1"}}),
+        ("POST", path, {"content": b"plain text", "headers": {"content-type": "text/plain"}}),
+        ("POST", path, {"content": b'{"name": "Luke"}', "headers": {"content-type": FORM}}),
+        ("POST", path, {"content": b"{not json", "headers": {"content-type": "application/json"}}),
+        ("GET", f"{path}/", {"params": [("q", "1"), ("q", "2"), ("empty", "")]}),
+        ("DELETE", path, {}),
+        (
+            "POST",
+            path,
+            {
+                "files": {"file": ("a.bin", b"\x00\x01", "application/octet-stream")},
+                "data": {"field": "v"},
+            },
+        ),
+    ]
+    for seq, (method, url, options) in enumerate(requests):
+        # A header to find each event by: a batch of jobs runs concurrently, in any order.
+        headers = {**options.pop("headers", {}), "X-Seq": str(seq)}
+        response = await public.request(method, url, headers=headers, **options)
+        assert response.status_code == 200, response.text
+        assert response.json() == {"success": True}
+        assert response.headers["access-control-allow-origin"] == "*"
+    assert await emitted(api, source_id) == []  # stored as jobs, not yet run
+    await api.platform.jobs.drain()
+    by_seq = {int(e["headers"]["x-seq"]): e for e in await emitted(api, source_id)}
+    events = [by_seq[i] for i in range(len(requests))]
+    json_event = events[0]
+    assert set(json_event) == {"method", "path", "query", "headers", "bodyRaw", "body"}
+    assert json_event["method"] == "POST" and json_event["path"] == "/hooks/a"
+    assert json_event["query"] == {}
+    assert json_event["body"] == {"a": [1, 2]} == json.loads(json_event["bodyRaw"])
+    assert json_event["headers"]["x-custom"] == "Yes"
+    assert all(name == name.lower() for name in json_event["headers"])
+    assert "authorization" not in json_event["headers"]
+    assert events[1]["body"] == {"name": "Luke", "n": "1"}
+    assert events[1]["bodyRaw"] == "name=Luke&n=1"
+    assert events[2]["body"] == "plain text" == events[2]["bodyRaw"]
+    assert events[3]["body"] == '{"name": "Luke"}'  # no "=": the text, as on Pipedream
+    assert events[4]["body"] == "{not json"
+    get = events[5]
+    assert get["method"] == "GET" and get["path"] == "/"
+    assert get["query"] == {"q": "2", "empty": ""}  # the last value wins
+    assert get["bodyRaw"] == "" and "body" not in get  # no body: no "body"
+    assert events[6]["method"] == "DELETE" and "body" not in events[6]
+    form = events[7]["body"]
+    assert form["field"] == "v"
+    assert form["file"] == {
+        "filename": "a.bin",
+        "mimetype": "application/octet-stream",
+        "size": 2,
+        "base64": base64.b64encode(b"\x00\x01").decode(),
+    }
+    assert "\x00" not in events[7]["bodyRaw"]  # NUL → U+FFFD (JSONB cannot store it)
+
+
+async def test_acknowledged_means_stored(api: Api, public: httpx.AsyncClient) -> None:
+    source_id, path = await deploy(api, EMITTER)
+    response = await public.put(path, json={"order": 7})
+    assert response.status_code == 200
+    # No worker ran it: the request is a queued job, and nothing else holds it.
+    async with api.platform.db.connect() as conn:
+        rows = (
+            await conn.execute(
+                sa.select(jobs_table.c.kind, jobs_table.c.status, jobs_table.c.payload).where(
+                    jobs_table.c.target_id == source_id
+                )
+            )
+        ).all()
+    assert [(r.kind, r.status) for r in rows] == [("http", "queued")]
+    assert rows[0].payload["body"] == {"order": 7} and rows[0].payload["method"] == "PUT"
+    assert await emitted(api, source_id) == []
+    await api.platform.jobs.drain()
+    assert [e["body"] for e in await emitted(api, source_id)] == [{"order": 7}]
+    async with api.platform.db.connect() as conn:
+        status = (
+            await conn.execute(
+                sa.select(jobs_table.c.status).where(jobs_table.c.target_id == source_id)
+            )
+        ).scalar_one()
+    assert status == "done"
+
+
+async def test_custom_response_reaches_the_client(api: Api, public: httpx.AsyncClient) -> None:
+    source_id, path = await deploy(api, RESPONDER)
+    response = await public.post(f"{path}/x", json={"hello": "world"})
+    assert response.status_code == 201, response.text  # the string "201", coerced
+    assert response.headers["x-answer"] == "yes" and response.headers["x-count"] == "3"
+    assert response.headers.get_list("set-cookie") == ["a=1", "b=2"]
+    assert response.headers["content-type"].startswith("application/json")
+    assert response.json() == {"got": {"hello": "world"}, "path": "/x"}
+    # respond() answered before the run ended; once it has, its emit is stored.
+    await api.platform.ingress.idle()
+    assert await emitted(api, source_id) == [{"mode": "object"}]
+
+    buffer = await public.get(path, params={"mode": "buffer"})
+    assert buffer.status_code == 200
+    assert buffer.content == bytes([0, 1, 2, 255])
+    assert buffer.headers["content-type"] == "application/octet-stream"
+    text = await public.get(path, params={"mode": "text"})
+    assert (text.status_code, text.text, text.headers["content-type"]) == (202, "a,b", "text/csv")
+
+
+@pytest.mark.parametrize("status", ["99", "600", "abc", "100"])
+async def test_an_invalid_status_is_a_clear_500(
+    api: Api, public: httpx.AsyncClient, status: str
+) -> None:
+    _, path = await deploy(api, RESPONDER)
+    body = assert_error(
+        await public.get(path, params={"status": status}), 500, "invalid_response_status"
+    )
+    assert "status" in body["error"] and ("100 to 599" in body["error"] or "1xx" in body["error"])
+
+
+async def test_bad_headers_are_a_clear_500(api: Api, public: httpx.AsyncClient) -> None:
+    _, path = await deploy(api, RESPONDER)
+    body = assert_error(
+        await public.get(path, params={"mode": "bad-headers"}), 500, "invalid_response"
+    )
+    assert "header name" in body["error"]
+
+
+async def test_no_respond_answers_when_run_ends(api: Api, public: httpx.AsyncClient) -> None:
+    source_id, path = await deploy(api, RESPONDER)
+    body = assert_error(await public.get(path, params={"mode": "never"}), 504, "no_response")
+    assert "ended without calling respond()" in body["error"]
+    body = assert_error(await public.get(path, params={"mode": "throw"}), 504, "no_response")
+    assert "threw TypeError" in body["error"] and "boom" not in body["error"]
+    # Both runs still happened and were kept.
+    assert await emitted(api, source_id) == [{"mode": "never"}, {"mode": "throw"}]
+
+
+async def test_no_respond_in_time_answers_504(
+    api: Api, public: httpx.AsyncClient, limits: Any
+) -> None:
+    _, path = await deploy(api, RESPONDER)
+    limits(response_timeout_seconds=0.2)
+    body = assert_error(await public.get(path, params={"mode": "slow"}), 504, "no_response")
+    assert "within 0.2 s" in body["error"]
+
+
+async def test_body_limit_413(api: Api, public: httpx.AsyncClient, limits: Any) -> None:
+    source_id, path = await deploy(api, EMITTER)
+    limits(max_body_bytes=64)
+    assert (await public.post(path, content=b"x" * 64)).status_code == 200
+    assert_error(await public.post(path, content=b"x" * 65), 413, "payload_too_large")
+
+    async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: counted while read
+        for _ in range(10):
+            yield b"y" * 10
+
+    assert_error(await public.post(path, content=chunks()), 413, "payload_too_large")
+    await api.platform.jobs.drain()
+    assert len(await emitted(api, source_id)) == 1
+
+
+async def test_rate_limit_429(api: Api, public: httpx.AsyncClient, limits: Any) -> None:
+    _, path = await deploy(api, EMITTER)
+    _, other = await deploy(api, EMITTER, name="other")
+    limits(rate_per_second=0.01, burst=3)
+    for _ in range(3):
+        assert (await public.post(path, json={})).status_code == 200
+    response = await public.post(path, json={})
+    body = assert_error(response, 429, "rate_limited")
+    assert int(response.headers["retry-after"]) >= 1
+    assert body["details"]["retry_after_seconds"] == int(response.headers["retry-after"])
+    assert (await public.post(other, json={})).status_code == 200  # per endpoint
+    await api.platform.jobs.drain()
+
+
+async def test_unknown_inactive_and_deleted_endpoints_404(
+    api: Api, public: httpx.AsyncClient
+) -> None:
+    assert_error(await public.post("/e/nosuchendpoint0000", json={}), 404, "not_found")
+    assert_error(await public.get("/e/NOT-AN-ID/x"), 404, "not_found")
+    _, inactive = await deploy(api, EMITTER, active=False)
+    assert_error(await public.post(inactive, json={}), 404, "not_found")
+    assert_error(await public.options(inactive), 404, "not_found")
+    source_id, path = await deploy(api, EMITTER, name="doomed")
+    assert (await public.post(path, json={})).status_code == 200
+    assert (await api.client.delete(f"/v1/sources/{source_id}")).status_code == 200
+    assert_error(await public.post(path, json={}), 404, "not_found")
+    # The request accepted before the delete finds no source: its job ends, nothing runs.
+    await api.platform.jobs.drain()
+    async with api.platform.db.connect() as conn:
+        status = (
+            await conn.execute(
+                sa.select(jobs_table.c.status).where(jobs_table.c.target_id == source_id)
+            )
+        ).scalar_one()
+    assert status == "done"
+
+
+async def test_options_answers_cors(api: Api, public: httpx.AsyncClient) -> None:
+    source_id, path = await deploy(api, EMITTER)
+    response = await public.options(
+        f"{path}/any",
+        headers={
+            "Origin": "https://example.com",
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "content-type,x-token",
+        },
+    )
+    assert response.status_code == 204
+    assert response.headers["access-control-allow-origin"] == "*"
+    assert response.headers["access-control-allow-methods"] == "GET,HEAD,PUT,PATCH,POST,DELETE"
+    assert response.headers["access-control-allow-headers"] == "content-type,x-token"
+    await api.platform.jobs.drain()
+    assert await emitted(api, source_id) == []  # the source did not run
+
+
+async def test_any_method_reaches_the_source(api: Api, public: httpx.AsyncClient) -> None:
+    source_id, path = await deploy(api, EMITTER)
+    for method in ("PATCH", "HEAD", "PROPFIND"):
+        response = await public.request(method, path)
+        assert response.status_code == 200, (method, response.text)
+    await api.platform.jobs.drain()
+    methods = sorted(e["method"] for e in await emitted(api, source_id))
+    assert methods == ["HEAD", "PATCH", "PROPFIND"]
+
+
+CRASHER = """
+export default {
+  name: "Crasher",
+  version: "0.0.1",
+  props: { http: { type: "$.interface.http", customResponse: true } },
+  async run() { process.kill(process.pid, "SIGKILL"); },
+};
+"""
+
+
+async def test_a_crashed_runner_runs_the_request_again(api: Api, public: httpx.AsyncClient) -> None:
+    source_id, path = await deploy(api, CRASHER)
+    body = assert_error(await public.post(path, json={}), 504, "no_response")
+    assert "crashed" in body["error"]
+    await api.platform.ingress.idle()
+    async with api.platform.db.connect() as conn:
+        row = (
+            await conn.execute(
+                sa.select(jobs_table.c.status, jobs_table.c.attempts).where(
+                    jobs_table.c.target_id == source_id
+                )
+            )
+        ).one()
+    assert (row.status, row.attempts) == ("queued", 1)  # again, after a backoff
+    # Deleted, it will not crash its runner again when the retry comes: the job just ends.
+    assert (await api.client.delete(f"/v1/sources/{source_id}")).status_code == 200

@@ -1,0 +1,308 @@
+"""The HTTP endpoint's pure parts: the event a request becomes, the answer ``respond()``
+becomes, and the token bucket (Hypothesis against simple models)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+from typing import Any
+from urllib.parse import urlencode
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sluice.domain import http_events as h
+from sluice.domain.http_events import Answer, Refusal
+
+JSON_CT = [("Content-Type", "application/json")]
+
+texts = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"))
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | texts,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(texts, inner, max_size=4),
+    max_leaves=12,
+)
+
+
+def event(content_type: str | None, raw: bytes, **kw: Any) -> dict[str, Any]:
+    headers = [("Content-Type", content_type)] if content_type else []
+    return h.build_event(
+        kw.get("method", "post"), kw.get("path", "/"), kw.get("query", ""), headers, raw
+    )
+
+
+@given(json_values)
+def test_a_json_body_is_parsed(value: Any) -> None:
+    raw = json.dumps(value).encode()
+    built = h.build_event("POST", "/", "", JSON_CT, raw)
+    assert built["body"] == value
+    assert built["bodyRaw"] == raw.decode()
+
+
+def test_json_types_and_invalid_json() -> None:
+    assert event("application/vnd.api+json; charset=utf-8", b'{"a":1}')["body"] == {"a": 1}
+    assert event("application/json", b"{oops")["body"] == "{oops"
+    assert event("application/json", b"NaN")["body"] == "NaN"  # not JSON: kept as text
+
+
+@given(st.dictionaries(texts, texts, min_size=1, max_size=5))
+def test_a_form_body_is_a_dict(fields: dict[str, str]) -> None:
+    raw = urlencode(fields).encode()
+    assert event("application/x-www-form-urlencoded", raw)["body"] == fields
+
+
+def test_a_form_body_without_equals_stays_text() -> None:
+    # curl -d '{"name": "Luke"}' sends this content type: Pipedream shows the string.
+    built = event("application/x-www-form-urlencoded", b'{"name": "Luke"}')
+    assert built["body"] == '{"name": "Luke"}'
+
+
+def test_text_other_types_and_charsets() -> None:
+    assert event("text/plain", b"hi")["body"] == "hi"
+    assert event(None, b"hi")["body"] == "hi"
+    assert event("application/octet-stream", b"\xff")["body"] == "\ufffd"
+    assert event("text/plain; charset=latin-1", "é".encode("latin-1"))["body"] == "é"
+    assert event("text/plain; charset=nonsense", "é".encode())["body"] == "é"
+
+
+def test_an_empty_body_has_no_body_field() -> None:
+    built = event("application/json", b"", method="get", query="a=1&a=2&b=")
+    assert built == {
+        "method": "GET",
+        "path": "/",
+        "query": {"a": "2", "b": ""},
+        "headers": {"content-type": "application/json"},
+        "bodyRaw": "",
+    }
+
+
+def test_headers_lowercased_and_repeats_joined() -> None:
+    built = h.build_event("GET", "", "", [("X-A", "1"), ("x-a", "2"), ("Host", "example.com")], b"")
+    assert built["headers"] == {"x-a": "1, 2", "host": "example.com"}
+    assert built["path"] == "/"
+
+
+@given(st.lists(st.tuples(st.text(min_size=1), texts), max_size=6))
+def test_header_names_are_always_lowercase(pairs: list[tuple[str, str]]) -> None:
+    built = h.build_event("GET", "/", "", pairs, b"")
+    assert all(name == name.lower() for name in built["headers"])
+
+
+def test_multipart_fields_and_files() -> None:
+    boundary = "XyZ"
+    raw = (
+        f"--{boundary}\r\n"
+        'Content-Disposition: form-data; name="title"\r\n\r\n'
+        "hello\r\n"
+        f"--{boundary}\r\n"
+        'Content-Disposition: form-data; name="doc"; filename="a.txt"\r\n'
+        "Content-Type: text/plain\r\n\r\n"
+        "file body\r\n"
+        f"--{boundary}--\r\n"
+    ).encode()
+    body = event(f"multipart/form-data; boundary={boundary}", raw)["body"]
+    assert body == {
+        "title": "hello",
+        "doc": {
+            "filename": "a.txt",
+            "mimetype": "text/plain",
+            "size": 9,
+            "base64": base64.b64encode(b"file body").decode(),
+        },
+    }
+    assert event("multipart/form-data", b"not multipart")["body"] == "not multipart"
+
+
+def test_nul_characters_are_replaced_everywhere() -> None:
+    built = event("application/json", b'{"a\\u0000": ["x\\u0000"]}')
+    assert built["body"] == {"a\ufffd": ["x\ufffd"]}
+    assert "\x00" not in built["bodyRaw"]
+
+
+CONTENT_TYPES = [
+    None,
+    "application/json",
+    "text/plain",
+    "application/x-www-form-urlencoded",
+    "multipart/form-data; boundary=b",
+    "text/plain; charset=utf-16",
+]
+
+
+@given(
+    st.binary(max_size=64) | st.lists(st.text(), max_size=3).map(lambda v: json.dumps(v).encode()),
+    st.sampled_from(CONTENT_TYPES),
+    st.text(max_size=12),
+    st.text(max_size=12),
+)
+def test_no_event_ever_holds_a_nul(raw: bytes, content_type: str | None, path: str, q: str) -> None:
+    headers = [("content-type", content_type)] if content_type else []
+    built = h.build_event("POST", path, urlencode({"q": q}), headers, raw)
+    assert not _strings_with_nul(built)  # PostgreSQL's JSONB refuses them
+
+
+def _strings_with_nul(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value] if "\x00" in value else []
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in _strings_with_nul(k) + _strings_with_nul(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings_with_nul(v)]
+    return []
+
+
+def test_declared_length_and_custom_response() -> None:
+    assert h.declared_length([("Content-Length", " 12 ")]) == 12
+    assert h.declared_length([("content-length", "x")]) is None
+    assert h.declared_length([]) is None
+    http = {"name": "http", "type": "$.interface.http"}
+    assert not h.custom_response([http])
+    assert h.custom_response(
+        [{"name": "db", "type": "$.service.db"}, {**http, "customResponse": True}]
+    )
+
+
+# ---- respond() ------------------------------------------------------------------------------
+
+
+@given(st.integers(-1000, 1000))
+def test_status_coercion_matches_the_range(n: int) -> None:
+    expected = n if 100 <= n <= 599 else None
+    assert h.coerce_status(n) == expected
+    assert h.coerce_status(str(n)) == (expected if n >= 0 else None)
+    assert h.coerce_status(float(n)) == expected
+
+
+def test_statuses_that_are_not_numbers() -> None:
+    for value in (True, None, "abc", "", "2_00", 200.5, math.nan, [200], {"s": 200}):
+        assert h.coerce_status(value) is None, value
+    assert h.coerce_status(" 201 ") == 201
+
+
+def test_invalid_statuses_are_refused_with_a_reason() -> None:
+    refusal = h.answer(99, None, None, None)
+    assert isinstance(refusal, Refusal) and refusal.status == 500
+    assert refusal.code == "invalid_response_status" and "99" in refusal.message
+    informational = h.answer(101, None, None, None)
+    assert isinstance(informational, Refusal) and "1xx" in informational.message
+
+
+def _headers(answer: Answer | Refusal) -> dict[str, list[str]]:
+    assert isinstance(answer, Answer)
+    out: dict[str, list[str]] = {}
+    for name, value in answer.headers:
+        out.setdefault(name, []).append(value)
+    return out
+
+
+@given(json_values.filter(lambda v: v is not None))  # null is "no body" (the runner)
+def test_json_bodies(value: Any) -> None:
+    result = h.answer(200, {}, value, "json")
+    assert isinstance(result, Answer)
+    assert json.loads(result.body) == value
+    assert _headers(result)["content-type"] == ["application/json; charset=utf-8"]
+
+
+@given(st.binary())
+def test_buffer_bodies(data: bytes) -> None:
+    result = h.answer(200, None, base64.b64encode(data).decode(), "base64")
+    assert isinstance(result, Answer) and result.body == data
+    assert _headers(result)["content-type"] == ["application/octet-stream"]
+
+
+def test_text_bodies_headers_and_framing() -> None:
+    result = h.answer(
+        "202",
+        {
+            "Content-Type": "text/csv",
+            "Content-Length": "999",
+            "X-N": 3,
+            "X-B": True,
+            "Set-Cookie": ["a", "b"],
+            "X-None": None,
+        },
+        "a,b",
+        "utf8",
+    )
+    assert isinstance(result, Answer) and result.status == 202 and result.body == b"a,b"
+    assert _headers(result) == {
+        "content-type": ["text/csv"],
+        "x-n": ["3"],
+        "x-b": ["true"],
+        "set-cookie": ["a", "b"],
+        "access-control-allow-origin": ["*"],
+    }
+    plain = h.answer(200, None, "hi", "utf8")
+    assert _headers(plain)["content-type"] == ["text/plain; charset=utf-8"]
+    own_cors = h.answer(200, {"Access-Control-Allow-Origin": "https://a.example"}, None, None)
+    assert _headers(own_cors)["access-control-allow-origin"] == ["https://a.example"]
+
+
+def test_no_content_statuses_carry_no_body() -> None:
+    for status in (204, 205, 304):
+        result = h.answer(status, None, {"a": 1}, "json")
+        assert isinstance(result, Answer) and result.body == b""
+        assert "content-type" not in _headers(result)
+
+
+def test_bad_headers_and_bodies_are_refused() -> None:
+    for headers in (["x"], {"bad name": "v"}, {"x": "a\r\nb"}, {"x": {"nested": 1}}):
+        refusal = h.answer(200, headers, None, None)
+        assert isinstance(refusal, Refusal) and refusal.code == "invalid_response", headers
+    assert isinstance(h.answer(200, None, "!!", "base64"), Refusal)
+    assert isinstance(h.answer(200, None, "x", "utf16"), Refusal)
+
+
+def test_default_and_preflight_answers() -> None:
+    default = h.default_answer()
+    assert default.status == 200 and json.loads(default.body) == {"success": True}
+    preflight = h.preflight_answer("content-type")
+    headers = dict(preflight.headers)
+    assert preflight.status == 204
+    assert headers["access-control-allow-methods"] == "GET,HEAD,PUT,PATCH,POST,DELETE"
+    assert headers["access-control-allow-headers"] == "content-type"
+    assert "access-control-allow-headers" not in dict(h.preflight_answer(None).headers)
+
+
+# ---- the token bucket -----------------------------------------------------------------------
+
+
+@given(
+    st.floats(0.5, 50),
+    st.integers(1, 20),
+    st.lists(st.integers(0, 2000), min_size=1, max_size=60),
+)
+def test_the_bucket_never_allows_more_than_burst_plus_rate(
+    rate: float, burst: int, gaps: list[int]
+) -> None:
+    bucket = None
+    now = 1_000_000
+    start = now
+    allowed = 0
+    for gap in gaps:
+        now += gap
+        bucket, wait = h.take(bucket, now, rate=rate, burst=burst)
+        if wait == 0:
+            allowed += 1
+        else:
+            # Waiting that long is enough for the next request to pass.
+            assert h.take(bucket, now + wait, rate=rate, burst=burst)[1] == 0
+    assert allowed <= burst + (now - start) * rate / 1000 + 1e-9
+
+
+def test_the_bucket_allows_a_burst_then_refills() -> None:
+    bucket = None
+    for _ in range(3):
+        bucket, wait = h.take(bucket, 0, rate=10, burst=3)
+        assert wait == 0
+    bucket, wait = h.take(bucket, 0, rate=10, burst=3)
+    assert wait == 100  # one token every 100 ms
+    assert not h.is_full(bucket, 100, rate=10, burst=3)
+    assert h.is_full(bucket, 300, rate=10, burst=3)
+    assert h.take(bucket, 100, rate=10, burst=3)[1] == 0
+    assert h.take(None, 0, rate=0, burst=3)[1] == 0  # no limit
