@@ -236,9 +236,14 @@ def main() -> int:
         "--settle", type=float, default=5.0, help="seconds to wait for late events at the end"
     )
     parser.add_argument("--keep", action="store_true", help="keep the data dir")
+    parser.add_argument(
+        "--database-url", default="", help="an empty PostgreSQL database (default: SQLite)"
+    )
     args = parser.parse_args()
 
     env = {"SLUICE_HTTP_RATE_PER_SECOND": "0"}  # one endpoint at 200/s: no 429s
+    if args.database_url:
+        env["SLUICE_DATABASE_URL"] = args.database_url
     with Server(env=env, keep=args.keep) as server:
         result = asyncio.run(measure(server, args))
     lat = result["latency_ms"]
@@ -270,7 +275,13 @@ def main() -> int:
         print(f"failed requests: {result['failed_requests']} e.g. {result['failures_sample']}")
     path = write_results(
         "sse_latency",
-        {"environment": environment(), "goal_ms": GOAL_MS, "goal_met": met, **result},
+        {
+            "environment": environment(),
+            "database": "postgresql" if args.database_url else "sqlite",
+            "goal_ms": GOAL_MS,
+            "goal_met": met,
+            **result,
+        },
     )
     print(f"results: {path}")
     return 0 if met else 1

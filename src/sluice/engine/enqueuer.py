@@ -13,12 +13,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+from collections.abc import Callable
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sluice.clock import Clock
 from sluice.storage import database, jobs
 from sluice.storage.jobs import NewJob
+
+OnId = Callable[[int], None]
 
 #: Rows per transaction at most: a bound on one flush's latency.
 MAX_BATCH = 512
@@ -28,14 +31,15 @@ class Enqueuer:
     def __init__(self, db: AsyncEngine, clock: Clock) -> None:
         self.writer = database.Writer(db)
         self.clock = clock
-        self._pending: list[tuple[NewJob, bool, asyncio.Future[int | None]]] = []
+        self._pending: list[tuple[NewJob, OnId | None, asyncio.Future[int | None]]] = []
         self._flusher: asyncio.Task[None] | None = None
 
-    async def enqueue(self, job: NewJob, *, want_id: bool = False) -> int | None:
-        """Once the job is committed: its id when ``want_id`` (it costs a statement of its
-        own), else None."""
+    async def enqueue(self, job: NewJob, *, on_id: OnId | None = None) -> int | None:
+        """Once the job is committed: its id when ``on_id`` is given (it costs a statement of
+        its own), else None. ``on_id(id)`` runs right after the commit, before any other task
+        can run: before a worker can claim the job."""
         future: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
-        self._pending.append((job, want_id, future))
+        self._pending.append((job, on_id, future))
         if self._flusher is None:
             self._flusher = asyncio.create_task(self._flush())
         # Shielded: a caller that goes away (client disconnect) must not cancel the flush that
@@ -47,7 +51,7 @@ class Enqueuer:
             while self._pending:
                 batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
                 now = self.clock.now_ms()
-                rows = [(job, want) for job, want, _ in batch]
+                rows = [(job, on_id is not None) for job, on_id, _ in batch]
                 try:
                     ids = await self.writer(
                         functools.partial(jobs.add_batch, batch=rows, now_ms=now)
@@ -62,7 +66,9 @@ class Enqueuer:
                         future.cancel()
                     self._pending = []
                     raise
-                for (_, _, future), job_id in zip(batch, ids, strict=True):
+                for (_, on_id, future), job_id in zip(batch, ids, strict=True):
+                    if on_id is not None and job_id is not None:
+                        on_id(job_id)
                     if not future.done():
                         future.set_result(job_id)
         finally:

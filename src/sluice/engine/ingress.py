@@ -95,7 +95,6 @@ class Ingress:
         settings: Settings,
         clock: Clock,
     ) -> None:
-        self.db = db
         self.reader = reader
         self.components = components
         self.invoker = invoker
@@ -152,15 +151,30 @@ class Ingress:
             request.method, request.path, request.query_string, request.headers, raw
         )
         component = await self.components.by_id(endpoint.component_id)
-        custom = http_events.custom_response(component.configurable_props)
-        job_id = await self.enqueuer.enqueue(
-            NewJob(KIND, endpoint.owner_id, endpoint.deployment_id, event), want_id=custom
-        )
-        # Committed: the request is durable from here on, and only now is it answered.
-        if job_id is None:
+        job = NewJob(KIND, endpoint.owner_id, endpoint.deployment_id, event)
+        if not http_events.custom_response(component.configurable_props):
+            await self.enqueuer.enqueue(job)
+            # Committed: the request is durable from here on, and only now is it answered.
             self.worker.notify()
             return http_events.default_answer()
-        return await self._await_response(job_id)
+        waiter: asyncio.Future[Response | Ended] = asyncio.get_running_loop().create_future()
+
+        registered: list[int] = []
+
+        def register(job_id: int) -> None:
+            # At the commit, before any worker can claim the job and run() can respond().
+            self._waiters[job_id] = waiter
+            registered.append(job_id)
+
+        try:
+            job_id = await self.enqueuer.enqueue(job, on_id=register)
+        except BaseException:  # the client went away: the stored job runs on the worker
+            for stale in registered:
+                self._waiters.pop(stale, None)
+            self.worker.notify()
+            raise
+        assert job_id is not None
+        return await self._await_response(job_id, waiter)
 
     def _too_large(self, limit: int) -> errors.PayloadTooLarge:
         return errors.PayloadTooLarge(
@@ -192,9 +206,9 @@ class Ingress:
                 retry_after_seconds=seconds,
             )
 
-    async def _await_response(self, job_id: int) -> Answer | Refusal:
-        waiter: asyncio.Future[Response | Ended] = asyncio.get_running_loop().create_future()
-        self._waiters[job_id] = waiter
+    async def _await_response(
+        self, job_id: int, waiter: asyncio.Future[Response | Ended]
+    ) -> Answer | Refusal:
         task = asyncio.create_task(self._run_now(job_id))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
