@@ -85,9 +85,22 @@ class Invoker:
         self.cipher = cipher
         self.settings = settings
         self.clock = clock
+        # Events and log lines added per (kind, emitter) since its last trim, in this process.
+        self._since_trim: dict[tuple[str, str], int] = {}
         self.reader = reader
         #: What this process committed, for live streams (SSE) and the job worker.
         self.broker = Broker()
+
+    def _due_for_trim(self, what: str, emitter_id: str, added: int, retention: int) -> bool:
+        if not added:
+            return False
+        key = (what, emitter_id)
+        count = self._since_trim.get(key, 0) + added
+        if count >= max(1, retention // 10):
+            self._since_trim.pop(key, None)
+            return True
+        self._since_trim[key] = count
+        return False
 
     def endpoint_url(self, endpoint_id: str | None) -> str | None:
         if endpoint_id is None:
@@ -230,9 +243,13 @@ class Invoker:
                 invocation_id=invocation_id,
                 entries=logs,
             )
-            if outcome.event_ids:
+            # Trimming walks the retention window, so do it once per tenth of the window:
+            # storage holds at most 10% more than the setting, at a fraction of the cost.
+            if self._due_for_trim(
+                "events", deployment.id, len(outcome.event_ids), self.settings.event_retention
+            ):
                 await events.trim(conn, deployment.id, self.settings.event_retention)
-            if logs:
+            if self._due_for_trim("logs", deployment.id, len(logs), self.settings.log_retention):
                 await events.trim_logs(conn, deployment.id, self.settings.log_retention)
         # After the commit, never before: live streams show only durable events.
         stored = list(zip(outcome.event_ids, items, strict=True))
