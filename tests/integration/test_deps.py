@@ -23,7 +23,8 @@ SRC_DIR = Path(sluice.runtime.deps.__file__).resolve().parents[2]
 NODE = shutil.which("node")
 NPM = shutil.which("npm")
 
-pytestmark = pytest.mark.skipif(NODE is None or NPM is None, reason="needs node and npm")
+# Sluice needs Node and npm: a machine without them fails here, loudly, rather than skipping.
+assert NODE is not None and NPM is not None, "the tests need node and npm on PATH"
 
 COMPONENT = {
     "actions/odd3/odd3.mjs": (

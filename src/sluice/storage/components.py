@@ -8,6 +8,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from sluice.storage import paging
 from sluice.storage.tables import saved_components as t
 
 
@@ -144,27 +145,5 @@ async def page(
     scope = t.c.owner_id == owner_id
     if component_type is not None:
         scope = sa.and_(scope, t.c.component_type == component_type)
-    total = (await conn.execute(sa.select(sa.func.count()).where(scope))).scalar_one()
-    position = sa.tuple_(t.c.created_at, t.c.id)
-    query = sa.select(t).where(scope)
-    newest_first = True
-    for cursor, older in ((after, True), (before, False)):
-        if cursor is None:
-            continue
-        anchor = (
-            await conn.execute(sa.select(t.c.created_at, t.c.id).where(scope, t.c.id == cursor))
-        ).first()
-        if anchor is None:
-            return Page([], int(total))
-        mark = sa.tuple_(sa.literal(anchor.created_at), sa.literal(anchor.id))
-        query = query.where(position < mark if older else position > mark)
-        if not older and after is None:
-            newest_first = False
-    order = (
-        (t.c.created_at.desc(), t.c.id.desc())
-        if newest_first
-        else (t.c.created_at.asc(), t.c.id.asc())
-    )
-    rows = (await conn.execute(query.order_by(*order).limit(limit))).all()
-    items = sorted((_row(r) for r in rows), key=lambda c: (c.created_at, c.id), reverse=True)
-    return Page(items, int(total))
+    rows, total = await paging.newest_first(conn, t, scope, limit=limit, before=before, after=after)
+    return Page([_row(r) for r in rows], total)
