@@ -105,6 +105,7 @@ class Platform:
                     await platform.ingress.close()
                     await platform.scheduler.stop()
                     await platform.jobs.stop()
+                    platform.invoker.writer.dispose()
         finally:
             reader.dispose()
             await db.dispose()

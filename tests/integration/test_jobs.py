@@ -60,7 +60,7 @@ async def test_each_job_runs_once_and_is_done_with_its_results(
     async def handler(job: Job, finish: Finish) -> None:
         async with platform.db.begin() as conn:
             seen.append(job.payload["i"])
-            await finish(conn)
+            await conn.run_sync(finish)
 
     worker.register(kind, handler)
     ids = await _enqueue(platform, clock, kind, 5)

@@ -1,7 +1,7 @@
 """Deliveries: a stored emit reaching the sources subscribed to its channel.
 
-``enqueue`` runs inside the transaction that stores the emits (``Invoker.persist``) and adds one
-durable ``emit`` job per (listener, event): an emit is never stored without its deliveries.
+``enqueue_sync`` runs inside the transaction that stores the emits (``Invoker.persist``) and
+adds one durable ``emit`` job per (listener, event): an emit is never stored without its deliveries.
 ``Deliveries.handle`` runs such a job: the listener's ``run(event)`` with the emitted payload,
 marked done in the transaction that stores the listener's own results. At least once: a crashed
 runner or a dead process runs the delivery again; deliveries of several events to one listener
@@ -14,14 +14,12 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Connection
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from sluice.domain import routing
-from sluice.domain.routing import Link
 from sluice.engine import broker
 from sluice.engine.jobs import Finish, JobWorker, Retry
 from sluice.runtime import protocol
-from sluice.storage import database, jobs, sources, subscriptions
+from sluice.storage import jobs, sources, subscriptions
 from sluice.storage.jobs import Job
 from sluice.storage.sources import Deployment
 
@@ -33,38 +31,24 @@ log = logging.getLogger(__name__)
 KIND = "emit"
 
 
-async def enqueue(
-    conn: AsyncConnection,
+def enqueue_sync(
+    conn: Connection,
     emitter: Deployment,
     event_ids: list[str],
     items: list[tuple[str, Any, dict[str, Any]]],
     now_ms: int,
-    *,
-    reader: database.Reader | None = None,
 ) -> int:
     """One ``emit`` job per subscribed listener of each stored event (``items`` are the
-    events' ``(channel, payload, meta)``, in ``event_ids`` order). The number enqueued.
-
-    On SQLite the subscriptions are read inline through ``reader`` (one aiosqlite SELECT costs
-    several thread hand-offs, on every stored emit); it sees what was committed, so a
-    subscription committed while this transaction runs applies from the next emit on."""
+    events' ``(channel, payload, meta)``, in ``event_ids`` order); the number enqueued. A sync
+    function of the persist transaction's connection (the inline SQLite writer, or
+    ``run_sync`` on PostgreSQL), which also reads the subscriptions."""
     if not event_ids:
         return 0
-    patterns = routing.emitter_patterns(emitter.id)
-
-    def read(sync: Connection) -> list[Link]:
-        return subscriptions.from_emitter(sync, emitter.owner_id, patterns)
-
-    if reader is not None and conn.dialect.name == "sqlite":
-        links = await reader(read)
-    else:
-        links = await conn.run_sync(read)
-    if not links:
-        return 0
+    links = subscriptions.from_emitter(conn, emitter.owner_id, routing.emitter_patterns(emitter.id))
     count = 0
     for event_id, (channel, payload, _meta) in zip(event_ids, items, strict=True):
         for listener_id in routing.listeners(links, emitter.id, channel):
-            await jobs.enqueue(
+            jobs.enqueue_sync(
                 conn,
                 kind=KIND,
                 owner_id=emitter.owner_id,

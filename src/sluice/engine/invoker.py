@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sluice import ids
 from sluice.clock import Clock
@@ -35,7 +36,19 @@ from sluice.storage.sources import Deployment
 log = logging.getLogger(__name__)
 
 #: Runs inside the transaction that stores an invocation's results (see engine/jobs.py).
-Finish = Callable[[AsyncConnection], Awaitable[None]]
+Finish = Callable[[Connection], None]
+
+
+@dataclass
+class _Stored:
+    """What one persist transaction wrote, for the caller and the live streams."""
+
+    event_ids: list[str]
+    items: list[tuple[str, Any, dict[str, Any]]]
+    dropped: list[str]
+    lines: list[dict[str, Any]]
+    log_lines: list[events.LogLine]
+    routed: int
 
 
 @dataclass
@@ -88,6 +101,8 @@ class Invoker:
         # Events and log lines added per (kind, emitter) since its last trim, in this process.
         self._since_trim: dict[tuple[str, str], int] = {}
         self.reader = reader
+        # Persist transactions: inline on SQLite, run_sync on PostgreSQL.
+        self.writer = database.Writer(db)
         #: What this process committed, for live streams (SSE) and the job worker.
         self.broker = Broker()
 
@@ -188,33 +203,39 @@ class Invoker:
         result: Result,
         also: Finish | None = None,
     ) -> Outcome:
-        """Keep what the invocation did. ``also`` runs in the same transaction: a job marking
-        itself done together with its results."""
+        """Keep what the invocation did, in one transaction run by the writer (inline on
+        SQLite: no per-statement thread hand-offs; ``run_sync`` on PostgreSQL). ``also`` runs in
+        that transaction: a job marking itself done together with its results."""
         outcome = Outcome(invocation_id, result)
         now_ms = self.clock.now_ms()
         logs = list(result.logs)
         busy = result.emits or result.db_writes or result.db_deletes or logs or result.error
         if also is None and not busy:
             return outcome  # nothing to keep: no transaction at all
-        async with self.db.begin() as conn:
+        if result.error:
+            error = result.error
+            message = error.get("stack") or f"{error.get('name')}: {error.get('message')}"
+            logs.append({"ts": now_ms, "level": "error", "msg": message})
+        strategy = component.shape.get("dedupe")
+        trim_events = self.settings.event_retention
+        trim_logs = self.settings.log_retention
+
+        def transaction(conn: Connection) -> _Stored | None:
             if also is not None:
-                await also(conn)
-            current = await sources.lock(conn, deployment.id)
+                also(conn)
+            current = sources.lock_sync(conn, deployment.id)
             if current is None:
-                # Deleted while it ran: nothing to keep.
-                return outcome
-            strategy = component.shape.get("dedupe")
+                return None  # deleted while it ran: nothing to keep
             decision = dedupe.apply(strategy, current.dedupe_state, list(result.emits), now_ms)
-            for _emit, reason in decision.dropped:
-                outcome.dropped.append(reason)
-                logs.append({"ts": now_ms, "level": "warn", "msg": reason})
+            dropped = [reason for _emit, reason in decision.dropped]
+            lines = logs + [{"ts": now_ms, "level": "warn", "msg": r} for r in dropped]
             if strategy is not None and decision.state != current.dedupe_state:
-                await sources.set_dedupe_state(conn, deployment.id, decision.state)
+                sources.set_dedupe_state_sync(conn, deployment.id, decision.state)
             items = [
                 (str(e["meta"].get("name") or ""), e.get("event"), dict(e.get("meta") or {}))
                 for e in decision.emitted
             ]
-            outcome.event_ids = await events.append(
+            event_ids = events.append_sync(
                 conn,
                 emitter_id=deployment.id,
                 owner_id=deployment.owner_id,
@@ -222,37 +243,32 @@ class Invoker:
                 items=items,
             )
             # Same transaction: an emit is never stored without its deliveries.
-            routed = await deliveries.enqueue(
-                conn, deployment, outcome.event_ids, items, now_ms, reader=self.reader
-            )
+            routed = deliveries.enqueue_sync(conn, deployment, event_ids, items, now_ms)
             if result.db_writes or result.db_deletes:
-                await sources.write_state(conn, deployment.id, result.db_writes, result.db_deletes)
-            if result.error:
-                error = result.error
-                logs.append(
-                    {
-                        "ts": now_ms,
-                        "level": "error",
-                        "msg": error.get("stack") or f"{error.get('name')}: {error.get('message')}",
-                    }
-                )
-            log_lines = await events.append_logs(
+                sources.write_state_sync(conn, deployment.id, result.db_writes, result.db_deletes)
+            log_lines = events.append_logs_sync(
                 conn,
                 emitter_id=deployment.id,
                 owner_id=deployment.owner_id,
                 invocation_id=invocation_id,
-                entries=logs,
+                entries=lines,
             )
             # Trimming walks the retention window, so do it once per tenth of the window:
             # storage holds at most 10% more than the setting, at a fraction of the cost.
-            if self._due_for_trim(
-                "events", deployment.id, len(outcome.event_ids), self.settings.event_retention
-            ):
-                await events.trim(conn, deployment.id, self.settings.event_retention)
-            if self._due_for_trim("logs", deployment.id, len(logs), self.settings.log_retention):
-                await events.trim_logs(conn, deployment.id, self.settings.log_retention)
+            if self._due_for_trim("events", deployment.id, len(event_ids), trim_events):
+                events.trim_sync(conn, deployment.id, trim_events)
+            if self._due_for_trim("logs", deployment.id, len(lines), trim_logs):
+                events.trim_logs_sync(conn, deployment.id, trim_logs)
+            return _Stored(event_ids, items, dropped, lines, log_lines, routed)
+
+        stored = await self.writer(transaction)
+        if stored is None:
+            return outcome
+        outcome.event_ids, outcome.dropped = stored.event_ids, stored.dropped
         # After the commit, never before: live streams show only durable events.
-        stored = list(zip(outcome.event_ids, items, strict=True))
-        streams.publish_committed(self.broker, deployment.id, stored, log_lines, routed)
-        result.logs = logs
+        pairs = list(zip(stored.event_ids, stored.items, strict=True))
+        streams.publish_committed(
+            self.broker, deployment.id, pairs, stored.log_lines, stored.routed
+        )
+        result.logs = stored.lines
         return outcome

@@ -1,6 +1,6 @@
 """The job worker: claims durable jobs and runs their handlers.
 
-A handler gets the job and a ``finish`` coroutine to call *inside the transaction that stores
+A handler gets the job and a ``finish`` function to call *inside the transaction that stores
 the job's results* (``Invoker.persist(..., also=finish)``), so "done" and the results commit
 together: a completed job never runs again. A handler that returns without calling it has its
 job marked done afterwards (nothing to store, e.g. its source was deleted). A handler that
@@ -18,16 +18,18 @@ import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sluice import ids
 from sluice.clock import Clock
-from sluice.storage import jobs
+from sluice.storage import database, jobs
 from sluice.storage.jobs import Job
 
 log = logging.getLogger(__name__)
 
-Finish = Callable[[AsyncConnection], Awaitable[None]]
+#: Marks the job done; called with the connection of the transaction storing its results.
+Finish = Callable[[Connection], None]
 Handler = Callable[[Job, Finish], Awaitable[None]]
 
 
@@ -55,6 +57,8 @@ class JobWorker:
         self.clock = clock
         self.config = config or WorkerConfig()
         self.worker_id = f"{os.getpid()}-{ids.random_token(6)}"
+        # Claims and "done" marks: inline on SQLite, no per-statement thread hand-offs.
+        self.writer = database.Writer(db)
         self.handlers: dict[str, Handler] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -71,15 +75,17 @@ class JobWorker:
     async def _claim(self, limit: int) -> list[Job]:
         if not self.handlers:
             return []
-        async with self.db.begin() as conn:
-            return await jobs.claim(
+        now_ms, kinds = self.clock.now_ms(), tuple(self.handlers)
+        return await self.writer(
+            lambda conn: jobs.claim_sync(
                 conn,
                 worker_id=self.worker_id,
-                now_ms=self.clock.now_ms(),
+                now_ms=now_ms,
                 lease_ms=self.config.lease_ms,
                 limit=limit,
-                kinds=tuple(self.handlers),
+                kinds=kinds,
             )
+        )
 
     async def run_once(self) -> int:
         """Claim one batch of ready jobs and run them all; the number run."""
@@ -113,9 +119,9 @@ class JobWorker:
         handler = self.handlers[job.kind]
         finished = False
 
-        async def finish(conn: AsyncConnection) -> None:
+        def finish(conn: Connection) -> None:
             nonlocal finished
-            finished = await jobs.complete(
+            finished = jobs.complete_sync(
                 conn, job.id, worker_id=self.worker_id, now_ms=self.clock.now_ms()
             )
 
@@ -147,8 +153,7 @@ class JobWorker:
                     )
                 return
         if not finished:
-            async with self.db.begin() as conn:
-                await finish(conn)
+            await self.writer(finish)
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._loop())
@@ -191,3 +196,4 @@ class JobWorker:
         for task in list(self._running):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        self.writer.dispose()

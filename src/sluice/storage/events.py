@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from sluice import ids
@@ -61,8 +62,8 @@ def emitted(event_id: str, channel: str, payload: Any, meta: dict[str, Any]) -> 
     }
 
 
-async def append(
-    conn: AsyncConnection,
+def append_sync(
+    conn: Connection,
     *,
     emitter_id: str,
     owner_id: str,
@@ -73,7 +74,7 @@ async def append(
     if not items:
         return []
     last = (
-        await conn.execute(
+        conn.execute(
             sa.select(t.c.ts_ms, t.c.seq)
             .where(t.c.emitter_id == emitter_id)
             .order_by(t.c.ts_ms.desc(), t.c.seq.desc())
@@ -102,8 +103,21 @@ async def append(
         )
         out.append(event_id)
         seq += 1
-    await conn.execute(t.insert(), rows)
+    conn.execute(t.insert(), rows)
     return out
+
+
+async def append(
+    conn: AsyncConnection,
+    *,
+    emitter_id: str,
+    owner_id: str,
+    now_ms: int,
+    items: list[tuple[str, Any, dict[str, Any]]],
+) -> list[str]:
+    return await conn.run_sync(
+        append_sync, emitter_id=emitter_id, owner_id=owner_id, now_ms=now_ms, items=items
+    )
 
 
 def _event(row: Any) -> Event:
@@ -152,10 +166,10 @@ async def page(
     return Page(items, int(total))
 
 
-async def trim(conn: AsyncConnection, emitter_id: str, keep: int) -> None:
+def trim_sync(conn: Connection, emitter_id: str, keep: int) -> None:
     """Delete all but the newest ``keep`` events of the emitter."""
     cutoff = (
-        await conn.execute(
+        conn.execute(
             sa.select(t.c.ts_ms, t.c.seq)
             .where(t.c.emitter_id == emitter_id)
             .order_by(t.c.ts_ms.desc(), t.c.seq.desc())
@@ -164,13 +178,17 @@ async def trim(conn: AsyncConnection, emitter_id: str, keep: int) -> None:
         )
     ).first()
     if cutoff is not None:
-        await conn.execute(
+        conn.execute(
             t.delete().where(
                 t.c.emitter_id == emitter_id,
                 sa.tuple_(t.c.ts_ms, t.c.seq)
                 <= sa.tuple_(sa.literal(cutoff.ts_ms), sa.literal(cutoff.seq)),
             )
         )
+
+
+async def trim(conn: AsyncConnection, emitter_id: str, keep: int) -> None:
+    return await conn.run_sync(trim_sync, emitter_id, keep)
 
 
 async def delete_range(
@@ -226,8 +244,8 @@ def _log(row: Any) -> LogLine:
     return LogLine(row.pk, row.emitter_id, row.ts_ms, row.level, row.msg, row.invocation_id)
 
 
-async def append_logs(
-    conn: AsyncConnection,
+def append_logs_sync(
+    conn: Connection,
     *,
     emitter_id: str,
     owner_id: str,
@@ -251,14 +269,31 @@ async def append_logs(
     # One multi-row INSERT. Its keys ascend in row order (SQLite rowids, a PostgreSQL
     # sequence), so sorting them pairs them with the rows: sort_by_parameter_order would make
     # SQLAlchemy send one statement per row on SQLite.
-    result = await conn.execute(lt.insert().returning(lt.c.pk), rows)
+    result = conn.execute(lt.insert().returning(lt.c.pk), rows)
     return [
         LogLine(pk, emitter_id, r["ts_ms"], r["level"], r["msg"], invocation_id)
         for pk, r in zip(sorted(result.scalars().all()), rows, strict=True)
     ]
 
 
-async def trim_logs(conn: AsyncConnection, emitter_id: str, keep: int) -> None:
+async def append_logs(
+    conn: AsyncConnection,
+    *,
+    emitter_id: str,
+    owner_id: str,
+    invocation_id: str,
+    entries: list[dict[str, Any]],
+) -> list[LogLine]:
+    return await conn.run_sync(
+        append_logs_sync,
+        emitter_id=emitter_id,
+        owner_id=owner_id,
+        invocation_id=invocation_id,
+        entries=entries,
+    )
+
+
+def trim_logs_sync(conn: Connection, emitter_id: str, keep: int) -> None:
     """Delete all but the newest ``keep`` log lines of the emitter, in one statement."""
     cutoff = (
         sa.select(lt.c.pk)
@@ -268,7 +303,11 @@ async def trim_logs(conn: AsyncConnection, emitter_id: str, keep: int) -> None:
         .limit(1)
         .scalar_subquery()
     )
-    await conn.execute(lt.delete().where(lt.c.emitter_id == emitter_id, lt.c.pk <= cutoff))
+    conn.execute(lt.delete().where(lt.c.emitter_id == emitter_id, lt.c.pk <= cutoff))
+
+
+async def trim_logs(conn: AsyncConnection, emitter_id: str, keep: int) -> None:
+    return await conn.run_sync(trim_logs_sync, emitter_id, keep)
 
 
 async def recent_logs(conn: AsyncConnection, emitter_id: str, limit: int) -> list[dict[str, Any]]:

@@ -38,8 +38,8 @@ def _job(row: Any) -> Job:
     )
 
 
-async def enqueue(
-    conn: AsyncConnection,
+def enqueue_sync(
+    conn: Connection,
     *,
     kind: str,
     owner_id: str,
@@ -48,7 +48,7 @@ async def enqueue(
     now_ms: int,
     run_after_ms: int | None = None,
 ) -> int:
-    result = await conn.execute(
+    result = conn.execute(
         t.insert()
         .values(
             kind=kind,
@@ -63,6 +63,27 @@ async def enqueue(
         .returning(t.c.id)
     )
     return int(result.scalar_one())
+
+
+async def enqueue(
+    conn: AsyncConnection,
+    *,
+    kind: str,
+    owner_id: str,
+    target_id: str,
+    payload: Any,
+    now_ms: int,
+    run_after_ms: int | None = None,
+) -> int:
+    return await conn.run_sync(
+        enqueue_sync,
+        kind=kind,
+        owner_id=owner_id,
+        target_id=target_id,
+        payload=payload,
+        now_ms=now_ms,
+        run_after_ms=run_after_ms,
+    )
 
 
 @dataclass(frozen=True)
@@ -112,8 +133,8 @@ def _ready(now_ms: int) -> sa.ColumnElement[bool]:
     )
 
 
-async def claim(
-    conn: AsyncConnection,
+def claim_sync(
+    conn: Connection,
     *,
     worker_id: str,
     now_ms: int,
@@ -127,7 +148,7 @@ async def claim(
         pick = pick.where(t.c.kind.in_(kinds))
     if conn.dialect.name == "postgresql":
         pick = pick.with_for_update(skip_locked=True)
-    rows = await conn.execute(
+    rows = conn.execute(
         t.update()
         .where(t.c.id.in_(pick.scalar_subquery()))
         .values(
@@ -139,6 +160,20 @@ async def claim(
         .returning(*t.c)
     )
     return sorted((_job(r) for r in rows), key=lambda j: j.id)
+
+
+async def claim(
+    conn: AsyncConnection,
+    *,
+    worker_id: str,
+    now_ms: int,
+    lease_ms: int,
+    limit: int,
+    kinds: tuple[str, ...] | None = None,
+) -> list[Job]:
+    return await conn.run_sync(
+        claim_sync, worker_id=worker_id, now_ms=now_ms, lease_ms=lease_ms, limit=limit, kinds=kinds
+    )
 
 
 async def claim_one(
@@ -161,14 +196,18 @@ async def claim_one(
     return _job(row) if row else None
 
 
-async def complete(conn: AsyncConnection, job_id: int, *, worker_id: str, now_ms: int) -> bool:
+def complete_sync(conn: Connection, job_id: int, *, worker_id: str, now_ms: int) -> bool:
     """Mark done, only if this worker still holds it (else another took it over)."""
-    result = await conn.execute(
+    result = conn.execute(
         t.update()
         .where(t.c.id == job_id, t.c.worker_id == worker_id, t.c.status == RUNNING)
         .values(status=DONE, finished_ms=now_ms, locked_until_ms=None)
     )
     return bool(result.rowcount)
+
+
+async def complete(conn: AsyncConnection, job_id: int, *, worker_id: str, now_ms: int) -> bool:
+    return await conn.run_sync(complete_sync, job_id, worker_id=worker_id, now_ms=now_ms)
 
 
 async def retry_or_fail(

@@ -116,13 +116,17 @@ async def get_by_slug(conn: AsyncConnection, owner_id: str, slug: str) -> Deploy
     return _row(row) if row else None
 
 
-async def lock(conn: AsyncConnection, deployment_id: str) -> Deployment | None:
+def lock_sync(conn: Connection, deployment_id: str) -> Deployment | None:
     """Re-read the row, locked for this transaction (PostgreSQL); SQLite serializes writers."""
     query = sa.select(t).where(t.c.id == deployment_id)
     if conn.dialect.name == "postgresql":
         query = query.with_for_update()
-    row = (await conn.execute(query)).first()
+    row = (conn.execute(query)).first()
     return _row(row) if row else None
+
+
+async def lock(conn: AsyncConnection, deployment_id: str) -> Deployment | None:
+    return await conn.run_sync(lock_sync, deployment_id)
 
 
 async def delete(conn: AsyncConnection, deployment_id: str) -> None:
@@ -132,10 +136,16 @@ async def delete(conn: AsyncConnection, deployment_id: str) -> None:
     await conn.execute(t.delete().where(t.c.id == deployment_id))
 
 
+def set_dedupe_state_sync(
+    conn: Connection, deployment_id: str, state: dict[str, Any] | None
+) -> None:
+    conn.execute(t.update().where(t.c.id == deployment_id).values(dedupe_state=state))
+
+
 async def set_dedupe_state(
     conn: AsyncConnection, deployment_id: str, state: dict[str, Any] | None
 ) -> None:
-    await conn.execute(t.update().where(t.c.id == deployment_id).values(dedupe_state=state))
+    return await conn.run_sync(set_dedupe_state_sync, deployment_id, state)
 
 
 async def read_state(conn: AsyncConnection, deployment_id: str) -> dict[str, Any]:
@@ -147,22 +157,28 @@ async def read_state(conn: AsyncConnection, deployment_id: str) -> dict[str, Any
     return {r.key: r.value for r in rows}
 
 
-async def write_state(
-    conn: AsyncConnection, deployment_id: str, writes: dict[str, Any], deletes: list[str]
+def write_state_sync(
+    conn: Connection, deployment_id: str, writes: dict[str, Any], deletes: list[str]
 ) -> None:
     keys = list(writes) + list(deletes)
     if not keys:
         return
-    await conn.execute(
+    conn.execute(
         component_state.delete().where(
             component_state.c.deployment_id == deployment_id, component_state.c.key.in_(keys)
         )
     )
     if writes:
-        await conn.execute(
+        conn.execute(
             component_state.insert(),
             [{"deployment_id": deployment_id, "key": k, "value": v} for k, v in writes.items()],
         )
+
+
+async def write_state(
+    conn: AsyncConnection, deployment_id: str, writes: dict[str, Any], deletes: list[str]
+) -> None:
+    return await conn.run_sync(write_state_sync, deployment_id, writes, deletes)
 
 
 @dataclass(frozen=True)
