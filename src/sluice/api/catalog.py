@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 
-from sluice import errors, ids
+from sluice.api import paging
 from sluice.api.auth import AccountDep, PlatformDep
 from sluice.storage import components as store
 
@@ -28,20 +28,14 @@ async def list_components(
         Literal["source", "action"] | None, Query(description="Only sources or only actions.")
     ] = None,
 ) -> dict[str, Any]:
-    cursors: dict[str, str] = {}
-    for name, value in (("before", before), ("after", after)):
-        if value is not None:
-            decoded = ids.decode_cursor(value)
-            if decoded is None or not ids.has_prefix(decoded, "sc"):
-                raise errors.InvalidRequest(f"{name} is not a cursor from page_info", field=name)
-            cursors[name] = decoded
+    before_id, after_id = paging.cursors(before, after, "sc")
     async with platform.db.connect() as conn:
         page = await store.page(
             conn,
             account.id,
             limit=limit,
-            before=cursors.get("before"),
-            after=cursors.get("after"),
+            before=before_id,
+            after=after_id,
             component_type=type,
         )
     data = []
@@ -49,12 +43,4 @@ async def list_components(
         item = component.to_api()
         del item["code"]
         data.append(item)
-    return {
-        "page_info": {
-            "total_count": page.total_count,
-            "count": len(data),
-            "start_cursor": ids.encode_cursor(data[0]["id"]) if data else None,
-            "end_cursor": ids.encode_cursor(data[-1]["id"]) if data else None,
-        },
-        "data": data,
-    }
+    return paging.body(data, page.total_count)

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from sluice import errors, ids
+from sluice.api import paging
 from sluice.api.auth import AccountDep, PlatformDep
 from sluice.api.components import component_input
 from sluice.api.schemas import SourceCreate, SourceRun, SourceUpdate
@@ -155,26 +156,9 @@ async def list_sources(
     after: str | None = None,
 ) -> dict[str, Any]:
     """The account's sources, newest first; cursors are base64url of a source id."""
-    cursors = {}
-    for name, value in (("before", before), ("after", after)):
-        if value is not None:
-            decoded = ids.decode_cursor(value)
-            if decoded is None or not ids.has_prefix(decoded, "dc"):
-                raise errors.InvalidRequest(f"{name} is not a cursor from page_info", field=name)
-            cursors[name] = decoded
-    page = await platform.sources.list(
-        account.id, limit=limit, before=cursors.get("before"), after=cursors.get("after")
-    )
-    data = [await _render(platform, d) for d in page.items]
-    return {
-        "page_info": {
-            "total_count": page.total_count,
-            "count": len(data),
-            "start_cursor": ids.encode_cursor(data[0]["id"]) if data else None,
-            "end_cursor": ids.encode_cursor(data[-1]["id"]) if data else None,
-        },
-        "data": data,
-    }
+    before_id, after_id = paging.cursors(before, after, "dc")
+    page = await platform.sources.list(account.id, limit=limit, before=before_id, after=after_id)
+    return paging.body([await _render(platform, d) for d in page.items], page.total_count)
 
 
 @router.put("/v1/sources/{source_id}")

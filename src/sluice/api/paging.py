@@ -1,0 +1,31 @@
+"""Pipedream's list shape for resources: base64url-of-id cursors in, ``page_info`` out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sluice import errors, ids
+
+
+def cursors(before: str | None, after: str | None, prefix: str) -> tuple[str | None, str | None]:
+    """The resource ids behind ``before``/``after`` cursors of ``prefix`` resources."""
+    decoded: dict[str, str | None] = {"before": None, "after": None}
+    for name, value in (("before", before), ("after", after)):
+        if value is not None:
+            resource_id = ids.decode_cursor(value)
+            if resource_id is None or not ids.has_prefix(resource_id, prefix):
+                raise errors.InvalidRequest(f"{name} is not a cursor from page_info", field=name)
+            decoded[name] = resource_id
+    return decoded["before"], decoded["after"]
+
+
+def body(data: list[dict[str, Any]], total_count: int) -> dict[str, Any]:
+    return {
+        "page_info": {
+            "total_count": total_count,
+            "count": len(data),
+            "start_cursor": ids.encode_cursor(data[0]["id"]) if data else None,
+            "end_cursor": ids.encode_cursor(data[-1]["id"]) if data else None,
+        },
+        "data": data,
+    }
