@@ -83,6 +83,31 @@ class Settings:
     required_prop_defaults: str = "reject"
     #: A live stream (SSE) sends a ``: keepalive`` comment this often, seconds (Pipedream: 15).
     sse_keepalive_seconds: float = 15.0
+    #: Wall-clock limit of one workflow run (all its steps), seconds (Pipedream's default: 30).
+    workflow_timeout_seconds: float = 30.0
+    #: Wall-clock limit of one workflow step, seconds. 0: the run's limit.
+    workflow_step_timeout_seconds: float = 0.0
+    #: Runs kept in storage per workflow (newest first; the error list serves 100).
+    run_retention: int = 1000
+    #: Forwarding chains (errors to listeners, emits between workflows) stop after this many
+    #: hops: a backstop; a workflow already on a chain never receives its event again.
+    max_hops: int = 16
+    #: Outgoing mail: ``smtp://user:pass@host:port`` (``smtps://`` for TLS, ``?starttls=1``).
+    #: Empty: messages are written to ``<data_dir>/outbox`` instead.
+    smtp_url: str = ""
+    #: The From address of mail Sluice sends.
+    mail_from: str = "sluice@localhost"
+    #: The default global error workflow e-mails one error per workflow and code at most this
+    #: often, seconds (Pipedream: once a day).
+    error_email_throttle_seconds: int = 86_400
+    #: ``$.send.http``: time limit of the request, seconds (Pipedream: 5, no retries).
+    send_http_timeout_seconds: float = 5.0
+    #: ``$.send.s3``: an S3-compatible endpoint (``https://s3.amazonaws.com``, MinIO, ...) and
+    #: its credentials. Empty endpoint: ``$.send.s3`` fails with a clear error in the run.
+    s3_endpoint_url: str = ""
+    s3_region: str = "us-east-1"
+    s3_access_key_id: str = ""
+    s3_secret_access_key: str = ""
     log_level: str = "info"
 
     @classmethod
@@ -123,6 +148,10 @@ class Settings:
     @property
     def components_dir(self) -> Path:
         return self.data_dir / "components"
+
+    @property
+    def outbox_dir(self) -> Path:
+        return self.data_dir / "outbox"
 
     @property
     def npm_store_dir(self) -> Path:

@@ -386,6 +386,100 @@ describe("actions", () => {
   });
 });
 
+describe("workflows", () => {
+  const entry = fileURLToPath(new URL("../../src/sluice/runtime/js/workflow-entry.mjs", import.meta.url));
+  const step = (id, name, file, props = {}, extra = {}) => ({ id, name, entry: fixture(`wf/${file}`), props, ...extra });
+
+  test("steps run in order; return values, exports and {{refs}} reach later steps", async () => {
+    const r = await runner.invoke("wf-1", entry, {
+      kind: "workflow",
+      event: { n: 21 },
+      context: { id: "run1", workflow_id: "p_x" },
+      steps: [
+        step("c_1", "double", "double.mjs", { factor: "2" }),
+        step("c_2", "use", "use.mjs", {
+          input: "{{steps.double.$return_value.value}}",
+          label: "n={{event.n}} v={{ steps.double.$return_value.value + 1 }}",
+          whole: { nested: ["{{steps.double.$return_value}}"] },
+        }),
+        step("c_3", "caught", "caught.mjs"),
+      ],
+    });
+    assert.deepEqual(ok(r), { status: "success" });
+    assert.equal(r.steps.length, 3);
+    const [a, b, c] = r.steps;
+    assert.deepEqual([a.id, a.status, a.error], ["c_1", "success", null]);
+    assert.deepEqual(a.return_value, { value: 42, at: "1970-01-01T00:00:00.000Z" });
+    assert.deepEqual(a.exports, { note: "x2" });
+    assert.deepEqual(b.return_value, {
+      input: 42, label: "n=21 v=43", note: "x2",
+      whole: { nested: [{ value: 42, at: "1970-01-01T00:00:00.000Z" }] },
+    });
+    assert.equal(c.return_value, "caught SyntaxError");
+    assert.deepEqual(r.logs.map((l) => [l.step, l.msg]), [["c_1", "doubling 21"]]);
+    assert.equal(r.sends.length, 1);
+    assert.equal(r.sends[0].step, "c_2");
+    assert.deepEqual(r.exports, {});
+  });
+
+  test("a throwing step ends the run with its error; later steps do not run", async () => {
+    const r = await runner.invoke("wf-2", entry, {
+      kind: "workflow", event: {}, context: {},
+      steps: [step("c_1", "throws", "throws.mjs"), step("c_2", "double", "double.mjs", { factor: 1 })],
+    });
+    assert.deepEqual(ok(r), { status: "error" });
+    assert.equal(r.steps.length, 1);
+    const [s] = r.steps;
+    assert.equal(s.status, "error");
+    assert.equal(s.error.code, "TypeError");
+    assert.match(s.error.message, /here/);
+    assert.match(s.error.stack, /throws\.mjs/);
+    assert.deepEqual(r.logs.map((l) => [l.step, l.level]), [["c_1", "error"]]);
+  });
+
+  test("$.flow.exit ends the run successfully; a bad {{ref}} is a ConfigurationError", async () => {
+    const r = await runner.invoke("wf-3", entry, {
+      kind: "workflow", event: {}, context: {},
+      steps: [step("c_1", "exits", "exits.mjs"), step("c_2", "double", "double.mjs", { factor: 1 })],
+    });
+    assert.deepEqual(ok(r), { status: "exited" });
+    assert.deepEqual(r.flow_exit, { reason: "nothing to do" });
+    assert.deepEqual(r.steps.map((s) => s.status), ["exited"]);
+    const bad = await runner.invoke("wf-3", entry, {
+      kind: "workflow", event: {}, context: {},
+      steps: [step("c_9", "double", "double.mjs", { factor: "{{steps.missing.$return_value.x}}" })],
+    });
+    assert.equal(bad.steps[0].error.name, "ConfigurationError");
+    assert.match(bad.steps[0].error.message, /step "double": \{\{steps\.missing/);
+  });
+
+  test("a step's time-out names the step and keeps the finished steps", async () => {
+    const r = await runner.invoke("wf-4", entry, {
+      kind: "workflow", event: { n: 1 }, context: {},
+      steps: [
+        step("c_1", "double", "double.mjs", { factor: 3 }),
+        step("c_2", "loop", "loop.mjs", {}, { timeout_ms: 300 }),
+      ],
+    }, { limits: { timeout_ms: 20_000 } });
+    assert.equal(r.ok, false);
+    assert.equal(r.error.code, "TIMEOUT");
+    assert.equal(r.error.step, "c_2");
+    assert.match(r.error.message, /step c_2 did not finish within 300 ms/);
+    assert.deepEqual(r.steps.map((s) => s.id), ["c_1"]);
+  });
+
+  test("$.respond with immediate streams before the result", async () => {
+    const r = await runner.invoke("wf-5", entry, {
+      kind: "workflow", event: { n: 7 }, context: {},
+      steps: [step("c_1", "respond", "respond.mjs")],
+    });
+    assert.equal(r.steps[0].return_value, "responded");
+    assert.equal(r.responds.length, 1);
+    assert.deepEqual(r.responds[0].body, { got: 7 });
+    assert.equal(r.responds[0].immediate, true);
+  });
+});
+
 describe("options", () => {
   const entry = fixture("slackish/sources/new-message/new-message.mjs");
   const options = (prop, extra = {}) => runner.invoke("opts", entry, {

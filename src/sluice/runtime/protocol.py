@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
-CallKind = Literal["inspect", "run", "hook", "action", "options"]
+CallKind = Literal["inspect", "run", "hook", "action", "options", "workflow"]
 
 
 class Limits(TypedDict):
@@ -51,6 +51,8 @@ class Result:
     sends: list[dict[str, Any]] = field(default_factory=list)
     logs: list[dict[str, Any]] = field(default_factory=list)
     error: dict[str, Any] | None = None
+    #: Workflow calls: one record per step that ran (see docs/runner-protocol.md).
+    steps: list[dict[str, Any]] = field(default_factory=list)
     duration_ms: float = 0.0
     response: Response | None = None
 
@@ -85,6 +87,7 @@ def decode_result(message: dict[str, Any]) -> Result:
         sends=list(message.get("sends") or []),
         logs=list(message.get("logs") or []),
         error=message.get("error"),
+        steps=list(message.get("steps") or []),
         duration_ms=float(message.get("duration_ms") or 0.0),
     )
 

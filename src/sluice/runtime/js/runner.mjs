@@ -11,7 +11,7 @@ const DEFAULT_TIMEOUT_MS = 30_000;
 const DEFAULT_MEMORY_MB = 256;
 const MAX_LOGS = 1000;
 const MAX_LOG_CHARS = 16 * 1024;
-const CALL_KINDS = new Set(["inspect", "run", "hook", "action", "options"]);
+const CALL_KINDS = new Set(["inspect", "run", "hook", "action", "options", "workflow"]);
 
 const diag = (...args) => process.stderr.write(`[sluice-runner] ${util.format(...args)}\n`);
 // A stray console.log in this thread would corrupt the protocol channel.
@@ -49,7 +49,9 @@ function writeLine(text) {
   process.stdout.write(`${text}\n`);
 }
 
-const runnerError = (name, code, message) => ({ name, code, message, stack: null });
+const runnerError = (name, code, message, step = null) => (
+  step ? { name, code, message, stack: null, step } : { name, code, message, stack: null }
+);
 
 /** A result line. JSON-valued parts arrive as JSON text from the worker and are spliced in. */
 function resultLine(id, r) {
@@ -62,6 +64,7 @@ function resultLine(id, r) {
     + `,"exports":${obj([...(r.exports ?? [])])}`
     + `,"flow_exit":${r.flowExit ?? "null"}`
     + `,"sends":[${(r.sends ?? []).join(",")}]`
+    + `,"steps":[${(r.steps ?? []).join(",")}]`
     + `,"logs":${JSON.stringify(r.logs ?? [])}`
     + `,"error":${JSON.stringify(r.error ?? null)}`
     + `,"duration_ms":${r.durationMs ?? 0}}`;
@@ -91,21 +94,41 @@ class Call {
     this.dbWrites = new Map();
     this.dbDeletes = new Set();
     this.sends = [];
+    // Workflow calls: finished step records (JSON text), and the step running now.
+    this.steps = [];
+    this.stepId = null;
+    this.stepTimer = null;
   }
 
-  addLog(level, msg, ts = Date.now()) {
+  addLog(level, msg, ts = Date.now(), step = this.stepId) {
     if (this.logs.length >= MAX_LOGS) {
       this.logsDropped += 1;
       return;
     }
     if (msg.length > MAX_LOG_CHARS) msg = `${msg.slice(0, MAX_LOG_CHARS - 40)}… [truncated]`;
-    this.logs.push({ ts, level, msg });
+    this.logs.push(step ? { ts, level, msg, step } : { ts, level, msg });
+  }
+
+  startStep(id, timeoutMs) {
+    this.stepId = id;
+    clearTimeout(this.stepTimer);
+    if (typeof timeoutMs === "number" && timeoutMs > 0) {
+      this.stepTimer = setTimeout(() => onTimeout(this, timeoutMs, `step ${id}`), timeoutMs);
+    }
   }
 
   onWorkerMessage(m) {
     switch (m.t) {
       case "log":
-        this.addLog(m.level, m.msg, m.ts);
+        this.addLog(m.level, m.msg, m.ts, m.step ?? this.stepId);
+        break;
+      case "step":
+        this.startStep(m.id, m.timeout_ms);
+        break;
+      case "step_done":
+        clearTimeout(this.stepTimer);
+        this.steps.push(m.json);
+        this.stepId = null;
         break;
       case "emit":
         this.emits.push(m.json);
@@ -141,13 +164,14 @@ class Call {
   }
 
   fail(name, code, message) {
-    this.finish({ ok: false, error: runnerError(name, code, message) });
+    this.finish({ ok: false, error: runnerError(name, code, message, this.stepId) });
   }
 
   finish({ ok, value = "null", flowExit = "null", error = null }) {
     if (this.done) return;
     this.done = true;
     clearTimeout(this.timer);
+    clearTimeout(this.stepTimer);
     activeIds.delete(this.id);
     if (this.logsDropped > 0) {
       let dropped = this.logsDropped;
@@ -333,9 +357,9 @@ function onInvoke(req) {
   enforceCap();
 }
 
-function onTimeout(call, timeoutMs) {
+function onTimeout(call, timeoutMs, what = "the invocation") {
   const handle = call.handle;
-  call.fail("TimeoutError", "TIMEOUT", `the invocation did not finish within ${timeoutMs} ms`);
+  call.fail("TimeoutError", "TIMEOUT", `${what} did not finish within ${timeoutMs} ms`);
   handle?.stop("WORKER_STOPPED", `the worker was terminated because invocation ${call.id} timed out`);
 }
 

@@ -8,6 +8,7 @@
 //   {t: "emit", seq, json} {t: "export", seq, name, json} {t: "send", seq, json}
 //   {t: "db", seq, key, json|null}             null json = delete
 //   {t: "respond", seq, json}
+//   {t: "step", seq, id, timeout_ms} {t: "step_done", seq, json}   workflow calls (steps.mjs)
 //   {t: "done", seq, ok, value, flow_exit, error, logs_dropped}
 
 import { AsyncLocalStorage } from "node:async_hooks";
@@ -22,8 +23,9 @@ import { parentPort, workerData } from "node:worker_threads";
 import {
   buildInstance, callOptions, END_NEEDLE, flowExitSignal, isFlowExit, makeDollar, notSupported,
 } from "./instance.mjs";
-import { safeStringify } from "./jsonsafe.mjs";
+import { safeStringify, toJsonSafe } from "./jsonsafe.mjs";
 import { describeComponent, isObject } from "./props.mjs";
+import { runWorkflow } from "./steps.mjs";
 
 const MAX_LOGS = 1000;
 const MAX_LOG_CHARS = 16 * 1024;
@@ -40,6 +42,18 @@ class Invocation {
     this.flowExit = null;
     this.logCount = 0;
     this.logsDropped = 0;
+    // The step record of a workflow call while that step runs (steps.mjs).
+    this.step = null;
+  }
+
+  beginStep(record, timeoutMs) {
+    this.step = record;
+    this.post({ t: "step", id: record.id, timeout_ms: timeoutMs });
+  }
+
+  endStep(record) {
+    this.step = null;
+    this.post({ t: "step_done", json: safeStringify(record) });
   }
 
   post(msg) {
@@ -73,11 +87,17 @@ class Invocation {
   exportValue(name, value) {
     // Exports are fields of one JSON object: values JSON cannot hold are dropped, as JSON would.
     if (value === undefined || typeof value === "function" || typeof value === "symbol") return;
+    if (this.step) {
+      // Workflow steps keep their exports in their record: later steps read them.
+      this.step.exports[name] = toJsonSafe(value);
+      return;
+    }
     this.post({ t: "export", name, json: safeStringify(value) });
   }
 
   send(type, config) {
-    this.post({ t: "send", json: `{"type":${JSON.stringify(type)},"config":${safeStringify(config)}}` });
+    const step = this.step ? `,"step":${JSON.stringify(this.step.id)}` : "";
+    this.post({ t: "send", json: `{"type":${JSON.stringify(type)},"config":${safeStringify(config)}${step}}` });
   }
 
   recordFlowExit(reason) {
@@ -183,7 +203,7 @@ function writeLog(level, msg) {
     const cut = msg.length - MAX_LOG_CHARS + 40;
     msg = `${msg.slice(0, MAX_LOG_CHARS - 40)}… [${cut} characters truncated]`;
   }
-  post({ t: "log", seq: inv ? inv.seq : null, level, msg, ts: Date.now() });
+  post({ t: "log", seq: inv ? inv.seq : null, level, msg, ts: Date.now(), step: inv?.step?.id ?? null });
 }
 
 function captureConsole() {
@@ -301,6 +321,8 @@ async function execute(component, call, inv) {
     }
     case "action":
       return await runAction(component, call, inv);
+    case "workflow":
+      return await runWorkflow(call, inv, serializeError);
     case "options": {
       const state = await buildInstance(component, call, inv);
       return await callOptions(state, call);

@@ -1,0 +1,122 @@
+// Workflow runs: a `workflow` call executes its steps in order in this worker (see
+// docs/runner-protocol.md, "workflow"). Each step is a component module (a code step's
+// `defineComponent({...})` or an action) run as `run.call(this, {steps, $})`.
+//
+// For each step the worker posts `{t: "step", id, timeout_ms}` when it starts (the runner arms
+// the step's time-out) and `{t: "step_done", json}` with its record when it ends:
+//   {id, name, status: "success" | "error" | "exited", return_value, exports, duration_ms, error}
+// A step that throws ends the run (status "error"); `$.flow.exit(reason)` ends it with status
+// "exited" and the run succeeds. Later steps read `steps.<name>.$return_value` and
+// `steps.<name>.<export>`; configured prop values may refer to them with `{{ expression }}`.
+
+import { performance } from "node:perf_hooks";
+import { pathToFileURL } from "node:url";
+
+import { buildInstance, END_NEEDLE, isFlowExit, makeDollar } from "./instance.mjs";
+import { toJsonSafe } from "./jsonsafe.mjs";
+import { isObject } from "./props.mjs";
+
+const WHOLE_REF = /^\s*\{\{([\s\S]+?)\}\}\s*$/;
+const ANY_REF = /\{\{([\s\S]+?)\}\}/g;
+
+export async function runWorkflow(call, inv, serializeError) {
+  const steps = { trigger: { event: call.event ?? null, context: isObject(call.context) ? call.context : {} } };
+  const list = Array.isArray(call.steps) ? call.steps : [];
+  let status = "success";
+  for (const step of list) {
+    const record = {
+      id: step.id, name: step.name, status: "success", return_value: null, exports: {}, duration_ms: 0, error: null,
+    };
+    inv.beginStep(record, step.timeout_ms ?? null);
+    const started = performance.now();
+    try {
+      const component = await loadStep(step);
+      const props = resolveRefs(step.props ?? {}, steps, `step "${step.name}"`);
+      const state = await buildInstance(component, { props, db: {} }, inv);
+      const self = state.self;
+      const before = new Set(Object.keys(self));
+      const $ = makeDollar({ context: { ...steps.trigger.context, step_id: step.id, step_name: step.name } }, inv);
+      try {
+        const value = await component.run.call(self, { steps, $ });
+        record.return_value = value === undefined ? null : toJsonSafe(value);
+      } finally {
+        // Legacy exports: `this.name = value` inside run().
+        for (const key of Object.keys(self)) if (!before.has(key)) inv.exportValue(key, self[key]);
+      }
+    } catch (err) {
+      if (isFlowExit(err)) {
+        if (!inv.flowExit) inv.recordFlowExit(err[END_NEEDLE]?.message);
+        record.status = "exited";
+      } else {
+        record.status = "error";
+        record.error = serializeError(err);
+      }
+    }
+    record.duration_ms = Math.round((performance.now() - started) * 1000) / 1000;
+    inv.endStep(record);
+    // What later steps see: the exports, and the return value as JSON would carry it.
+    steps[step.name] = { ...record.exports, $return_value: record.return_value };
+    if (record.status !== "success") {
+      status = record.status;
+      break;
+    }
+  }
+  return { status };
+}
+
+async function loadStep(step) {
+  let mod;
+  try {
+    mod = await import(pathToFileURL(step.entry).href);
+  } catch (err) {
+    if (err && typeof err === "object" && !err.code) err.code = "LOAD_FAILED";
+    throw err;
+  }
+  const component = mod.default ?? mod;
+  if (!isObject(component) || typeof component.run !== "function") {
+    const err = new TypeError(
+      `step "${step.name}" must export a component with a run method, e.g. export default defineComponent({ async run({ steps, $ }) { ... } })`,
+    );
+    err.code = "NOT_A_COMPONENT";
+    throw err;
+  }
+  return component;
+}
+
+/**
+ * Prop values with `{{ expression }}`: a value that is one expression becomes the expression's
+ * value (an object stays an object); text around expressions is interpolated. Expressions are
+ * JavaScript evaluated with `steps` (and `event`, the trigger's event) in scope, as Pipedream's
+ * builder does; this is user code, in the user's own worker.
+ */
+export function resolveRefs(value, steps, where) {
+  if (typeof value === "string") {
+    if (!value.includes("{{")) return value;
+    const whole = WHOLE_REF.exec(value);
+    if (whole) return evaluate(whole[1], steps, where);
+    return value.replace(ANY_REF, (_m, expr) => {
+      const v = evaluate(expr, steps, where);
+      if (v === undefined || v === null) return "";
+      return typeof v === "object" ? JSON.stringify(v) : String(v);
+    });
+  }
+  if (Array.isArray(value)) return value.map((v) => resolveRefs(v, steps, where));
+  if (isObject(value)) {
+    // App props ({$auth}) and other platform values are passed through untouched.
+    if (Object.hasOwn(value, "$auth")) return value;
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, resolveRefs(v, steps, where)]));
+  }
+  return value;
+}
+
+function evaluate(expr, steps, where) {
+  try {
+    // eslint-disable-next-line no-new-func
+    const fn = new Function("steps", "event", `"use strict"; return (${expr});`);
+    return fn(steps, steps.trigger?.event);
+  } catch (err) {
+    const e = new Error(`${where}: {{${expr.trim()}}} could not be evaluated: ${err && err.message}`);
+    e.name = "ConfigurationError";
+    throw e;
+  }
+}
