@@ -19,11 +19,14 @@ from sluice.crypto import Cipher
 from sluice.engine.actions import Actions
 from sluice.engine.components import Components
 from sluice.engine.deliveries import Deliveries
+from sluice.engine.executor import SEND_KIND, Executor
 from sluice.engine.ingress import Ingress
 from sluice.engine.invoker import Invoker
 from sluice.engine.jobs import JobWorker, WorkerConfig
+from sluice.engine.mailer import Mailer
 from sluice.engine.scheduler import Scheduler
 from sluice.engine.sources import Sources
+from sluice.engine.workflows import Workflows, create_default_error_workflow
 from sluice.runtime.deps import DependencyStore
 from sluice.runtime.pool import PoolConfig, RunnerPool
 from sluice.storage import accounts, database
@@ -48,6 +51,8 @@ class Platform:
     jobs: JobWorker
     scheduler: Scheduler
     ingress: Ingress
+    workflows: Workflows
+    executor: Executor
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -73,6 +78,9 @@ class Platform:
                 deps = DependencyStore(settings.npm_store_dir, npm=settings.npm)
                 components = Components(db, pool, deps, settings, clock)
                 invoker = Invoker(db, pool, components, cipher, settings, clock, reader)
+                workflows = Workflows(db, components, cipher, settings, clock)
+                mailer = Mailer(settings)
+                executor = Executor(db, pool, workflows, invoker.broker, settings, clock, mailer)
                 platform = cls(
                     settings=settings,
                     clock=clock,
@@ -92,10 +100,17 @@ class Platform:
                     ),
                     scheduler=Scheduler(db, clock, invoker, reader=reader),
                     ingress=Ingress(db, reader, components, invoker, settings, clock),
+                    workflows=workflows,
+                    executor=executor,
                 )
                 platform.scheduler.attach(platform.jobs)
+                platform.scheduler.workflow_ticks = executor.handle_timer
                 platform.ingress.attach(platform.jobs)  # "http" jobs: endpoint requests
-                Deliveries(invoker, platform.jobs).install()  # "emit" jobs: subscriptions
+                # "workflow" jobs: workflow endpoints, manual runs, replays
+                platform.ingress.attach_workflows(executor, workflows)
+                platform.jobs.register(SEND_KIND, executor.handle_send)  # $.send.http/email/s3
+                # "emit" jobs: subscriptions (to sources and workflows)
+                Deliveries(invoker, platform.jobs, executor).install()
                 if background:
                     await platform.jobs.start()
                     await platform.scheduler.start()
@@ -106,6 +121,7 @@ class Platform:
                     await platform.scheduler.stop()
                     await platform.jobs.stop()
                     platform.invoker.writer.dispose()
+                    executor.writer.dispose()
         finally:
             reader.dispose()
             await db.dispose()
@@ -120,6 +136,9 @@ class Platform:
                 conn, username=username, email=email, now_s=now_s, is_admin=is_admin
             )
             key = await accounts.create_key(conn, account.id, now_s=now_s)
+            await create_default_error_workflow(
+                conn, account.id, base_url=self.settings.resolved_public_url, now_s=now_s
+            )
         return account, key
 
     async def authenticate(self, api_key: str) -> Account | None:
@@ -139,6 +158,9 @@ async def create_account_offline(
                 conn, username=username, email=email, now_s=now_s, is_admin=is_admin
             )
             key = await accounts.create_key(conn, account.id, now_s=now_s)
+            await create_default_error_workflow(
+                conn, account.id, base_url=settings.resolved_public_url, now_s=now_s
+            )
         return account, key
     finally:
         await db.dispose()

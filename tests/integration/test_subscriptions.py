@@ -192,16 +192,16 @@ async def test_listeners_that_cannot_listen_are_400(api: Api) -> None:
 
     body = assert_error(await subscribe(api, emitter, action_id), 400, "invalid_request")
     assert body["field"] == "listener_id" and "action" in body["error"]
-    body = assert_error(await subscribe(api, emitter, "p_abc123"), 400, "invalid_request")
-    assert body["field"] == "listener_id" and "workflow" in body["error"]
-    body = assert_error(await subscribe(api, "p_abc123", emitter), 400, "invalid_request")
+    body = assert_error(await subscribe(api, emitter, "p_abc123"), 404, "not_found")
+    assert body["field"] == "listener_id" and "workflow p_abc123" in body["error"]
+    body = assert_error(await subscribe(api, "p_abc123", emitter), 404, "not_found")
     assert body["field"] == "emitter_id"
     body = assert_error(await subscribe(api, emitter, "dc_*"), 400, "invalid_request")
     assert body["field"] == "listener_id"
     body = assert_error(await subscribe(api, emitter, emitter), 400, "invalid_request")
-    assert body["field"] == "listener_id" and "own default channel" in body["error"]
+    assert body["field"] == "listener_id" and "named channel" in body["error"]
     body = assert_error(await subscribe(api, emitter, emitter, "$errors"), 400, "invalid_request")
-    assert body["field"] == "event_name"
+    assert body["field"] == "emitter_id" and "not a workflow" in body["error"]
     response = await api.client.post("/v1/subscriptions", params={"listener_id": emitter})
     body = assert_error(response, 400, "invalid_request")
     assert body["field"] == "emitter_id"

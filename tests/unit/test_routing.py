@@ -36,15 +36,17 @@ def test_an_explicit_self_link_on_a_named_channel_delivers() -> None:
 @pytest.mark.parametrize(
     ("emitter", "listener", "name", "field", "words"),
     [
-        ("p_abc", "dc_a", "", "emitter_id", "workflow"),
-        ("dc_a", "p_abc", "", "listener_id", "workflow"),
+        ("p_abc", "p_abc", "", "listener_id", "its own events"),
+        ("p_abc", "p_abc", "$errors", "listener_id", "its own errors"),
+        ("dc_a", "dc_b", "$logs", "event_name", "not supported"),
+        ("dc_*", "p_b", "$errors", "emitter_id", "not a workflow"),
         ("dc_a", "sc_abc", "", "listener_id", "saved component"),
         ("dc_a", "wh_abc", "", "listener_id", "webhook"),
         ("dc_a", "dc_*", "", "listener_id", "deployed source"),
         ("dc_", "dc_a", "", "emitter_id", "dc_*"),
         ("hello", "dc_a", "", "emitter_id", "deployed source"),
-        ("dc_a", "dc_a", "", "listener_id", "own default channel"),
-        ("dc_a", "dc_b", "$errors", "event_name", "$errors"),
+        ("dc_a", "dc_a", "", "listener_id", "its own events"),
+        ("dc_a", "dc_b", "$errors", "emitter_id", "not a workflow"),
         ("dc_a", "dc_b", "x" * 301, "event_name", "300"),
     ],
 )
@@ -57,7 +59,17 @@ def test_links_refused(emitter: str, listener: str, name: str, field: str, words
 
 @pytest.mark.parametrize(
     ("emitter", "listener", "name"),
-    [("dc_a", "dc_b", ""), ("dc_*", "dc_b", ""), ("dc_a", "dc_a", "self"), ("dc_a", "dc_b", "$in")],
+    [
+        ("dc_a", "dc_b", ""),
+        ("dc_*", "dc_b", ""),
+        ("dc_a", "dc_a", "self"),
+        ("dc_a", "dc_b", "$in"),
+        ("p_a", "p_b", "$errors"),
+        ("p_*", "p_b", "$errors"),
+        ("p_a", "dc_b", "$errors"),
+        ("dc_a", "p_b", ""),
+        ("p_a", "p_b", "alerts"),
+    ],
 )
 def test_links_accepted(emitter: str, listener: str, name: str) -> None:
     check_link(emitter, listener, name)

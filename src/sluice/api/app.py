@@ -20,6 +20,7 @@ from sluice.api import (
     streams,
     subscriptions,
     users,
+    workflows,
 )
 from sluice.clock import Clock
 from sluice.config import Settings
@@ -57,7 +58,16 @@ def create_app(
     errors.install(app)
     # /e/…: the public HTTP endpoints of sources, answered before routing (the hot path).
     app.add_middleware(ingress.Endpoints)
-    for module in (users, components, sources, accounts, actions, subscriptions, streams):
+    for module in (
+        users,
+        components,
+        sources,
+        accounts,
+        actions,
+        subscriptions,
+        streams,
+        workflows,
+    ):
         app.include_router(module.router)
     for module in (options, catalog):  # the CLI's: prop options, the component list
         app.include_router(module.router)

@@ -69,3 +69,29 @@ class SourceUpdate(ComponentFiles):
         None, description="The full new set; secret props left out keep their values."
     )
     active: bool | None = None
+
+
+class WorkflowCreate(_Body):
+    name: str | None = Field(None, description="Shown in lists and error e-mails.")
+    trigger: dict[str, Any] | None = Field(
+        None,
+        description='{"type": "http"} (optional "custom_response"), {"type": "timer", '
+        '"intervalSeconds": 60} or {"type": "timer", "cron": "0 * * * *", "timezone": "…"}, '
+        '{"type": "source", "source_id": "dc_…", "event_name": ""}, or {"type": "manual"}.',
+    )
+    steps: list[Any] | None = Field(
+        None,
+        description='In order: {"name": "…", "code": "<module source>", "props": {…}} or '
+        '{"name": "…", "action": "<sc_ id or key>", "props": {…}}.',
+    )
+    active: bool | None = None
+
+
+class WorkflowRun(_Body):
+    event: Any = Field(None, description="The trigger event: steps.trigger.event.")
+
+
+class ErrorWorkflow(_Body):
+    workflow_id: str | None = Field(
+        ..., description="The workflow that gets every error of the account (null: none)."
+    )

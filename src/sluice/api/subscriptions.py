@@ -1,4 +1,4 @@
-"""``/v1/subscriptions``: a source listening to another source's channel.
+"""``/v1/subscriptions``: a workflow or source listening to another's channel or errors.
 
 As in Pipedream, every parameter is in the query string and no body is sent.
 """
@@ -9,17 +9,27 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
+from sluice import errors
 from sluice.api.auth import AccountDep, PlatformDep
 from sluice.domain.routing import Link
 from sluice.engine import subscriptions
+from sluice.storage import subscriptions as subscription_store
 
 router = APIRouter()
 
 EmitterId = Annotated[
-    str, Query(description="The source whose events are forwarded (dc_…), or dc_* for all.")
+    str,
+    Query(
+        description="The source (dc_…) or workflow (p_…) whose events are forwarded; dc_* or "
+        "p_* for all of them."
+    ),
 ]
-ListenerId = Annotated[str, Query(description="The source whose run(event) receives them.")]
-EventName = Annotated[str, Query(description="The channel; empty or absent: the default one.")]
+ListenerId = Annotated[
+    str, Query(description="The workflow (p_…) or source (dc_…) that receives them.")
+]
+EventName = Annotated[
+    str, Query(description="The channel ($errors: a workflow's errors); empty: the default one.")
+]
 
 
 @router.post("/v1/subscriptions")
@@ -55,3 +65,38 @@ async def delete(
 async def list_mine(account: AccountDep, platform: PlatformDep) -> dict[str, Any]:
     found = await subscriptions.list_for(platform.db, account.id)
     return {"data": [s.to_api() for s in found]}
+
+
+@router.post("/v1/auto_subscriptions")
+async def create_auto(
+    account: AccountDep,
+    platform: PlatformDep,
+    listener_id: Annotated[str, Query(description="The workflow or source that listens.")],
+    event_name: Annotated[str, Query(description="$errors.")],
+) -> dict[str, Any]:
+    """Every workflow created from now on is subscribed to ``listener_id`` for its
+    ``event_name`` (``$errors``); not retroactive, as in Pipedream."""
+    found = await subscriptions.create_auto(
+        platform.db, account.id, listener_id, event_name, now_s=platform.clock.now_ms() // 1000
+    )
+    return {"data": found.to_api()}
+
+
+@router.get("/v1/users/me/auto_subscriptions")
+async def list_auto(account: AccountDep, platform: PlatformDep) -> dict[str, Any]:
+    async with platform.db.connect() as conn:
+        found = await subscription_store.list_auto(conn, account.id)
+    return {"data": [a.to_api() for a in found]}
+
+
+@router.delete("/v1/auto_subscriptions")
+async def delete_auto(
+    account: AccountDep,
+    platform: PlatformDep,
+    listener_id: Annotated[str, Query()],
+    event_name: Annotated[str, Query()],
+) -> dict[str, Any]:
+    async with platform.db.begin() as conn:
+        if not await subscription_store.delete_auto(conn, account.id, listener_id, event_name):
+            raise errors.NotFound(f"no auto-subscription of {listener_id} for {event_name}")
+    return {}

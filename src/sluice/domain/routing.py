@@ -1,7 +1,8 @@
 """Routing of stored emits to subscribers, and the rules a new subscription must follow. Pure.
 
-A subscription links an emitter (``dc_…``, or the glob ``dc_*``: every source of the account)
-to a listener for one channel (``event_name``; ``""`` is the default channel). An event reaches
+A subscription links an emitter (a source ``dc_…`` or a workflow ``p_…``, or the globs
+``dc_*``/``p_*``: every source / workflow of the account) to a listener (a source or a
+workflow) for one channel (``event_name``; ``""`` is the default channel). An event reaches
 the listeners subscribed to its emitter (or to the glob) for exactly its channel: a named
 channel reaches only its own subscribers (the spec's Events rule 5).
 
@@ -24,8 +25,8 @@ from sluice import errors
 #: Emitter globs: every source, every workflow of the account.
 SOURCES_GLOB = "dc_*"
 WORKFLOWS_GLOB = "p_*"
-#: Built-in channels of Pipedream that Sluice's sources do not produce (yet).
-BUILT_IN = ("$errors", "$logs")
+#: The channel of a workflow's errors.
+ERRORS = "$errors"
 MAX_EVENT_NAME = 300
 
 
@@ -67,43 +68,52 @@ def listeners(links: Iterable[Link], emitter_id: str, channel: str) -> list[str]
 def check_link(emitter_id: str, listener_id: str, event_name: str) -> None:
     """Refuse what can never work, naming the query parameter at fault. Whether the ids exist
     in the account is the caller's question (404)."""
-    if emitter_id != SOURCES_GLOB:
-        _check_end("emitter_id", emitter_id, "emitters")
-    _check_end("listener_id", listener_id, "listeners")
+    if emitter_id not in (SOURCES_GLOB, WORKFLOWS_GLOB):
+        _check_end("emitter_id", emitter_id)
+    _check_end("listener_id", listener_id)
     if len(event_name) > MAX_EVENT_NAME:
         raise errors.InvalidRequest(
             f"event_name is longer than {MAX_EVENT_NAME} characters", field="event_name"
         )
-    if event_name in BUILT_IN:
+    if event_name == "$logs":
         raise errors.InvalidRequest(
-            f"event_name {event_name}: sources do not produce the {event_name} channel yet",
+            "event_name $logs: forwarding logs is not supported; read them at "
+            "GET /v1/sources/{id}/logs or its SSE stream",
             field="event_name",
         )
-    if listener_id == emitter_id and event_name == "":
+    if event_name == ERRORS and not emitter_id.startswith("p_"):
         raise errors.InvalidRequest(
-            f"{listener_id} cannot listen to its own default channel: each run would trigger "
-            "the next; subscribe it to a named channel instead (event_name=…)",
+            f"event_name $errors: {emitter_id} is not a workflow; $errors carries the errors "
+            "workflows throw (emitter_id p_… or p_*)",
+            field="emitter_id",
+        )
+    if listener_id == emitter_id and (event_name in ("", ERRORS) or emitter_id.startswith("p_")):
+        raise errors.InvalidRequest(
+            f"{listener_id} cannot listen to its own "
+            + ("errors" if event_name == ERRORS else "events")
+            + ": each run would trigger the next"
+            + ("" if emitter_id.startswith("p_") else "; subscribe it to a named channel instead"),
             field="listener_id",
         )
 
 
-def _check_end(field: str, value: str, role: str) -> None:
-    if value.startswith("p_"):
-        raise errors.InvalidRequest(
-            f"{field} {value}: workflow {role} come with workflows; for now both ends of a "
-            "subscription are sources (dc_…)",
-            field=field,
-        )
+def _check_end(field: str, value: str) -> None:
     if value.startswith("sc_"):
         raise errors.InvalidRequest(
-            f"{field} {value} is a saved component, not a deployed source (dc_…); actions "
-            "run as workflow steps and neither emit nor listen",
+            f"{field} {value} is a saved component, not a deployed source (dc_…) or a workflow "
+            "(p_…); actions run as workflow steps and neither emit nor listen",
             field=field,
         )
     if value.startswith("wh_"):
         raise errors.InvalidRequest(f"{field} {value}: webhooks are not supported yet", field=field)
-    if not (value.startswith("dc_") and len(value) > 3 and "*" not in value):
-        glob = " or the glob dc_* (every source of the account)" if field == "emitter_id" else ""
+    ok = (value.startswith("dc_") and len(value) > 3) or (value.startswith("p_") and len(value) > 2)
+    if not ok or "*" in value:
+        glob = (
+            " or a glob: dc_* (every source) or p_* (every workflow)"
+            if field == "emitter_id"
+            else ""
+        )
         raise errors.InvalidRequest(
-            f"{field} {value!r} must be a deployed source id (dc_…){glob}", field=field
+            f"{field} {value!r} must be a deployed source (dc_…) or a workflow (p_…){glob}",
+            field=field,
         )

@@ -24,6 +24,7 @@ from sluice.storage.jobs import Job
 from sluice.storage.sources import Deployment
 
 if TYPE_CHECKING:  # the invoker calls ``enqueue``; only the handler needs the invoker
+    from sluice.engine.executor import Executor
     from sluice.engine.invoker import Invoker
 
 log = logging.getLogger(__name__)
@@ -69,15 +70,24 @@ class Deliveries:
     """The ``emit`` job handler. ``install()`` registers it with the worker and wakes the
     worker whenever this process enqueues deliveries (rather than at its next poll)."""
 
-    def __init__(self, invoker: Invoker, worker: JobWorker) -> None:
+    def __init__(
+        self, invoker: Invoker, worker: JobWorker, workflows: Executor | None = None
+    ) -> None:
         self.invoker = invoker
         self.worker = worker
+        #: Runs deliveries whose listener is a workflow (``p_``).
+        self.workflows = workflows
 
     def install(self) -> None:
         self.worker.register(KIND, self.handle)
         self.invoker.broker.on(broker.JOBS, lambda _items: self.worker.notify())
 
     async def handle(self, job: Job, finish: Finish) -> None:
+        if job.target_id.startswith("p_") and self.workflows is not None:
+            ran = await self.workflows.handle_delivery(job, finish)
+            if ran is not None and ran.crashed:
+                raise Retry(f"the runner crashed delivering to {job.target_id}")
+            return
         async with self.invoker.db.connect() as conn:
             listener = await sources.get(conn, job.owner_id, job.target_id)
         if listener is None or not listener.active:

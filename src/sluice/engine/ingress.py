@@ -32,11 +32,14 @@ from sluice.domain import http_events
 from sluice.domain.http_events import Answer, Bucket, Refusal
 from sluice.engine.components import Components
 from sluice.engine.enqueuer import Enqueuer
+from sluice.engine.executor import RUN_KIND, Executor
 from sluice.engine.invoker import Invoker
 from sluice.engine.jobs import Finish, JobWorker, Retry
+from sluice.engine.workflows import Workflows
 from sluice.runtime import protocol
 from sluice.runtime.protocol import Response
 from sluice.storage import database, endpoints, sources
+from sluice.storage import workflows as workflow_store
 from sluice.storage.jobs import Job, NewJob
 
 log = logging.getLogger(__name__)
@@ -83,6 +86,8 @@ class Ended:
     """The run ended, or could not start, without calling ``respond()``."""
 
     message: str
+    status: int = 504
+    code: str = "no_response"
 
 
 class Ingress:
@@ -107,11 +112,19 @@ class Ingress:
         self._prune_at = _PRUNE_AT
         self._waiters: dict[int, asyncio.Future[Response | Ended]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._executor: Executor | None = None
+        self._workflows: Workflows | None = None
 
     def attach(self, worker: JobWorker) -> None:
         """Run ``http`` jobs on ``worker``, and wake it or run a job at once through it."""
         self._worker = worker
         worker.register(KIND, self.run_job)
+
+    def attach_workflows(self, executor: Executor, workflows: Workflows) -> None:
+        """Serve workflow endpoints, and run ``workflow`` jobs (HTTP, manual runs, replays)."""
+        self._executor = executor
+        self._workflows = workflows
+        self.worker.register(RUN_KIND, self.run_workflow_job)
 
     @property
     def worker(self) -> JobWorker:
@@ -150,9 +163,13 @@ class Ingress:
         event = http_events.build_event(
             request.method, request.path, request.query_string, request.headers, raw
         )
-        component = await self.components.by_id(endpoint.component_id)
-        job = NewJob(KIND, endpoint.owner_id, endpoint.deployment_id, event)
-        if not http_events.custom_response(component.configurable_props):
+        if endpoint.workflow:
+            job, custom = await self._workflow_job(endpoint, event)
+        else:
+            component = await self.components.by_id(endpoint.component_id)
+            job = NewJob(KIND, endpoint.owner_id, endpoint.deployment_id, event)
+            custom = http_events.custom_response(component.configurable_props)
+        if not custom:
             await self.enqueuer.enqueue(job)
             # Committed: the request is durable from here on, and only now is it answered.
             self.worker.notify()
@@ -222,7 +239,7 @@ class Ingress:
         finally:
             self._waiters.pop(job_id, None)
         if isinstance(outcome, Ended):
-            return Refusal(504, "no_response", outcome.message)
+            return Refusal(outcome.status, outcome.code, outcome.message)
         return http_events.answer(
             outcome.status, outcome.headers, outcome.body, outcome.body_encoding
         )
@@ -280,6 +297,91 @@ class Ingress:
         else:
             message = "the source's run() ended without calling respond()"
         self._settle(job.id, Ended(message))
+
+    # ---- workflows ----------------------------------------------------------------------------
+
+    async def _workflow_job(
+        self, endpoint: endpoints.Endpoint, event: object
+    ) -> tuple[NewJob, bool]:
+        assert self._workflows is not None, "attach_workflows() was not called"
+        owner_id, workflow_id = endpoint.owner_id, endpoint.deployment_id
+        workflow = await self.reader(
+            lambda conn: workflow_store.get_sync(conn, owner_id, workflow_id)
+        )
+        if workflow is None:
+            raise errors.NotFound(f"no active endpoint {endpoint.endpoint_id!r}")
+        custom = await self._workflows.custom_response(workflow)
+        job = NewJob(RUN_KIND, owner_id, workflow_id, {"event": event, "source_type": "HTTP"})
+        return job, custom
+
+    async def run_workflow_job(self, job: Job, finish: Finish) -> None:
+        """Run a workflow on a stored event (its endpoint, a manual run, a replay); a waiting
+        HTTP client gets the first immediate ``$.respond``, else the first one when the run
+        ends, else 400 ``No $.respond called in workflow`` (Pipedream's answer)."""
+        assert self._executor is not None, "attach_workflows() was not called"
+        payload = job.payload or {}
+        workflow = await self._executor.load(job.owner_id, job.target_id)
+        if workflow is None or not workflow.active:
+            self._settle(
+                job.id,
+                Ended("the workflow was deleted or deactivated before it ran", 404, "not_found"),
+            )
+            return
+        held: list[Response] = []
+
+        def on_respond(response: Response) -> None:
+            if response.immediate:
+                self._settle(job.id, response)
+            else:
+                held.append(response)
+
+        outcome = await self._executor.execute(
+            workflow,
+            payload.get("event"),
+            source_type=str(payload.get("source_type") or "MANUAL"),
+            run_id=payload.get("run_id"),
+            replay_of=payload.get("replay_of"),
+            also=finish,
+            on_respond=on_respond,
+        )
+        if outcome.crashed:
+            self._settle(
+                job.id,
+                Ended(
+                    "the workflow's runner crashed before $.respond(); it will run again",
+                    503,
+                    "runner_crashed",
+                ),
+            )
+            raise Retry(f"the runner crashed running {workflow.id}")
+        if held:
+            self._settle(job.id, held[0])
+            return
+        run = outcome.run
+        if run is not None and run.error is not None:
+            error = run.error
+            self._settle(
+                job.id,
+                Ended(
+                    f"the workflow failed in step {error.get('step_name')} before $.respond(): "
+                    f"{error['code']}: {error['msg']}",
+                    500,
+                    "workflow_failed",
+                ),
+            )
+            return
+        self._settle(job.id, Ended("No $.respond called in workflow", 400, "no_response"))
+
+    async def run_now_and_wait(self, job: NewJob) -> int:
+        """Store a ``workflow`` job and run it in this process at once (manual runs, replays);
+        its id, once the run is over (or stored for a worker to retry)."""
+        job_id = await self.enqueuer.enqueue(job, on_id=lambda _id: None)
+        assert job_id is not None
+        try:
+            await self.worker.run_now(job_id)
+        finally:
+            self.worker.notify()
+        return job_id
 
     async def idle(self) -> None:
         """Wait for the runs started for requests to end (a ``respond()`` answers before)."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -59,6 +59,8 @@ class Scheduler:
         self.config = config or SchedulerConfig()
         self.only = only
         self.on_enqueued: Callable[[], None] | None = None
+        #: Runs the ticks of workflow timers (``Executor.handle_timer``).
+        self.workflow_ticks: Callable[[Job, Finish], Awaitable[None]] | None = None
         self._task: asyncio.Task[None] | None = None
 
     def attach(self, worker: JobWorker) -> None:
@@ -91,6 +93,9 @@ class Scheduler:
         """The ``timer`` job: run the source with the tick's event. A source deleted or
         deactivated since the tick was enqueued is skipped (the job is done)."""
         owner_id, deployment_id = job.owner_id, job.target_id
+        if deployment_id.startswith("p_") and self.workflow_ticks is not None:
+            await self.workflow_ticks(job, finish)
+            return
         snapshot = None
         if self.reader is not None:
             found = await self.reader(

@@ -1,4 +1,5 @@
-"""Subscribing a source to another's channel (``POST/DELETE /v1/subscriptions``).
+"""Subscribing a listener (source or workflow) to an emitter's channel
+(``POST/DELETE /v1/subscriptions``, ``POST /v1/auto_subscriptions``).
 
 The rules a link must follow are ``domain/routing.py``'s; here both ends are looked up in the
 account (404 naming the parameter otherwise) and the link is stored once.
@@ -11,15 +12,33 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sluice import errors
 from sluice.domain import routing
 from sluice.domain.routing import Link
-from sluice.storage import sources, subscriptions
+from sluice.storage import sources, subscriptions, workflows
 from sluice.storage.subscriptions import Subscription
 
 
 async def _must_exist(conn: AsyncConnection, owner_id: str, field: str, value: str) -> None:
-    if value == routing.SOURCES_GLOB:
+    if value in (routing.SOURCES_GLOB, routing.WORKFLOWS_GLOB):
         return
-    if await sources.get(conn, owner_id, value) is None:
+    if value.startswith("p_"):
+        if await workflows.get(conn, owner_id, value) is None:
+            raise errors.NotFound(f"{field}: workflow {value} not found", field=field)
+    elif await sources.get(conn, owner_id, value) is None:
         raise errors.NotFound(f"{field}: source {value} not found", field=field)
+
+
+async def create_auto(
+    db: AsyncEngine, owner_id: str, listener_id: str, event_name: str, *, now_s: int
+) -> subscriptions.AutoSubscription:
+    """Subscribe ``listener_id`` to ``event_name`` of every workflow created from now on."""
+    routing.check_link(routing.WORKFLOWS_GLOB, listener_id, event_name)
+    if event_name != routing.ERRORS:
+        raise errors.InvalidRequest(
+            "event_name must be $errors: new workflows are subscribed for their errors",
+            field="event_name",
+        )
+    async with db.begin() as conn:
+        await _must_exist(conn, owner_id, "listener_id", listener_id)
+        return await subscriptions.create_auto(conn, owner_id, listener_id, event_name, now_s=now_s)
 
 
 async def create(db: AsyncEngine, owner_id: str, link: Link, *, now_s: int) -> Subscription:

@@ -10,6 +10,7 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection
 
 from sluice.storage.tables import deployed_components as t
+from sluice.storage.tables import workflows as wt
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,8 @@ class Endpoint:
     owner_id: str
     component_id: str
     active: bool
+    #: A workflow's endpoint (``deployment_id`` is then the workflow's ``p_`` id).
+    workflow: bool = False
 
 
 _BY_ENDPOINT = sa.select(t.c.id, t.c.owner_id, t.c.component_id, t.c.active).where(
@@ -30,8 +33,13 @@ _BY_ENDPOINT = sa.select(t.c.id, t.c.owner_id, t.c.component_id, t.c.active).whe
 _BY_ENDPOINT_SQLITE = str(_BY_ENDPOINT.compile(dialect=sqlite.dialect()))
 
 
+_WORKFLOW_BY_ENDPOINT = sa.select(wt.c.id, wt.c.owner_id, wt.c.active).where(
+    wt.c.endpoint_id == sa.bindparam("endpoint_id")
+)
+
+
 def get(conn: Connection, endpoint_id: str) -> Endpoint | None:
-    """The deployment behind ``endpoint_id``, active or not; None when there is none."""
+    """The source or workflow behind ``endpoint_id``, active or not; None when there is none."""
     dbapi = conn.connection.dbapi_connection
     if conn.dialect.name == "sqlite" and dbapi is not None:
         cursor = dbapi.cursor()
@@ -43,6 +51,9 @@ def get(conn: Connection, endpoint_id: str) -> Endpoint | None:
     else:
         row = conn.execute(_BY_ENDPOINT, {"endpoint_id": endpoint_id}).first()
     if row is None:
-        return None
+        found = conn.execute(_WORKFLOW_BY_ENDPOINT, {"endpoint_id": endpoint_id}).first()
+        if found is None:
+            return None
+        return Endpoint(endpoint_id, found.id, found.owner_id, "", bool(found.active), True)
     deployment_id, owner_id, component_id, active = row
     return Endpoint(endpoint_id, deployment_id, owner_id, component_id, bool(active))

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sluice.storage import paging
 from sluice.storage.tables import component_state
 from sluice.storage.tables import deployed_components as t
+from sluice.storage.tables import timers as timers_table
 
 
 @dataclass(frozen=True)
@@ -133,6 +134,8 @@ async def delete(conn: AsyncConnection, deployment_id: str) -> None:
     await conn.execute(
         component_state.delete().where(component_state.c.deployment_id == deployment_id)
     )
+    # Timers reference sources or workflows, so no foreign key deletes them (migration 0003).
+    await conn.execute(timers_table.delete().where(timers_table.c.deployment_id == deployment_id))
     await conn.execute(t.delete().where(t.c.id == deployment_id))
 
 

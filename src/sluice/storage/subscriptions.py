@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from sluice import ids
 from sluice.domain.routing import Link
+from sluice.storage.tables import auto_subscriptions as at
 from sluice.storage.tables import subscriptions as t
 
 
@@ -115,3 +116,74 @@ async def delete_for_source(conn: AsyncConnection, deployment_id: str) -> None:
     await conn.execute(
         t.delete().where(sa.or_(t.c.emitter_id == deployment_id, t.c.listener_id == deployment_id))
     )
+
+
+# ---- auto-subscriptions: every workflow created later is subscribed to the listener ----------
+
+
+@dataclass(frozen=True)
+class AutoSubscription:
+    id: str
+    listener_id: str
+    event_name: str
+    created_at: int
+
+    def to_api(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "listener_id": self.listener_id,
+            "event_name": self.event_name,
+            "created_at": self.created_at,
+        }
+
+
+async def create_auto(
+    conn: AsyncConnection, owner_id: str, listener_id: str, event_name: str, *, now_s: int
+) -> AutoSubscription:
+    query = sa.select(at).where(
+        at.c.owner_id == owner_id, at.c.listener_id == listener_id, at.c.event_name == event_name
+    )
+    row = (await conn.execute(query)).first()
+    if row is None:
+        insert: Any = (postgresql if conn.dialect.name == "postgresql" else sqlite).insert(at)
+        await conn.execute(
+            insert.values(
+                id=ids.new_id("sub"),
+                owner_id=owner_id,
+                listener_id=listener_id,
+                event_name=event_name,
+                created_at=now_s,
+            ).on_conflict_do_nothing()
+        )
+        row = (await conn.execute(query)).first()
+    assert row is not None
+    return AutoSubscription(row.id, row.listener_id, row.event_name, row.created_at)
+
+
+async def auto_for(conn: AsyncConnection, owner_id: str) -> list[tuple[str, str]]:
+    rows = await conn.execute(
+        sa.select(at.c.listener_id, at.c.event_name)
+        .where(at.c.owner_id == owner_id)
+        .order_by(at.c.created_at, at.c.id)
+    )
+    return [(r.listener_id, r.event_name) for r in rows]
+
+
+async def list_auto(conn: AsyncConnection, owner_id: str) -> list[AutoSubscription]:
+    rows = await conn.execute(
+        sa.select(at).where(at.c.owner_id == owner_id).order_by(at.c.created_at, at.c.id)
+    )
+    return [AutoSubscription(r.id, r.listener_id, r.event_name, r.created_at) for r in rows]
+
+
+async def delete_auto(
+    conn: AsyncConnection, owner_id: str, listener_id: str, event_name: str
+) -> bool:
+    result = await conn.execute(
+        at.delete().where(
+            at.c.owner_id == owner_id,
+            at.c.listener_id == listener_id,
+            at.c.event_name == event_name,
+        )
+    )
+    return bool(result.rowcount)

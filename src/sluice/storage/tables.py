@@ -21,6 +21,8 @@ accounts = sa.Table(
     sa.Column("email", sa.String(320)),
     sa.Column("is_admin", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.Column("created_at", sa.BigInteger, nullable=False),
+    # The global error workflow (p_): every workflow error goes to it. Null: none.
+    sa.Column("error_workflow_id", sa.String(40)),
 )
 
 api_keys = sa.Table(
@@ -210,12 +212,9 @@ jobs = sa.Table(
 timers = sa.Table(
     "timers",
     metadata,
-    sa.Column(
-        "deployment_id",
-        sa.String(40),
-        sa.ForeignKey("deployed_components.id", ondelete="CASCADE"),
-        primary_key=True,
-    ),
+    # The source (dc_) or workflow (p_) the timer triggers; deleted with it by the code (no
+    # foreign key: it references either table).
+    sa.Column("deployment_id", sa.String(40), primary_key=True),
     sa.Column("owner_id", sa.String(40), nullable=False),
     sa.Column("interval_seconds", sa.Integer),
     sa.Column("cron", sa.String(200)),
@@ -244,4 +243,92 @@ subscriptions = sa.Table(
         "owner_id", "emitter_id", "listener_id", "event_name", name="uq_subscriptions_link"
     ),
     sa.Index("ix_subscriptions_emitter", "owner_id", "emitter_id", "event_name"),
+)
+
+workflows = sa.Table(
+    "workflows",
+    metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column(
+        "owner_id", sa.String(40), sa.ForeignKey("accounts.id", ondelete="CASCADE"), nullable=False
+    ),
+    sa.Column("name", sa.String(300), nullable=False),
+    sa.Column("active", sa.Boolean, nullable=False),
+    # {"type": "http" | "timer" | "source" | "manual", ...its settings}.
+    sa.Column("trigger", JSON, nullable=False),
+    # The steps as deployed: [{id: c_, name, type: code | action, ...}]; see engine/workflows.py.
+    sa.Column("steps", JSON, nullable=False),
+    # A new d_ id on each change of the trigger or the steps.
+    sa.Column("deployment_id", sa.String(40), nullable=False),
+    sa.Column("endpoint_id", sa.String(40), unique=True),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("updated_at", sa.BigInteger, nullable=False),
+    sa.Index("ix_workflows_owner", "owner_id", "created_at"),
+)
+
+runs = sa.Table(
+    "runs",
+    metadata,
+    sa.Column(
+        "pk",
+        sa.BigInteger().with_variant(sa.Integer, "sqlite"),
+        primary_key=True,
+        autoincrement=True,
+    ),
+    sa.Column("id", sa.String(40), nullable=False, unique=True),
+    sa.Column("owner_id", sa.String(40), nullable=False),
+    sa.Column("workflow_id", sa.String(40), nullable=False),
+    sa.Column("deployment_id", sa.String(40), nullable=False),
+    # success | error | exited
+    sa.Column("status", sa.String(20), nullable=False),
+    sa.Column("event", JSON),
+    sa.Column("context", JSON, nullable=False),
+    # One record per step that ran: status, return value, exports, logs, duration, error.
+    sa.Column("steps", JSON, nullable=False),
+    # {code, msg, cellId, ts, stack} when the run failed.
+    sa.Column("error", JSON),
+    sa.Column("flow_exit", JSON),
+    sa.Column("response", JSON),
+    sa.Column("started_ms", sa.BigInteger, nullable=False),
+    sa.Column("duration_ms", sa.Float, nullable=False),
+    sa.Column("replay_of", sa.String(40)),
+    sa.Index("ix_runs_workflow", "workflow_id", "pk"),
+)
+
+run_sends = sa.Table(
+    "run_sends",
+    metadata,
+    sa.Column("run_id", sa.String(40), primary_key=True),
+    sa.Column("idx", sa.Integer, primary_key=True),
+    sa.Column("owner_id", sa.String(40), nullable=False),
+    sa.Column("workflow_id", sa.String(40), nullable=False),
+    # http | email | s3 | emit | sse
+    sa.Column("type", sa.String(20), nullable=False),
+    sa.Column("step_id", sa.String(40)),
+    sa.Column("config", JSON),
+    # queued | sent | written | failed | skipped | done
+    sa.Column("status", sa.String(20), nullable=False),
+    sa.Column("outcome", JSON),
+    sa.Column("updated_ms", sa.BigInteger, nullable=False),
+)
+
+mail_throttle = sa.Table(
+    "mail_throttle",
+    metadata,
+    sa.Column("owner_id", sa.String(40), primary_key=True),
+    sa.Column("key", sa.String(300), primary_key=True),
+    sa.Column("sent_ms", sa.BigInteger, nullable=False),
+)
+
+auto_subscriptions = sa.Table(
+    "auto_subscriptions",
+    metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column(
+        "owner_id", sa.String(40), sa.ForeignKey("accounts.id", ondelete="CASCADE"), nullable=False
+    ),
+    sa.Column("listener_id", sa.String(40), nullable=False),
+    sa.Column("event_name", sa.String(300), nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.UniqueConstraint("owner_id", "listener_id", "event_name", name="uq_auto_subscriptions"),
 )

@@ -222,6 +222,15 @@ export function makeDollar(call, inv) {
       inv.send(type, config);
     };
   }
+  // `$.send.emit(event, channel?)` (current docs) or `$.send.emit({raw_event, channel?})`
+  // (the legacy type checker's shape): recorded as {raw_event, channel}.
+  send.emit = (event, channel) => {
+    if (event === undefined) throw new TypeError("$.send.emit: give the event to emit");
+    const legacy = isObject(event) && !Array.isArray(event) && Object.hasOwn(event, "raw_event");
+    let name = typeof channel === "string" ? channel : "";
+    if (!name && legacy && typeof event.channel === "string") name = event.channel;
+    inv.send("emit", { raw_event: legacy ? event.raw_event : event, channel: name });
+  };
   return {
     export(name, value) {
       inv.exportValue(String(name), value);

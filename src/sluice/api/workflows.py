@@ -1,0 +1,336 @@
+"""``/v1/workflows``: define, read, run and replay workflows; their runs, errors and emits.
+
+See docs/api.md, "Workflows". ``GET /v1/workflows/{id}/$errors/event_summaries`` is the spec's
+error list: the newest 100 errors, newest first, ``expand=event`` for the full error.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.background import BackgroundTask
+
+from sluice import errors, ids
+from sluice.api import paging
+from sluice.api.auth import AccountDep, PlatformDep
+from sluice.api.schemas import ErrorWorkflow, WorkflowCreate, WorkflowRun
+from sluice.engine import streams
+from sluice.engine.executor import ERRORS, RUN_KIND, SSE
+from sluice.engine.workflows import WorkflowInput
+from sluice.platform import Platform
+from sluice.storage import events, runs
+from sluice.storage import workflows as store
+from sluice.storage.jobs import NewJob
+from sluice.storage.runs import Run
+from sluice.storage.workflows import Workflow
+
+router = APIRouter()
+
+#: The spec: the 100 most recent errors (and emits) of a workflow are served.
+WINDOW = 100
+Limit = Annotated[int, Query(ge=1, le=100)]
+
+
+async def _render(platform: Platform, workflow: Workflow) -> dict[str, Any]:
+    error_workflow = await platform.workflows.error_workflow_id(workflow.owner_id)
+    return platform.workflows.to_api(workflow, error_workflow_id=error_workflow)
+
+
+def _input(body: WorkflowCreate) -> WorkflowInput:
+    return WorkflowInput(name=body.name, trigger=body.trigger, steps=body.steps, active=body.active)
+
+
+@router.post("/v1/workflows")
+async def create(
+    body: WorkflowCreate, account: AccountDep, platform: PlatformDep
+) -> dict[str, Any]:
+    workflow = await platform.workflows.create(account.id, _input(body))
+    return {"data": await _render(platform, workflow)}
+
+
+@router.get("/v1/users/me/workflows")
+async def list_mine(
+    account: AccountDep,
+    platform: PlatformDep,
+    limit: Limit = 10,
+    before: str | None = None,
+    after: str | None = None,
+) -> dict[str, Any]:
+    before_id, after_id = paging.cursors(before, after, "p")
+    async with platform.db.connect() as conn:
+        found, total = await store.page(
+            conn, account.id, limit=limit, before=before_id, after=after_id
+        )
+    error_workflow = await platform.workflows.error_workflow_id(account.id)
+    data = [platform.workflows.to_api(w, error_workflow_id=error_workflow) for w in found]
+    return paging.body(data, total)
+
+
+@router.get("/v1/workflows/{workflow_id}")
+async def read(workflow_id: str, account: AccountDep, platform: PlatformDep) -> dict[str, Any]:
+    workflow = await platform.workflows.get(account.id, workflow_id)
+    return {"data": await _render(platform, workflow)}
+
+
+@router.put("/v1/workflows/{workflow_id}")
+async def update(
+    workflow_id: str, body: WorkflowCreate, account: AccountDep, platform: PlatformDep
+) -> dict[str, Any]:
+    workflow = await platform.workflows.update(account.id, workflow_id, _input(body))
+    return {"data": await _render(platform, workflow)}
+
+
+@router.delete("/v1/workflows/{workflow_id}")
+async def delete(workflow_id: str, account: AccountDep, platform: PlatformDep) -> dict[str, Any]:
+    await platform.workflows.delete(account.id, workflow_id)
+    return {}
+
+
+# ---- runs -----------------------------------------------------------------------------------
+
+
+def _redact(run: Run) -> dict[str, Any]:
+    """A run for the API: ``$.send.http`` passwords are not echoed."""
+    data = run.to_api()
+    for send in data["sends"]:
+        auth = (send.get("config") or {}).get("auth")
+        if isinstance(auth, dict) and "password" in auth:
+            send["config"] = {**send["config"], "auth": {**auth, "password": "********"}}
+    return data
+
+
+async def _run_now(platform: Platform, workflow: Workflow, payload: dict[str, Any]) -> Run:
+    run_id = ids.random_token(27)
+    await platform.ingress.run_now_and_wait(
+        NewJob(RUN_KIND, workflow.owner_id, workflow.id, {**payload, "run_id": run_id})
+    )
+    async with platform.db.connect() as conn:
+        found = await runs.get(conn, workflow.owner_id, run_id)
+    if found is None:
+        raise errors.RunnerUnavailable(
+            "the run could not finish now (the Node runner crashed); it is queued and will run "
+            f"again: see GET /v1/workflows/{workflow.id}/runs"
+        )
+    return found
+
+
+@router.post("/v1/workflows/{workflow_id}/runs")
+async def run(
+    workflow_id: str, account: AccountDep, platform: PlatformDep, body: WorkflowRun | None = None
+) -> dict[str, Any]:
+    """Run the workflow now on ``event`` (a manual trigger) and answer with the run."""
+    workflow = await platform.workflows.get(account.id, workflow_id)
+    if not workflow.active:
+        raise errors.Conflict(
+            f'workflow {workflow.id} is inactive; activate it with PUT {{"active": true}}',
+            field="active",
+        )
+    event = body.event if body is not None else None
+    found = await _run_now(platform, workflow, {"event": event, "source_type": "MANUAL"})
+    return {"data": _redact(found)}
+
+
+@router.get("/v1/workflows/{workflow_id}/runs")
+async def list_runs(
+    workflow_id: str,
+    account: AccountDep,
+    platform: PlatformDep,
+    limit: Limit = 10,
+    before: str | None = None,
+    after: str | None = None,
+) -> dict[str, Any]:
+    """Newest first; ``before``/``after`` are run ids (the cursors of ``page_info``)."""
+    workflow = await platform.workflows.get(account.id, workflow_id)
+    async with platform.db.connect() as conn:
+        found, total = await runs.page(conn, workflow.id, limit=limit, before=before, after=after)
+    data = [_redact(r) for r in found]
+    return {
+        "page_info": {
+            "total_count": total,
+            "count": len(data),
+            "start_cursor": data[0]["id"] if data else None,
+            "end_cursor": data[-1]["id"] if data else None,
+        },
+        "data": data,
+    }
+
+
+async def _get_run(platform: Platform, owner_id: str, run_id: str) -> Run:
+    async with platform.db.connect() as conn:
+        found = await runs.get(conn, owner_id, run_id)
+    if found is None:
+        raise errors.NotFound(f"run {run_id} not found")
+    return found
+
+
+@router.get("/v1/runs/{run_id}")
+async def read_run(run_id: str, account: AccountDep, platform: PlatformDep) -> dict[str, Any]:
+    return {"data": _redact(await _get_run(platform, account.id, run_id))}
+
+
+@router.post("/v1/runs/{run_id}/replay")
+async def replay(run_id: str, account: AccountDep, platform: PlatformDep) -> dict[str, Any]:
+    """Run the workflow again on the run's original event (the workflow as it is now)."""
+    original = await _get_run(platform, account.id, run_id)
+    workflow = await platform.workflows.get(account.id, original.workflow_id)
+    payload = {
+        "event": original.event,
+        "source_type": original.context.get("source_type") or "MANUAL",
+        "replay_of": original.id,
+    }
+    return {"data": _redact(await _run_now(platform, workflow, payload))}
+
+
+# ---- errors and emits -----------------------------------------------------------------------
+
+
+def _position(value: str | None, name: str) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    parsed = ids.parse_event_id(value)
+    if parsed is None:
+        raise errors.InvalidRequest(f"{name} must be an id such as 1606370816223-0", field=name)
+    return parsed
+
+
+def _summary_page(items: list[dict[str, Any]], total: int) -> dict[str, Any]:
+    return {
+        "page_info": {
+            "total_count": total,
+            "start_cursor": items[0]["id"] if items else None,
+            "end_cursor": items[-1]["id"] if items else None,
+            "count": len(items),
+        },
+        "data": items,
+    }
+
+
+@router.get("/v1/workflows/{workflow_id}/$errors/event_summaries")
+async def error_summaries(
+    workflow_id: str,
+    account: AccountDep,
+    platform: PlatformDep,
+    expand: str | None = None,
+    limit: Limit = 100,
+    before: str | None = None,
+    after: str | None = None,
+) -> dict[str, Any]:
+    """The newest errors of the workflow (at most 100), newest first. With ``expand=event``
+    each item has ``event: {original_event, original_context, error}``; without it, the
+    item has ``error: {code, msg, cellId, ts}`` instead (no stack, event or context)."""
+    if expand not in (None, "", "event"):
+        raise errors.InvalidRequest("expand accepts only 'event'", field="expand")
+    workflow = await platform.workflows.get(account.id, workflow_id)
+    async with platform.db.connect() as conn:
+        page = await events.page(
+            conn,
+            workflow.id,
+            limit=limit,
+            window=WINDOW,
+            channel=ERRORS,
+            before=_position(before, "before"),
+            after=_position(after, "after"),
+        )
+    items = []
+    for event in page.items:
+        item: dict[str, Any] = {
+            "id": event.id,
+            "indexed_at_ms": event.ts_ms,
+            "metadata": {"emitter_id": event.emitter_id, "emit_id": event.emit_id, "name": ERRORS},
+        }
+        payload = event.payload or {}
+        if expand == "event":
+            item["event"] = {
+                "original_event": payload.get("original_event"),
+                "original_context": payload.get("original_context"),
+                "error": payload.get("error"),
+            }
+        else:
+            error = payload.get("error") or {}
+            item["error"] = {k: error.get(k) for k in ("code", "msg", "cellId", "ts")}
+        items.append(item)
+    return _summary_page(items, page.total_count)
+
+
+@router.get("/v1/workflows/{workflow_id}/event_summaries")
+async def emit_summaries(
+    workflow_id: str,
+    account: AccountDep,
+    platform: PlatformDep,
+    expand: str | None = None,
+    limit: Limit = 100,
+    before: str | None = None,
+    after: str | None = None,
+    event_name: str | None = None,
+) -> dict[str, Any]:
+    """Events the workflow emitted with ``$.send.emit`` (newest 100 of the channel
+    ``event_name``, default ``""``): ``event: {raw_event}`` with ``expand=event``."""
+    if expand not in (None, "", "event"):
+        raise errors.InvalidRequest("expand accepts only 'event'", field="expand")
+    channel = event_name or ""
+    if channel.startswith("$"):
+        raise errors.InvalidRequest(
+            "event_name: $errors are at /$errors/event_summaries", field="event_name"
+        )
+    workflow = await platform.workflows.get(account.id, workflow_id)
+    async with platform.db.connect() as conn:
+        page = await events.page(
+            conn,
+            workflow.id,
+            limit=limit,
+            window=WINDOW,
+            channel=channel,
+            before=_position(before, "before"),
+            after=_position(after, "after"),
+        )
+    items = [e.to_summary(expand=expand == "event") for e in page.items]
+    return _summary_page(items, page.total_count)
+
+
+@router.get("/v1/workflows/{workflow_id}/sse", response_class=EventSourceResponse)
+async def sse(workflow_id: str, account: AccountDep, platform: PlatformDep) -> EventSourceResponse:
+    """``$.send.sse({channel, payload})`` of the workflow: on connect the newest 100, then
+    live; the SSE ``event:`` field is the channel, ``data:`` the payload as JSON."""
+    workflow = await platform.workflows.get(account.id, workflow_id)
+    stream = streams.open_emits(
+        platform.db, platform.invoker.broker, workflow.id, after=(0, 0), channel=SSE
+    )
+
+    async def messages() -> Any:
+        async for message_id, item in stream.items():
+            body = item.get("e") or {}
+            data = json.dumps(body.get("payload"), ensure_ascii=False, default=str)
+            channel = body.get("channel")
+            yield ServerSentEvent(
+                data, id=message_id, event=str(channel) if channel else None, sep="\n"
+            )
+
+    return EventSourceResponse(
+        messages(),
+        ping=platform.settings.sse_keepalive_seconds,
+        ping_message_factory=lambda: ServerSentEvent(comment="keepalive", sep="\n"),
+        sep="\n",
+        background=BackgroundTask(stream.close),
+    )
+
+
+# ---- the global error workflow --------------------------------------------------------------
+
+
+@router.get("/v1/users/me/error_workflow")
+async def get_error_workflow(account: AccountDep, platform: PlatformDep) -> dict[str, Any]:
+    workflow_id = await platform.workflows.error_workflow_id(account.id)
+    return {"data": {"workflow_id": workflow_id}}
+
+
+@router.put("/v1/users/me/error_workflow")
+async def set_error_workflow(
+    body: ErrorWorkflow, account: AccountDep, platform: PlatformDep
+) -> dict[str, Any]:
+    """Make ``workflow_id`` the global error workflow (every error of the account's workflows
+    triggers it), or ``null`` for none."""
+    await platform.workflows.set_error_workflow(account.id, body.workflow_id)
+    return {"data": {"workflow_id": body.workflow_id}}

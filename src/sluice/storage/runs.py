@@ -1,0 +1,262 @@
+"""Workflow runs: one row per finished run, newest first; and the outcome of each ``$.send``.
+
+A run is written once, in the transaction that marks its job done (so a completed run is never
+run again); its sends are rows of ``run_sends``, each updated by the job that performs it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from sluice.storage.tables import accounts, mail_throttle
+from sluice.storage.tables import run_sends as st
+from sluice.storage.tables import runs as t
+
+QUEUED = "queued"
+
+
+@dataclass
+class Run:
+    id: str
+    owner_id: str
+    workflow_id: str
+    deployment_id: str
+    status: str
+    event: Any
+    context: dict[str, Any]
+    steps: list[dict[str, Any]]
+    error: dict[str, Any] | None
+    flow_exit: dict[str, Any] | None
+    response: dict[str, Any] | None
+    started_ms: int
+    duration_ms: float
+    replay_of: str | None = None
+    sends: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_api(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "workflow_id": self.workflow_id,
+            "deployment_id": self.deployment_id,
+            "status": self.status,
+            "event": self.event,
+            "context": self.context,
+            "steps": self.steps,
+            "error": self.error,
+            "flow_exit": self.flow_exit,
+            "response": self.response,
+            "sends": self.sends,
+            "started_at_ms": self.started_ms,
+            "duration_ms": self.duration_ms,
+            "replay_of": self.replay_of,
+        }
+
+
+def _row(row: Any) -> Run:
+    return Run(
+        row.id,
+        row.owner_id,
+        row.workflow_id,
+        row.deployment_id,
+        row.status,
+        row.event,
+        dict(row.context or {}),
+        list(row.steps or []),
+        row.error,
+        row.flow_exit,
+        row.response,
+        row.started_ms,
+        float(row.duration_ms),
+        row.replay_of,
+    )
+
+
+def insert_sync(conn: Connection, run: Run) -> None:
+    conn.execute(
+        t.insert().values(
+            id=run.id,
+            owner_id=run.owner_id,
+            workflow_id=run.workflow_id,
+            deployment_id=run.deployment_id,
+            status=run.status,
+            event=run.event,
+            context=run.context,
+            steps=run.steps,
+            error=run.error,
+            flow_exit=run.flow_exit,
+            response=run.response,
+            started_ms=run.started_ms,
+            duration_ms=run.duration_ms,
+            replay_of=run.replay_of,
+        )
+    )
+    if run.sends:
+        conn.execute(
+            st.insert(),
+            [
+                {
+                    "run_id": run.id,
+                    "idx": i,
+                    "owner_id": run.owner_id,
+                    "workflow_id": run.workflow_id,
+                    "type": s["type"],
+                    "step_id": s.get("step"),
+                    "config": s.get("config"),
+                    "status": s.get("status", QUEUED),
+                    "outcome": s.get("outcome"),
+                    "updated_ms": run.started_ms,
+                }
+                for i, s in enumerate(run.sends)
+            ],
+        )
+
+
+def trim_sync(conn: Connection, workflow_id: str, keep: int) -> None:
+    """All but the newest ``keep`` runs of the workflow (and their sends) are deleted."""
+    cutoff = conn.execute(
+        sa.select(t.c.pk)
+        .where(t.c.workflow_id == workflow_id)
+        .order_by(t.c.pk.desc())
+        .offset(keep)
+        .limit(1)
+    ).scalar_one_or_none()
+    if cutoff is None:
+        return
+    old = sa.select(t.c.id).where(t.c.workflow_id == workflow_id, t.c.pk <= cutoff)
+    conn.execute(st.delete().where(st.c.run_id.in_(old)))
+    conn.execute(t.delete().where(t.c.workflow_id == workflow_id, t.c.pk <= cutoff))
+
+
+def _sends_of(rows: list[Any]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        out.setdefault(r.run_id, []).append(
+            {
+                "type": r.type,
+                "step": r.step_id,
+                "config": r.config,
+                "status": r.status,
+                "outcome": r.outcome,
+            }
+        )
+    return out
+
+
+async def _attach_sends(conn: AsyncConnection, found: list[Run]) -> None:
+    if not found:
+        return
+    rows = (
+        await conn.execute(
+            sa.select(st).where(st.c.run_id.in_([r.id for r in found])).order_by(st.c.idx)
+        )
+    ).all()
+    by_run = _sends_of(list(rows))
+    for run in found:
+        run.sends = by_run.get(run.id, [])
+
+
+async def get(conn: AsyncConnection, owner_id: str, run_id: str) -> Run | None:
+    row = (
+        await conn.execute(sa.select(t).where(t.c.owner_id == owner_id, t.c.id == run_id))
+    ).first()
+    if row is None:
+        return None
+    run = _row(row)
+    await _attach_sends(conn, [run])
+    return run
+
+
+async def page(
+    conn: AsyncConnection,
+    workflow_id: str,
+    *,
+    limit: int,
+    before: str | None = None,
+    after: str | None = None,
+) -> tuple[list[Run], int]:
+    """Newest first. ``after`` a run id: the older ones; ``before``: the newer ones."""
+    scope = t.c.workflow_id == workflow_id
+    total = int((await conn.execute(sa.select(sa.func.count()).where(scope))).scalar_one())
+    query = sa.select(t).where(scope)
+    ascending = False
+    for cursor, older in ((after, True), (before, False)):
+        if cursor is None:
+            continue
+        pk = (await conn.execute(sa.select(t.c.pk).where(scope, t.c.id == cursor))).scalar()
+        if pk is None:
+            return [], total
+        query = query.where(t.c.pk < pk if older else t.c.pk > pk)
+        ascending = not older and after is None
+    order = t.c.pk.asc() if ascending else t.c.pk.desc()
+    rows = (await conn.execute(query.order_by(order).limit(limit))).all()
+    found = [_row(r) for r in sorted(rows, key=lambda r: r.pk, reverse=True)]
+    await _attach_sends(conn, found)
+    return found, total
+
+
+def set_send_sync(
+    conn: Connection, run_id: str, idx: int, *, status: str, outcome: Any, now_ms: int
+) -> None:
+    conn.execute(
+        st.update()
+        .where(st.c.run_id == run_id, st.c.idx == idx)
+        .values(status=status, outcome=outcome, updated_ms=now_ms)
+    )
+
+
+async def get_send(conn: AsyncConnection, run_id: str, idx: int) -> dict[str, Any] | None:
+    row = (await conn.execute(sa.select(st).where(st.c.run_id == run_id, st.c.idx == idx))).first()
+    if row is None:
+        return None
+    return {"type": row.type, "config": row.config, "status": row.status, "outcome": row.outcome}
+
+
+async def account_email(conn: AsyncConnection, owner_id: str) -> str | None:
+    value = (
+        await conn.execute(sa.select(accounts.c.email).where(accounts.c.id == owner_id))
+    ).scalar_one_or_none()
+    return str(value) if value else None
+
+
+def release_mail_slot_sync(conn: Connection, owner_id: str, key: str, sent_ms: int) -> None:
+    """Undo ``claim_mail_slot_sync`` of ``sent_ms`` (the mail could not be sent)."""
+    conn.execute(
+        mail_throttle.delete().where(
+            mail_throttle.c.owner_id == owner_id,
+            mail_throttle.c.key == key,
+            mail_throttle.c.sent_ms == sent_ms,
+        )
+    )
+
+
+def claim_mail_slot_sync(
+    conn: Connection, owner_id: str, key: str, *, now_ms: int, window_ms: int
+) -> bool:
+    """True when no mail with ``key`` went out in the last ``window_ms`` (the slot is taken
+    now); False when one did. Exact under concurrency: the row is the lock."""
+    row = conn.execute(
+        sa.select(mail_throttle.c.sent_ms)
+        .where(mail_throttle.c.owner_id == owner_id, mail_throttle.c.key == key)
+        .with_for_update()
+    ).first()
+    if row is None:
+        conn.execute(mail_throttle.insert().values(owner_id=owner_id, key=key, sent_ms=now_ms))
+        return True
+    if now_ms - int(row.sent_ms) < window_ms:
+        return False
+    conn.execute(
+        mail_throttle.update()
+        .where(mail_throttle.c.owner_id == owner_id, mail_throttle.c.key == key)
+        .values(sent_ms=now_ms)
+    )
+    return True
+
+
+async def delete_for_workflow(conn: AsyncConnection, workflow_id: str) -> None:
+    await conn.execute(st.delete().where(st.c.workflow_id == workflow_id))
+    await conn.execute(t.delete().where(t.c.workflow_id == workflow_id))

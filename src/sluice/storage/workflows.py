@@ -1,0 +1,154 @@
+"""Workflows (``p_``): a trigger and ordered steps, owned by an account.
+
+The row holds the steps as deployed (``engine/workflows.py`` builds them) and the id of the
+current deployment (``d_``), which changes with the trigger or the steps. An HTTP-triggered
+workflow has an ``endpoint_id``, in the same namespace as the endpoints of sources.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from sluice.storage import paging
+from sluice.storage.tables import accounts
+from sluice.storage.tables import timers as timers_table
+from sluice.storage.tables import workflows as t
+
+
+@dataclass(frozen=True)
+class Workflow:
+    id: str
+    owner_id: str
+    name: str
+    active: bool
+    trigger: dict[str, Any]
+    steps: list[dict[str, Any]]
+    deployment_id: str
+    endpoint_id: str | None
+    created_at: int
+    updated_at: int
+
+    @property
+    def trigger_type(self) -> str:
+        return str(self.trigger.get("type"))
+
+    def step_by_id(self, step_id: str) -> dict[str, Any] | None:
+        return next((s for s in self.steps if s.get("id") == step_id), None)
+
+
+def _row(row: Any) -> Workflow:
+    return Workflow(
+        row.id,
+        row.owner_id,
+        row.name,
+        bool(row.active),
+        dict(row.trigger or {}),
+        list(row.steps or []),
+        row.deployment_id,
+        row.endpoint_id,
+        row.created_at,
+        row.updated_at,
+    )
+
+
+def _values(w: Workflow) -> dict[str, Any]:
+    return {
+        "owner_id": w.owner_id,
+        "name": w.name,
+        "active": w.active,
+        "trigger": w.trigger,
+        "steps": w.steps,
+        "deployment_id": w.deployment_id,
+        "endpoint_id": w.endpoint_id,
+        "created_at": w.created_at,
+        "updated_at": w.updated_at,
+    }
+
+
+async def insert(conn: AsyncConnection, workflow: Workflow) -> None:
+    await conn.execute(t.insert().values(id=workflow.id, **_values(workflow)))
+
+
+async def replace(conn: AsyncConnection, workflow: Workflow) -> None:
+    await conn.execute(t.update().where(t.c.id == workflow.id).values(**_values(workflow)))
+
+
+_GET = sa.select(t).where(t.c.owner_id == sa.bindparam("owner_id"), t.c.id == sa.bindparam("id"))
+
+
+def get_sync(conn: Connection, owner_id: str, workflow_id: str) -> Workflow | None:
+    row = conn.execute(_GET, {"owner_id": owner_id, "id": workflow_id}).first()
+    return _row(row) if row else None
+
+
+async def get(conn: AsyncConnection, owner_id: str, workflow_id: str) -> Workflow | None:
+    row = (await conn.execute(_GET, {"owner_id": owner_id, "id": workflow_id})).first()
+    return _row(row) if row else None
+
+
+async def get_by_endpoint(conn: AsyncConnection, endpoint_id: str) -> Workflow | None:
+    row = (await conn.execute(sa.select(t).where(t.c.endpoint_id == endpoint_id))).first()
+    return _row(row) if row else None
+
+
+_BY_ENDPOINT = sa.select(t.c.id, t.c.owner_id, t.c.active).where(
+    t.c.endpoint_id == sa.bindparam("endpoint_id")
+)
+
+
+def endpoint_sync(conn: Connection, endpoint_id: str) -> tuple[str, str, bool] | None:
+    """(workflow id, owner id, active) behind an endpoint id, for the ingress."""
+    row = conn.execute(_BY_ENDPOINT, {"endpoint_id": endpoint_id}).first()
+    return (row.id, row.owner_id, bool(row.active)) if row else None
+
+
+async def page(
+    conn: AsyncConnection,
+    owner_id: str,
+    *,
+    limit: int,
+    before: str | None = None,
+    after: str | None = None,
+) -> tuple[list[Workflow], int]:
+    rows, total = await paging.newest_first(
+        conn, t, t.c.owner_id == owner_id, limit=limit, before=before, after=after
+    )
+    return [_row(r) for r in rows], total
+
+
+async def list_ids(conn: AsyncConnection, owner_id: str) -> list[str]:
+    rows = await conn.execute(sa.select(t.c.id).where(t.c.owner_id == owner_id))
+    return [r.id for r in rows]
+
+
+async def delete(conn: AsyncConnection, workflow_id: str) -> None:
+    await conn.execute(timers_table.delete().where(timers_table.c.deployment_id == workflow_id))
+    await conn.execute(t.delete().where(t.c.id == workflow_id))
+
+
+_ERROR_WORKFLOW = sa.select(accounts.c.error_workflow_id).where(
+    accounts.c.id == sa.bindparam("owner_id")
+)
+
+
+def error_workflow_id_sync(conn: Connection, owner_id: str) -> str | None:
+    value = conn.execute(_ERROR_WORKFLOW, {"owner_id": owner_id}).scalar_one_or_none()
+    return str(value) if value else None
+
+
+async def error_workflow_id(conn: AsyncConnection, owner_id: str) -> str | None:
+    value = (await conn.execute(_ERROR_WORKFLOW, {"owner_id": owner_id})).scalar_one_or_none()
+    return str(value) if value else None
+
+
+async def set_error_workflow_id(
+    conn: AsyncConnection, owner_id: str, workflow_id: str | None
+) -> None:
+    await conn.execute(
+        accounts.update().where(accounts.c.id == owner_id).values(error_workflow_id=workflow_id)
+    )
