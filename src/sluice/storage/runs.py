@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -238,23 +239,26 @@ def claim_mail_slot_sync(
     conn: Connection, owner_id: str, key: str, *, now_ms: int, window_ms: int
 ) -> bool:
     """True when no mail with ``key`` went out in the last ``window_ms`` (the slot is taken
-    now); False when one did. Exact under concurrency: the row is the lock."""
-    row = conn.execute(
-        sa.select(mail_throttle.c.sent_ms)
-        .where(mail_throttle.c.owner_id == owner_id, mail_throttle.c.key == key)
-        .with_for_update()
-    ).first()
-    if row is None:
-        conn.execute(mail_throttle.insert().values(owner_id=owner_id, key=key, sent_ms=now_ms))
+    now); False when one did. Exact under concurrency: the insert and the compare-and-set
+    update each succeed for one transaction only."""
+    dialect: Any = postgresql if conn.dialect.name == "postgresql" else sqlite
+    inserted = conn.execute(
+        dialect.insert(mail_throttle)
+        .values(owner_id=owner_id, key=key, sent_ms=now_ms)
+        .on_conflict_do_nothing()
+    )
+    if inserted.rowcount == 1:
         return True
-    if now_ms - int(row.sent_ms) < window_ms:
+    same = (mail_throttle.c.owner_id == owner_id, mail_throttle.c.key == key)
+    sent = conn.execute(sa.select(mail_throttle.c.sent_ms).where(*same)).scalar_one_or_none()
+    if sent is None or now_ms - int(sent) < window_ms:
         return False
-    conn.execute(
+    moved = conn.execute(
         mail_throttle.update()
-        .where(mail_throttle.c.owner_id == owner_id, mail_throttle.c.key == key)
+        .where(*same, mail_throttle.c.sent_ms == sent)
         .values(sent_ms=now_ms)
     )
-    return True
+    return bool(moved.rowcount == 1)
 
 
 async def delete_for_workflow(conn: AsyncConnection, workflow_id: str) -> None:
