@@ -1,4 +1,4 @@
-"""``sluice list``: the account's sources, components or subscriptions."""
+"""``sluice list``: the account's sources, components, subscriptions or workflows."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from sluice.cli import config, render
+from sluice.cli import config, render, workflows
 from sluice.cli.client import Client, CliError
 
 
@@ -15,6 +15,7 @@ class Kind(StrEnum):
     sources = "sources"
     components = "components"
     subscriptions = "subscriptions"
+    workflows = "workflows"
 
 
 #: pd's short forms too (``pd list so``).
@@ -26,6 +27,8 @@ _ALIASES = {
     "sub": Kind.subscriptions,
     "subscription": Kind.subscriptions,
     "subs": Kind.subscriptions,
+    "wo": Kind.workflows,
+    "workflow": Kind.workflows,
 }
 
 
@@ -40,12 +43,14 @@ def _complete(incomplete: str) -> list[str]:
 def list_(
     kind: Annotated[
         str,
-        typer.Argument(help="sources, components or subscriptions.", autocompletion=_complete),
+        typer.Argument(
+            help="sources, components, subscriptions or workflows.", autocompletion=_complete
+        ),
     ] = "sources",
     profile: config.ProfileOpt = config.DEFAULT_PROFILE,
     json_: render.JsonOpt = False,
 ) -> None:
-    """List the account's sources (default), components, or subscriptions.
+    """List the account's sources (default), components, subscriptions, or workflows.
 
     Example: sluice list components --json
     """
@@ -53,7 +58,8 @@ def list_(
         chosen = _ALIASES.get(kind) or Kind(kind)
     except ValueError as exc:
         raise CliError(
-            f"cannot list {kind!r}: give sources, components or subscriptions", code="usage"
+            f"cannot list {kind!r}: give sources, components, subscriptions or workflows",
+            code="usage",
         ) from exc
     api = Client(config.resolve(profile))
     if chosen is Kind.subscriptions:
@@ -66,5 +72,7 @@ def list_(
         render.sources_table(items)
     elif chosen is Kind.components:
         render.components_table(items)
+    elif chosen is Kind.workflows:
+        workflows.workflows_table(items)
     else:
         render.subscriptions_table(items)

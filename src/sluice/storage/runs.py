@@ -254,9 +254,7 @@ def claim_mail_slot_sync(
     if sent is None or now_ms - int(sent) < window_ms:
         return False
     moved = conn.execute(
-        mail_throttle.update()
-        .where(*same, mail_throttle.c.sent_ms == sent)
-        .values(sent_ms=now_ms)
+        mail_throttle.update().where(*same, mail_throttle.c.sent_ms == sent).values(sent_ms=now_ms)
     )
     return bool(moved.rowcount == 1)
 

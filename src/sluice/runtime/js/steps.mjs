@@ -14,7 +14,7 @@ import { pathToFileURL } from "node:url";
 
 import { buildInstance, END_NEEDLE, isFlowExit, makeDollar } from "./instance.mjs";
 import { toJsonSafe } from "./jsonsafe.mjs";
-import { isObject } from "./props.mjs";
+import { isObject, resolveProp } from "./props.mjs";
 
 const WHOLE_REF = /^\s*\{\{([\s\S]+?)\}\}\s*$/;
 const ANY_REF = /\{\{([\s\S]+?)\}\}/g;
@@ -31,7 +31,9 @@ export async function runWorkflow(call, inv, serializeError) {
     const started = performance.now();
     try {
       const component = await loadStep(step);
-      const props = resolveRefs(step.props ?? {}, steps, `step "${step.name}"`);
+      const raw = step.props ?? {};
+      const props = resolveRefs(raw, steps, `step "${step.name}"`);
+      checkResolved(component, raw, props, step.name);
       const state = await buildInstance(component, { props, db: {} }, inv);
       const self = state.self;
       const before = new Set(Object.keys(self));
@@ -118,5 +120,38 @@ function evaluate(expr, steps, where) {
     const e = new Error(`${where}: {{${expr.trim()}}} could not be evaluated: ${err && err.message}`);
     e.name = "ConfigurationError";
     throw e;
+  }
+}
+
+/**
+ * Values that came from `{{ }}` are checked against their prop's type once known, as the
+ * deploy-time check does for the others: a `ConfigurationError` names the step and the prop.
+ */
+function checkResolved(component, raw, props, stepName) {
+  const defs = isObject(component.props) ? component.props : {};
+  for (const [name, value] of Object.entries(props)) {
+    if (typeof raw[name] !== "string" || !raw[name].includes("{{") || !Object.hasOwn(defs, name)) continue;
+    const def = resolveProp(defs[name]).def;
+    const fail = (why) => {
+      const err = new Error(`step "${stepName}": prop "${name}" ${why}, got ${JSON.stringify(value)} from ${raw[name]}`);
+      err.name = "ConfigurationError";
+      throw err;
+    };
+    if (value === undefined || value === null) {
+      if (!def.optional) fail("is required");
+      continue;
+    }
+    if (def.type === "integer") {
+      const n = typeof value === "string" && /^\s*[-+]?\d+\s*$/.test(value) ? Number(value) : value;
+      if (!Number.isInteger(n)) fail("must be an integer");
+      if (typeof def.min === "number" && n < def.min) fail(`must be at least ${def.min}`);
+      if (typeof def.max === "number" && n > def.max) fail(`must be at most ${def.max}`);
+      props[name] = n;
+    } else if (def.type === "boolean") {
+      if (value !== true && value !== false && value !== "true" && value !== "false") fail("must be a boolean");
+    } else if (def.type === "string") {
+      if (typeof value === "number") props[name] = String(value);
+      else if (typeof value !== "string") fail("must be a string");
+    }
   }
 }

@@ -1,0 +1,431 @@
+"""Workflow triggers and side effects: HTTP endpoints ($.respond, immediate, the default answer,
+failures), timers (fake clock), sources, action steps, $.send.*, time-outs, and delivery that
+survives a killed runner and a restarted process."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+import sqlalchemy as sa
+
+from sluice.clock import FakeClock, SystemClock
+from sluice.engine.deliveries import Deliveries
+from sluice.engine.jobs import JobWorker
+from sluice.engine.scheduler import Scheduler
+from sluice.platform import Platform
+from sluice.storage.tables import workflows as workflows_table
+from tests.conftest import Api
+from tests.integration.test_api_basics import assert_error
+from tests.integration.test_sources_api import deploy
+from tests.integration.test_workflows import THROWS, create, run, step
+
+
+class Gate:
+    """A local HTTP server whose first ``hold`` requests wait until ``release()``; every
+    request is recorded (method, path, body)."""
+
+    def __init__(self, hold: int = 0) -> None:
+        self.hold = hold
+        self.requests: list[tuple[str, str, bytes]] = []
+        self.arrived = asyncio.Event()
+        self._open = asyncio.Event()
+        self.server: asyncio.Server | None = None
+
+    @property
+    def url(self) -> str:
+        assert self.server is not None
+        port = self.server.sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{port}"
+
+    def release(self) -> None:
+        self._open.set()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        method, path, _ = lines[0].split(" ", 2)
+        length = 0
+        for line in lines[1:]:
+            if line.lower().startswith("content-length:"):
+                length = int(line.split(":", 1)[1])
+        body = await reader.readexactly(length) if length else b""
+        self.requests.append((method, path, body))
+        self.arrived.set()
+        if len(self.requests) <= self.hold:
+            await self._open.wait()
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+        await writer.drain()
+        writer.close()
+
+    async def __aenter__(self) -> Gate:
+        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.release()
+        assert self.server is not None
+        self.server.close()
+
+
+async def hit(api: Api, workflow: dict[str, Any], **kwargs: Any) -> Any:
+    url = workflow["endpoint_url"]
+    path = url[url.index("/e/") :]
+    return await api.client.post(path, **kwargs)
+
+
+RESPONDS = step(
+    "answer",
+    "async run({ steps, $ }) { await $.respond({ status: 201, headers: { 'x-step': 'answer' }, "
+    "body: { got: steps.trigger.event.body } }); return 'done'; }",
+)
+
+
+async def test_http_trigger_default_answer_runs_later(api: Api) -> None:
+    workflow = await create(
+        api,
+        [step("keep", "async run({ steps }) { return steps.trigger.event.body; }")],
+        trigger={"type": "http"},
+    )
+    assert workflow["endpoint_url"].startswith("http") and "/e/" in workflow["endpoint_url"]
+    assert workflow["trigger"]["endpoint_url"] == workflow["endpoint_url"]
+    response = await hit(api, workflow, json={"order": 1})
+    assert response.status_code == 200, response.text
+    await api.platform.jobs.drain()
+    runs = (await api.client.get(f"/v1/workflows/{workflow['id']}/runs")).json()["data"]
+    assert len(runs) == 1
+    assert runs[0]["steps"][0]["return_value"] == {"order": 1}
+    assert runs[0]["event"]["method"] == "POST" and runs[0]["context"]["source_type"] == "HTTP"
+
+
+async def test_http_trigger_respond(api: Api) -> None:
+    workflow = await create(api, [RESPONDS], trigger={"type": "http"})
+    response = await hit(api, workflow, json={"a": 1})
+    assert response.status_code == 201, response.text
+    assert response.headers["x-step"] == "answer" and response.json() == {"got": {"a": 1}}
+    runs = (await api.client.get(f"/v1/workflows/{workflow['id']}/runs")).json()["data"]
+    assert runs[0]["response"]["status"] == 201 and runs[0]["status"] == "success"
+
+
+async def test_immediate_respond_answers_before_the_run_ends(api: Api) -> None:
+    async with Gate(hold=1) as gate:
+        workflow = await create(
+            api,
+            [
+                step(
+                    "early",
+                    "async run({ $ }) { await $.respond({ status: 202, body: 'accepted', "
+                    "immediate: true }); }",
+                ),
+                step("slow", f"async run() {{ return (await fetch('{gate.url}/slow')).status; }}"),
+            ],
+            trigger={"type": "http"},
+        )
+        response = await hit(api, workflow, content=b"x")
+        # Answered while the second step is still blocked on the gate.
+        assert response.status_code == 202 and response.text == "accepted"
+        await gate.arrived.wait()
+        runs = (await api.client.get(f"/v1/workflows/{workflow['id']}/runs")).json()["data"]
+        assert runs == []
+        gate.release()
+        await api.platform.ingress.idle()
+    runs = (await api.client.get(f"/v1/workflows/{workflow['id']}/runs")).json()["data"]
+    assert [s["return_value"] for s in runs[0]["steps"]] == [None, 200]
+
+
+async def test_http_trigger_without_respond_or_failing(api: Api) -> None:
+    never = await create(
+        api,
+        [step("quiet", "async run() { return 1; }")],
+        trigger={"type": "http", "custom_response": True},
+    )
+    response = await hit(api, never, json={})
+    body = assert_error(response, 400, "no_response")
+    assert body["error"] == "No $.respond called in workflow"
+
+    failing = await create(
+        api,
+        [THROWS, RESPONDS],
+        trigger={"type": "http"},  # custom response detected: a step calls $.respond(
+    )
+    response = await hit(api, failing, json={})
+    body = assert_error(response, 500, "workflow_failed")
+    assert "boom" in body["error"] and "TypeError" in body["error"]
+
+
+async def test_http_endpoint_limits(api: Api) -> None:
+    workflow = await create(api, [RESPONDS], trigger={"type": "http"})
+    limit = api.platform.settings.http_max_body_bytes
+    assert_error(await hit(api, workflow, content=b"x" * (limit + 1)), 413, "payload_too_large")
+    await api.client.put(f"/v1/workflows/{workflow['id']}", json={"active": False})
+    assert_error(await hit(api, workflow, json={}), 404, "not_found")
+    await api.client.put(f"/v1/workflows/{workflow['id']}", json={"active": True})
+    assert (await hit(api, workflow, json={})).status_code == 201
+    await api.client.delete(f"/v1/workflows/{workflow['id']}")
+    assert_error(await hit(api, workflow, json={}), 404, "not_found")
+
+
+async def test_timer_trigger_runs_each_tick(api: Api, platform: Platform) -> None:
+    clock = FakeClock(SystemClock().now_ms())
+    worker = JobWorker(platform.db, clock)
+    workflow = await create(
+        api,
+        [step("tick", "async run({ steps }) { return steps.trigger.event; }")],
+        trigger={"type": "timer", "intervalSeconds": 30},
+    )
+    scheduler = Scheduler(platform.db, clock, platform.invoker, only=[workflow["id"]])
+    scheduler.attach(worker)
+    scheduler.workflow_ticks = platform.executor.handle_timer
+    clock.advance(seconds=30)
+    assert await scheduler.tick() == 1
+    assert await worker.drain() == 1
+    runs = (await api.client.get(f"/v1/workflows/{workflow['id']}/runs")).json()["data"]
+    assert runs[0]["context"]["source_type"] == "TIMER"
+    assert runs[0]["steps"][0]["return_value"]["interval_seconds"] == 30
+    # Inactive: no timer any more.
+    await api.client.put(f"/v1/workflows/{workflow['id']}", json={"active": False})
+    clock.advance(seconds=60)
+    assert await scheduler.tick() == 0
+
+
+EMITTER = """
+export default {
+  name: "Orders", version: "0.0.1",
+  async run(event) { this.$emit({ order: event.n }); this.$emit({ vip: true }, { name: "vip" }); },
+};
+"""
+
+
+async def test_source_trigger(api: Api) -> None:
+    source = await deploy(api, EMITTER, name="orders")
+    workflow = await create(
+        api,
+        [step("keep", "async run({ steps }) { return steps.trigger.event; }")],
+        trigger={"type": "source", "source_id": source["id"]},
+    )
+    vip = await create(
+        api,
+        [step("keep", "async run({ steps }) { return steps.trigger.event; }")],
+        trigger={"type": "source", "source_id": source["id"], "event_name": "vip"},
+    )
+    ran = await api.client.post(f"/v1/sources/{source['id']}/run", json={"event": {"n": 5}})
+    assert ran.status_code == 200
+    await api.platform.jobs.drain()
+    runs = (await api.client.get(f"/v1/workflows/{workflow['id']}/runs")).json()["data"]
+    assert [r["steps"][0]["return_value"] for r in runs] == [{"order": 5}]
+    assert runs[0]["context"]["source_type"] == "COMPONENT"
+    assert runs[0]["context"]["emitter_id"] == source["id"]
+    vip_runs = (await api.client.get(f"/v1/workflows/{vip['id']}/runs")).json()["data"]
+    assert [r["steps"][0]["return_value"] for r in vip_runs] == [{"vip": True}]
+
+
+ACTION = """
+export default {
+  name: "Greet", key: "greet", version: "0.0.1", type: "action",
+  props: {
+    times: { type: "integer", min: 1 },
+    token: { type: "string", secret: true },
+    who: { type: "string", optional: true, default: "world" },
+  },
+  async run({ $, steps }) {
+    $.export("$summary", `greeted ${this.times}`);
+    return { text: `hello ${this.who} `.repeat(this.times).trim(), token: this.token.length };
+  },
+};
+"""
+
+
+async def test_action_steps(api: Api, platform: Platform) -> None:
+    saved = await api.client.post("/v1/components", json={"component_code": ACTION})
+    assert saved.status_code == 200, saved.text
+    workflow = await create(
+        api,
+        [
+            step("count", "async run({ steps }) { return steps.trigger.event.n; }"),
+            {
+                "name": "greet",
+                "action": "greet",
+                "props": {"times": "{{steps.count.$return_value}}", "token": "s3cr3t-value"},
+            },
+        ],
+    )
+    assert workflow["steps"][1]["component_id"] == saved.json()["data"]["id"]
+    assert workflow["steps"][1]["secret_props"] == ["token"]
+    assert "s3cr3t-value" not in json.dumps(workflow)
+    result = await run(api, workflow["id"], {"n": 2})
+    greet = result["steps"][1]
+    assert greet["return_value"] == {"text": "hello world hello world", "token": 12}
+    assert greet["exports"] == {"$summary": "greeted 2"}
+    async with platform.db.connect() as conn:
+        row = (
+            await conn.execute(
+                sa.select(workflows_table.c.steps).where(workflows_table.c.id == workflow["id"])
+            )
+        ).scalar_one()
+    assert "s3cr3t-value" not in json.dumps(row)
+
+    # A value referring to a step is checked when the step runs.
+    result = await run(api, workflow["id"], {"n": "many"})
+    assert result["status"] == "error"
+    assert result["error"]["code"] == "ConfigurationError"
+    assert 'prop "times" must be an integer' in result["error"]["msg"]
+    result = await run(api, workflow["id"], {"n": 0})
+    assert "must be at least 1" in result["error"]["msg"]
+    bad = await api.client.post(
+        "/v1/workflows",
+        json={
+            "trigger": {"type": "manual"},
+            "steps": [{"name": "g", "action": "greet", "props": {"times": 0, "token": "x"}}],
+        },
+    )
+    assert_error(bad, 400, "invalid_props")
+
+
+async def test_sends(api: Api) -> None:
+    async with Gate() as gate:
+        listener = await create(
+            api, [step("keep", "async run({ steps }) { return steps.trigger.event; }")]
+        )
+        workflow = await create(
+            api,
+            [
+                step(
+                    "out",
+                    "async run({ steps, $ }) {"
+                    f" $.send.http({{ method: 'POST', url: '{gate.url}/hook', data: {{ a: 1 }} }});"
+                    " $.send.emit({ order: 9 });"
+                    " $.send.emit({ raw_event: { legacy: true }, channel: 'alerts' });"
+                    " $.send.sse({ channel: 'updates', payload: { n: 1 } });"
+                    " $.send.s3({ bucket: 'my-bucket', prefix: 'p/', payload: { n: 1 } });"
+                    " }",
+                )
+            ],
+        )
+        sub = await api.client.post(
+            "/v1/subscriptions",
+            params={"emitter_id": workflow["id"], "listener_id": listener["id"]},
+        )
+        assert sub.status_code == 200, sub.text
+        result = await run(api, workflow["id"], {})
+        assert [s["type"] for s in result["sends"]] == ["http", "emit", "emit", "sse", "s3"]
+        await api.platform.jobs.drain()
+        assert gate.requests == [("POST", "/hook", b'{"a":1}')]
+    stored = (await api.client.get(f"/v1/runs/{result['id']}")).json()["data"]
+    http, _emit, _alert, sse, s3 = stored["sends"]
+    assert http["status"] == "sent" and http["outcome"]["http_status"] == 200
+    assert sse["status"] == "done"
+    assert s3["status"] == "failed" and "SLUICE_S3_ENDPOINT_URL" in s3["outcome"]["error"]
+    emits = (
+        await api.client.get(
+            f"/v1/workflows/{workflow['id']}/event_summaries", params={"expand": "event"}
+        )
+    ).json()
+    assert [e["event"] for e in emits["data"]] == [{"raw_event": {"order": 9}}]
+    assert emits["data"][0]["metadata"]["name"] == ""
+    alerts = (
+        await api.client.get(
+            f"/v1/workflows/{workflow['id']}/event_summaries",
+            params={"expand": "event", "event_name": "alerts"},
+        )
+    ).json()
+    assert [e["event"] for e in alerts["data"]] == [{"raw_event": {"legacy": True}}]
+    runs = (await api.client.get(f"/v1/workflows/{listener['id']}/runs")).json()["data"]
+    assert [r["steps"][0]["return_value"] for r in runs] == [{"order": 9}]
+    assert runs[0]["context"]["source_type"] == "EMIT"
+
+
+@pytest.fixture
+def short_steps(platform: Platform) -> Any:
+    before = platform.executor.settings
+    platform.executor.settings = dataclasses.replace(before, workflow_step_timeout_seconds=0.5)
+    yield
+    platform.executor.settings = before
+
+
+async def test_a_step_time_out_is_a_timeout_error(api: Api, short_steps: Any) -> None:
+    workflow = await create(
+        api,
+        [step("first", "async run() { return 1; }"), step("spin", "async run() { for (;;) {} }")],
+    )
+    result = await run(api, workflow["id"], {})
+    assert result["status"] == "error"
+    assert result["error"]["code"] == "TIMEOUT"
+    assert result["error"]["cellId"] == workflow["steps"][1]["id"]
+    assert [s["status"] for s in result["steps"]] == ["success", "error"]
+    again = await run(api, workflow["id"], {})  # a new worker serves the next run
+    assert again["error"]["code"] == "TIMEOUT"
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def fake_worker(platform: Platform) -> AsyncIterator[tuple[FakeClock, JobWorker]]:
+    clock = FakeClock(SystemClock().now_ms())
+    worker = JobWorker(platform.db, clock)
+    Deliveries(platform.invoker, worker, platform.executor).install()
+    yield clock, worker
+
+
+async def test_a_killed_runner_delivers_the_error_again(
+    api: Api, platform: Platform, fake_worker: tuple[FakeClock, JobWorker]
+) -> None:
+    clock, worker = fake_worker
+    async with Gate(hold=1) as gate:
+        listener = await create(
+            api,
+            [step("archive", f"async run() {{ return (await fetch('{gate.url}/a')).status; }}")],
+        )
+        emitter = await create(api, [THROWS])
+        await api.client.post(
+            "/v1/subscriptions",
+            params={
+                "emitter_id": emitter["id"],
+                "listener_id": listener["id"],
+                "event_name": "$errors",
+            },
+        )
+        await api.client.put("/v1/users/me/error_workflow", json={"workflow_id": None})
+        await run(api, emitter["id"], {"n": 1})
+        clock.set(SystemClock().now_ms())  # the delivery job is due
+
+        draining = asyncio.create_task(worker.drain())
+        await gate.arrived.wait()  # the listener's step is running
+        runner = platform.pool.runner(api.account_id)
+        assert runner is not None
+        runner.kill()
+        await draining  # the job failed with the runner; it is queued again, with backoff
+        runs = (await api.client.get(f"/v1/workflows/{listener['id']}/runs")).json()["data"]
+        assert runs == []
+        clock.advance(seconds=5)
+        assert await worker.drain() == 1
+        assert len(gate.requests) == 2
+    runs = (await api.client.get(f"/v1/workflows/{listener['id']}/runs")).json()["data"]
+    assert len(runs) == 1 and runs[0]["steps"][0]["return_value"] == 200
+    clock.advance(seconds=600)
+    assert await worker.drain() == 0  # a completed run is never run again
+
+
+async def test_deliveries_survive_a_restart(api: Api, platform: Platform) -> None:
+    listener = await create(api, [step("keep", "async run({ steps }) { return 1; }")])
+    emitter = await create(api, [THROWS])
+    await api.client.post(
+        "/v1/subscriptions",
+        params={
+            "emitter_id": emitter["id"],
+            "listener_id": listener["id"],
+            "event_name": "$errors",
+        },
+    )
+    await run(api, emitter["id"], {})
+    # The delivery is a stored job: another process on the same database runs it.
+    async with Platform.open(platform.settings, background=False) as second:
+        assert await second.jobs.drain() >= 1
+    runs = (await api.client.get(f"/v1/workflows/{listener['id']}/runs")).json()["data"]
+    assert len(runs) == 1
+    assert (
+        await platform.jobs.drain() == 0
+        or len((await api.client.get(f"/v1/workflows/{listener['id']}/runs")).json()["data"]) == 1
+    )
