@@ -283,7 +283,18 @@ async def test_action_steps(api: Api, platform: Platform) -> None:
             "steps": [{"name": "g", "action": "greet", "props": {"times": 0, "token": "x"}}],
         },
     )
-    assert_error(bad, 400, "invalid_props")
+    body = assert_error(bad, 400, "invalid_props")
+    assert body["field"] == "steps[0].props.times"
+
+    # An update that leaves the secret out keeps it (the step and its action are the same).
+    steps = [
+        step("count", "async run({ steps }) { return steps.trigger.event.n; }"),
+        {"name": "greet", "action": "greet", "props": {"times": "{{steps.count.$return_value}}"}},
+    ]
+    updated = await api.client.put(f"/v1/workflows/{workflow['id']}", json={"steps": steps})
+    assert updated.status_code == 200, updated.text
+    result = await run(api, workflow["id"], {"n": 1})
+    assert result["steps"][1]["return_value"] == {"text": "hello world", "token": 12}
 
 
 async def test_sends(api: Api) -> None:

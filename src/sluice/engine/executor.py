@@ -103,7 +103,11 @@ class Executor:
         self.clock = clock
         self.writer = database.Writer(db)
         self._paths = re.compile(
-            r"(?:file://)?" + re.escape(str(settings.components_dir)) + r"/[0-9a-f]{64}/"
+            r"(?:file://)?(?:"
+            + re.escape(str(settings.components_dir))
+            + r"/[0-9a-f]{64}/|"
+            + re.escape(str(settings.npm_store_dir))
+            + r"/[^/\s]+/)"
         )
         self._since_trim: dict[str, int] = {}
 

@@ -446,7 +446,10 @@ class Workflows:
                 step = await self._code_step(owner_id, raw["code"], where, checked_hashes)
                 step.update({"id": step_id, "name": name, "props": props})
             else:
-                step = await self._action_step(owner_id, workflow_id, step_id, raw, props, where)
+                before = next((s for s in previous if s["id"] == step_id), None)
+                step = await self._action_step(
+                    owner_id, workflow_id, step_id, raw, props, where, before
+                )
                 step.update({"id": step_id, "name": name})
             out.append(step)
         return out
@@ -490,6 +493,7 @@ class Workflows:
         raw: dict[str, Any],
         props: dict[str, Any],
         where: str,
+        before: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         ref = raw["action"]
         if not isinstance(ref, str) or not ref:
@@ -499,14 +503,26 @@ class Workflows:
         component = await self._find_action(owner_id, ref, f"{where}.action")
         # Values referring to earlier steps are known only at run time: checked then.
         deferred = {k: v for k, v in props.items() if _has_ref(v)}
-        configured = prop_rules.check_configured(
-            [
-                {**p, "optional": True} if p["name"] in deferred else p
-                for p in component.configurable_props
-            ],
-            {k: v for k, v in props.items() if k not in deferred},
-            max_bytes=self.settings.max_prop_bytes,
-        )
+        # Secrets left out of an update keep their stored value (as for sources), when the
+        # step still uses the same action.
+        kept: dict[str, str] = {}
+        if before is not None and before.get("component_id") == component.id:
+            kept = {
+                k: v for k, v in (before.get("secret_props") or {}).items() if k not in props
+            }
+        try:
+            configured = prop_rules.check_configured(
+                [
+                    {**p, "optional": True} if p["name"] in deferred or p["name"] in kept else p
+                    for p in component.configurable_props
+                ],
+                {k: v for k, v in props.items() if k not in deferred},
+                max_bytes=self.settings.max_prop_bytes,
+            )
+        except errors.SluiceError as exc:
+            if exc.field and exc.field.startswith("configured_props"):
+                exc.field = f"{where}.props" + exc.field[len("configured_props") :]
+            raise
         async with self.db.connect() as conn:
             for prop, (account_id, app) in configured.apps.items():
                 found = await apps.credentials(conn, self.cipher, owner_id, account_id)
@@ -516,12 +532,11 @@ class Workflows:
                         " of this account's",
                         field=f"{where}.props.{prop}",
                     )
-        secret = {
-            name: self.cipher.encrypt(
+        secret = dict(kept)
+        for name, value in configured.secret.items():
+            secret[name] = self.cipher.encrypt(
                 json.dumps(value), step_secret_aad(workflow_id, step_id, name)
             )
-            for name, value in configured.secret.items()
-        }
         return {
             "type": "action",
             "action": ref,
