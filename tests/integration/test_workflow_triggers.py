@@ -440,3 +440,21 @@ async def test_deliveries_survive_a_restart(api: Api, platform: Platform) -> Non
         await platform.jobs.drain() == 0
         or len((await api.client.get(f"/v1/workflows/{listener['id']}/runs")).json()["data"]) == 1
     )
+
+
+async def test_the_mail_throttle_window(platform: Platform) -> None:
+    from sluice.storage import runs as run_store
+
+    owner = "u_throttle"
+    day = 86_400_000
+
+    def claim(at: int) -> Any:
+        return lambda conn: run_store.claim_mail_slot_sync(
+            conn, owner, "email:p_x:TypeError", now_ms=at, window_ms=day
+        )
+
+    writer = platform.executor.writer
+    assert await writer(claim(1_000)) is True
+    assert await writer(claim(1_000 + day - 1)) is False
+    assert await writer(claim(1_000 + day)) is True  # a day later: again
+    assert await writer(claim(1_000 + day + 5)) is False

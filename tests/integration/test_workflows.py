@@ -472,3 +472,33 @@ async def test_list_my_workflows(api: Api) -> None:
     ).json()
     seen = [w["id"] for w in page["data"] + rest["data"]]
     assert set(made) <= set(seen) and len(seen) == 4
+
+
+async def test_the_global_error_workflow_mails_over_smtp(api: Api) -> None:
+    import dataclasses
+
+    from sluice.engine.mailer import Mailer
+    from tests.integration.test_mailer import smtp_server
+
+    executor = api.platform.executor
+    before = executor.mailer
+    async with smtp_server() as inbox:
+        settings = dataclasses.replace(
+            api.platform.settings, smtp_url=f"smtp://127.0.0.1:{inbox.port}"
+        )
+        executor.mailer = Mailer(settings)
+        try:
+            failing = await create(api, [THROWS], name="smtp-check")
+            await run(api, failing["id"], {"x": 1})
+            await api.platform.jobs.drain()
+        finally:
+            executor.mailer = before
+    [message] = inbox.messages
+    assert message["Subject"] == "[Sluice] TypeError in smtp-check"
+    assert message["To"] == "u@example.com"
+    text = message.get_content()
+    assert f"Workflow: smtp-check ({failing['id']})" in text
+    assert "Error: TypeError: Cannot read properties of undefined" in text
+    runs = await error_workflow_runs(api)
+    assert runs[0]["sends"][0]["status"] == "sent"
+    assert runs[0]["sends"][0]["outcome"]["transport"] == "smtp"
