@@ -225,3 +225,38 @@ async def test_log_lines_stream_and_resume(api: Api, live: str) -> None:
         assert (await next_data(stream))[1]["msg"] == "oops 1"
         await api.client.post(f"/v1/sources/{source}/run", json={"event": {"n": 2}})
         assert (await next_data(stream))[1]["msg"] == "hello 2"
+
+
+async def test_workflow_send_sse_replays_then_streams(api: Api, live: str) -> None:
+    from tests.integration.test_workflows import create, run, step
+
+    workflow = await create(
+        api,
+        [
+            step(
+                "push",
+                "async run({ steps, $ }) { $.send.sse({ channel: 'updates', "
+                "payload: { n: steps.trigger.event.n } }); }",
+            )
+        ],
+    )
+    await run(api, workflow["id"], {"n": 1})  # before connecting: replayed
+    async with (
+        sse_client(live, api) as client,
+        client.stream("GET", f"/v1/workflows/{workflow['id']}/sse") as response,
+    ):
+        assert response.status_code == 200
+        stream = messages(response)
+
+        async def next_message() -> dict[str, str]:
+            async with asyncio.timeout(DEADLINE):
+                async for message in stream:
+                    if "data" in message:
+                        return message
+            raise AssertionError("the stream ended")
+
+        first = await next_message()
+        await run(api, workflow["id"], {"n": 2})
+        second = await next_message()
+    assert (first["event"], json.loads(first["data"])) == ("updates", {"n": 1})
+    assert (second["event"], json.loads(second["data"])) == ("updates", {"n": 2})

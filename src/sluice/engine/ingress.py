@@ -191,7 +191,11 @@ class Ingress:
             self.worker.notify()
             raise
         assert job_id is not None
-        return await self._await_response(job_id, waiter)
+        wait_s = self.limits.response_timeout_seconds
+        if endpoint.workflow and self._executor is not None:
+            # A workflow answers by the end of its run at the latest.
+            wait_s = self._executor.settings.workflow_timeout_seconds + 1
+        return await self._await_response(job_id, waiter, wait_s)
 
     def _too_large(self, limit: int) -> errors.PayloadTooLarge:
         return errors.PayloadTooLarge(
@@ -224,18 +228,15 @@ class Ingress:
             )
 
     async def _await_response(
-        self, job_id: int, waiter: asyncio.Future[Response | Ended]
+        self, job_id: int, waiter: asyncio.Future[Response | Ended], wait_s: float
     ) -> Answer | Refusal:
         task = asyncio.create_task(self._run_now(job_id))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-        timeout = self.limits.response_timeout_seconds
         try:
-            outcome = await asyncio.wait_for(waiter, timeout)
+            outcome = await asyncio.wait_for(waiter, wait_s)
         except TimeoutError:
-            return Refusal(
-                504, "no_response", f"the source did not call respond() within {timeout:g} s"
-            )
+            return Refusal(504, "no_response", f"no respond() within {wait_s:g} s")
         finally:
             self._waiters.pop(job_id, None)
         if isinstance(outcome, Ended):
