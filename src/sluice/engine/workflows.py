@@ -507,9 +507,7 @@ class Workflows:
         # step still uses the same action.
         kept: dict[str, str] = {}
         if before is not None and before.get("component_id") == component.id:
-            kept = {
-                k: v for k, v in (before.get("secret_props") or {}).items() if k not in props
-            }
+            kept = {k: v for k, v in (before.get("secret_props") or {}).items() if k not in props}
         try:
             configured = prop_rules.check_configured(
                 [
