@@ -19,6 +19,7 @@ from sluice.engine.deliveries import Deliveries
 from sluice.engine.jobs import JobWorker
 from sluice.engine.scheduler import Scheduler
 from sluice.platform import Platform
+from sluice.storage import timers
 from sluice.storage.tables import workflows as workflows_table
 from tests.conftest import Api
 from tests.integration.test_api_basics import assert_error
@@ -181,7 +182,12 @@ async def test_timer_trigger_runs_each_tick(api: Api, platform: Platform) -> Non
     scheduler = Scheduler(platform.db, clock, platform.invoker, only=[workflow["id"]])
     scheduler.attach(worker)
     scheduler.workflow_ticks = platform.executor.handle_timer
-    clock.advance(seconds=30)
+    async with platform.db.connect() as conn:
+        timer = await timers.get(conn, workflow["id"])
+    assert timer is not None and timer.schedule.interval_seconds == 30
+    clock.set(timer.next_run_ms - 1)
+    assert await scheduler.tick() == 0
+    clock.set(timer.next_run_ms)
     assert await scheduler.tick() == 1
     assert await worker.drain() == 1
     runs = (await api.client.get(f"/v1/workflows/{workflow['id']}/runs")).json()["data"]

@@ -105,7 +105,8 @@ def _redact(run: Run) -> dict[str, Any]:
 async def _run_now(platform: Platform, workflow: Workflow, payload: dict[str, Any]) -> Run:
     run_id = ids.random_token(27)
     await platform.ingress.run_now_and_wait(
-        NewJob(RUN_KIND, workflow.owner_id, workflow.id, {**payload, "run_id": run_id})
+        NewJob(RUN_KIND, workflow.owner_id, workflow.id, {**payload, "run_id": run_id}),
+        platform.settings.workflow_timeout_seconds + 5,
     )
     async with platform.db.connect() as conn:
         found = await runs.get(conn, workflow.owner_id, run_id)

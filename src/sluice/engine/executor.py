@@ -300,7 +300,7 @@ class Executor:
 
         def transaction(
             conn: Connection,
-        ) -> list[tuple[str, tuple[str, Any, dict[str, Any]]]] | None:
+        ) -> tuple[list[tuple[str, tuple[str, Any, dict[str, Any]]]], int] | None:
             if also is not None:
                 also(conn)
             if store.get_sync(conn, workflow.owner_id, workflow.id) is None:
@@ -310,6 +310,7 @@ class Executor:
                 runs.trim_sync(conn, workflow.id, self.settings.run_retention)
                 events.trim_sync(conn, workflow.id, self.settings.event_retention)
             stored: list[tuple[str, tuple[str, Any, dict[str, Any]]]] = []
+            queued = 0
             links = None
             if run.status == "error" or any(s["type"] == "emit" for s in run.sends):
                 links = subscriptions.from_emitter(
@@ -334,7 +335,7 @@ class Executor:
                 error_workflow = store.error_workflow_id_sync(conn, workflow.owner_id)
                 if error_workflow and error_workflow not in listeners:
                     listeners.append(error_workflow)
-                self._forward(
+                queued += self._forward(
                     conn, workflow, listeners, chain, max_hops, event_id, ERRORS, payload, now_ms
                 )
             for idx, send in enumerate(run.sends):
@@ -352,7 +353,7 @@ class Executor:
                     )
                     stored.append((event_id, item))
                     listeners = routing.listeners(links or [], workflow.id, channel)
-                    self._forward(
+                    queued += self._forward(
                         conn, workflow, listeners, chain, max_hops, event_id, channel, raw, now_ms
                     )
                 elif send["type"] == "sse":
@@ -370,6 +371,7 @@ class Executor:
                     )
                     stored.append((event_id, item))
                 elif send["type"] in DEFERRED_SENDS:
+                    queued += 1
                     jobs.enqueue_sync(
                         conn,
                         kind=SEND_KIND,
@@ -378,13 +380,14 @@ class Executor:
                         payload={"run_id": run.id, "idx": idx},
                         now_ms=now_ms,
                     )
-            return stored
+            return stored, queued
 
-        stored = await self.writer(transaction)
-        if stored is None:
+        done = await self.writer(transaction)
+        if done is None:
             return False
+        stored, queued = done
         # After the commit: live streams see only durable events; the job worker wakes up.
-        streams.publish_committed(self.broker, workflow.id, stored, [], 1)
+        streams.publish_committed(self.broker, workflow.id, stored, [], queued)
         return True
 
     def _forward(
@@ -398,7 +401,8 @@ class Executor:
         channel: str,
         event: Any,
         now_ms: int,
-    ) -> None:
+    ) -> int:
+        count = 0
         for listener in listeners:
             if listener in chain:
                 continue  # it is on this event's way already: never a loop
@@ -408,7 +412,7 @@ class Executor:
                     len(chain),
                     extra={"action": "hops_exceeded", "workflow_id": workflow.id},
                 )
-                return
+                return count
             jobs.enqueue_sync(
                 conn,
                 kind=EMIT_KIND,
@@ -423,6 +427,8 @@ class Executor:
                 },
                 now_ms=now_ms,
             )
+            count += 1
+        return count
 
     def _due_for_trim(self, workflow_id: str) -> bool:
         count = self._since_trim.get(workflow_id, 0) + 1

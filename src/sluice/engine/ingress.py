@@ -336,15 +336,22 @@ class Ingress:
             else:
                 held.append(response)
 
-        outcome = await self._executor.execute(
-            workflow,
-            payload.get("event"),
-            source_type=str(payload.get("source_type") or "MANUAL"),
-            run_id=payload.get("run_id"),
-            replay_of=payload.get("replay_of"),
-            also=finish,
-            on_respond=on_respond,
-        )
+        try:
+            outcome = await self._executor.execute(
+                workflow,
+                payload.get("event"),
+                source_type=str(payload.get("source_type") or "MANUAL"),
+                run_id=payload.get("run_id"),
+                replay_of=payload.get("replay_of"),
+                also=finish,
+                on_respond=on_respond,
+            )
+        except Exception:
+            # The job is retried by the worker; a waiting client is answered now.
+            self._settle(
+                job.id, Ended("the run could not finish; it will run again", 503, "retrying")
+            )
+            raise
         if outcome.crashed:
             self._settle(
                 job.id,
@@ -373,15 +380,23 @@ class Ingress:
             return
         self._settle(job.id, Ended("No $.respond called in workflow", 400, "no_response"))
 
-    async def run_now_and_wait(self, job: NewJob) -> int:
+    async def run_now_and_wait(self, job: NewJob, wait_s: float) -> int:
         """Store a ``workflow`` job and run it in this process at once (manual runs, replays);
-        its id, once the run is over (or stored for a worker to retry)."""
-        job_id = await self.enqueuer.enqueue(job, on_id=lambda _id: None)
+        its id, once the run is over (or stored for a worker to retry). When this process's
+        job worker claimed the job first, its run settles the same waiter."""
+        waiter: asyncio.Future[Response | Ended] = asyncio.get_running_loop().create_future()
+
+        def register(job_id: int) -> None:
+            self._waiters[job_id] = waiter
+
+        job_id = await self.enqueuer.enqueue(job, on_id=register)
         assert job_id is not None
         try:
-            await self.worker.run_now(job_id)
+            if not await self.worker.run_now(job_id):
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(waiter), wait_s)
         finally:
-            self.worker.notify()
+            self._waiters.pop(job_id, None)
         return job_id
 
     async def idle(self) -> None:
