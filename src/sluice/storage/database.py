@@ -83,11 +83,15 @@ async def migrate(engine: AsyncEngine) -> None:
         await conn.run_sync(_upgrade)
 
 
-def _upgrade(connection: Connection) -> None:
+def alembic_config(connection: Connection) -> Config:
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
     cfg.attributes["connection"] = connection
-    command.upgrade(cfg, "head")
+    return cfg
+
+
+def _upgrade(connection: Connection) -> None:
+    command.upgrade(alembic_config(connection), "head")
 
 
 async def open_database(url: str) -> AsyncEngine:

@@ -121,6 +121,54 @@ def upgrade() -> None:
         sa.UniqueConstraint("owner_id", "listener_id", "event_name", name="uq_auto_subscriptions"),
     )
 
+    _error_workflows_for_existing_accounts()
+
+
+def _error_workflows_for_existing_accounts() -> None:
+    """Accounts created before workflows get their global error workflow now, as new ones do
+    at creation. Its links use ``SLUICE_PUBLIC_URL`` when set (the migration has no Settings)."""
+    import os
+    import time
+
+    from sluice.engine.workflows import default_error_workflow
+
+    base_url = (os.environ.get("SLUICE_PUBLIC_URL") or "http://127.0.0.1:8000").rstrip("/")
+    conn = op.get_bind()
+    accounts = sa.table("accounts", sa.column("id"), sa.column("error_workflow_id"))
+    workflows = sa.table(
+        "workflows",
+        sa.column("id", sa.String),
+        sa.column("owner_id", sa.String),
+        sa.column("name", sa.String),
+        sa.column("active", sa.Boolean),
+        sa.column("trigger", JSON),
+        sa.column("steps", JSON),
+        sa.column("deployment_id", sa.String),
+        sa.column("endpoint_id", sa.String),
+        sa.column("created_at", sa.BigInteger),
+        sa.column("updated_at", sa.BigInteger),
+    )
+    now_s = int(time.time())
+    for (account_id,) in conn.execute(sa.select(accounts.c.id)).all():
+        w = default_error_workflow(account_id, base_url=base_url, now_s=now_s)
+        conn.execute(
+            workflows.insert().values(
+                id=w.id,
+                owner_id=w.owner_id,
+                name=w.name,
+                active=w.active,
+                trigger=w.trigger,
+                steps=w.steps,
+                deployment_id=w.deployment_id,
+                endpoint_id=None,
+                created_at=now_s,
+                updated_at=now_s,
+            )
+        )
+        conn.execute(
+            accounts.update().where(accounts.c.id == account_id).values(error_workflow_id=w.id)
+        )
+
 
 def downgrade() -> None:
     for table in ("auto_subscriptions", "mail_throttle", "run_sends", "runs", "workflows"):
