@@ -464,3 +464,26 @@ async def test_the_mail_throttle_window(platform: Platform) -> None:
     assert await writer(claim(1_000 + day - 1)) is False
     assert await writer(claim(1_000 + day)) is True  # a day later: again
     assert await writer(claim(1_000 + day + 5)) is False
+
+
+async def test_a_step_out_of_memory_is_an_error_of_that_step(api: Api, platform: Platform) -> None:
+    before = platform.executor.settings
+    platform.executor.settings = dataclasses.replace(before, memory_mb=32)
+    try:
+        workflow = await create(
+            api,
+            [
+                step("ok", "async run() { return 1; }"),
+                step(
+                    "hog",
+                    "async run() { const a = []; for (;;) a.push(new Array(1e5).fill({ x: 1 })); }",
+                ),
+            ],
+        )
+        result = await run(api, workflow["id"], {})
+    finally:
+        platform.executor.settings = before
+    assert result["status"] == "error"
+    assert result["error"]["code"] == "OUT_OF_MEMORY"
+    assert result["error"]["cellId"] == workflow["steps"][1]["id"]
+    assert [s["status"] for s in result["steps"]] == ["success", "error"]

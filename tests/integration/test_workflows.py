@@ -524,3 +524,18 @@ async def test_a_manual_run_claimed_by_the_background_worker_still_answers(
     result = await run(api, workflow["id"], {"n": 4})
     assert result["steps"][0]["return_value"] == {"value": 8}
     await asyncio.gather(*started)
+
+
+async def test_code_steps_keep_state_in_their_db(api: Api) -> None:
+    counter = step(
+        "count",
+        'props: { db: "$.service.db" }, async run() { const n = (this.db.get("n") || 0) + 1; '
+        'this.db.set("n", n); if (n === 2) this.db.set("seen", [n]); return n; }',
+    )
+    workflow = await create(api, [counter, DOUBLE])
+    values = [(await run(api, workflow["id"], {"n": 1}))["steps"][0]["return_value"] for _ in "abc"]
+    assert values == [1, 2, 3]
+    # The store belongs to the step: an update that keeps the step keeps it.
+    updated = await api.client.put(f"/v1/workflows/{workflow['id']}", json={"steps": [counter]})
+    assert updated.status_code == 200
+    assert (await run(api, workflow["id"], {}))["steps"][0]["return_value"] == 4

@@ -145,6 +145,11 @@ class Executor:
         }
         run_s = self.settings.workflow_timeout_seconds
         step_s = self.settings.workflow_step_timeout_seconds or run_s
+        with_db = [step["id"] for step in workflow.steps if step.get("uses_db")]
+        states: dict[str, dict[str, Any]] = {}
+        if with_db:
+            async with self.db.connect() as conn:
+                states = await conn.run_sync(runs.step_states_sync, with_db)
         call_steps = [
             {
                 "id": step["id"],
@@ -152,6 +157,7 @@ class Executor:
                 "entry": str(await self.workflows.step_entry(step)),
                 "props": await self.workflows.step_props(workflow, step),
                 "timeout_ms": int(step_s * 1000),
+                **({"db": states.get(step["id"], {})} if step.get("uses_db") else {}),
             }
             for step in workflow.steps
         ]
@@ -175,8 +181,10 @@ class Executor:
         )
         if result.error and result.error.get("code") == protocol.RUNNER_CRASHED:
             return RunOutcome(None, result, crashed=True)
-        run = self._record(workflow, context, event, result, responses, now_ms, replay_of)
-        stored = await self.persist(workflow, run, also=also, hops=hops)
+        run, db_writes = self._record(
+            workflow, context, event, result, responses, now_ms, replay_of
+        )
+        stored = await self.persist(workflow, run, also=also, hops=hops, db_writes=db_writes)
         return RunOutcome(run if stored else None, result)
 
     def _scrub(self, text: Any) -> Any:
@@ -196,8 +204,10 @@ class Executor:
         responses: list[Response],
         now_ms: int,
         replay_of: str | None,
-    ) -> Run:
+    ) -> tuple[Run, dict[str, dict[str, Any]]]:
         records = [dict(r) for r in result.steps]
+        # Code steps' $.service.db writes are applied with the run, not stored in it.
+        db_writes = {r["id"]: r.pop("db") for r in records if r.get("db")}
         if not result.ok:
             # The runner ended the call (time-out, memory, a stopped worker): the step that was
             # running gets the runner's error.
@@ -270,7 +280,7 @@ class Executor:
                     "status": runs.QUEUED if kind in DEFERRED_SENDS else "done",
                 }
             )
-        return Run(
+        run = Run(
             id=context["id"],
             owner_id=workflow.owner_id,
             workflow_id=workflow.id,
@@ -287,11 +297,18 @@ class Executor:
             replay_of=replay_of,
             sends=sends,
         )
+        return run, db_writes
 
     # ---- storing ----------------------------------------------------------------------------
 
     async def persist(
-        self, workflow: Workflow, run: Run, *, also: Finish | None, hops: Sequence[str]
+        self,
+        workflow: Workflow,
+        run: Run,
+        *,
+        also: Finish | None,
+        hops: Sequence[str],
+        db_writes: dict[str, dict[str, Any]] | None = None,
     ) -> bool:
         now_ms = self.clock.now_ms()
         chain = [*hops, workflow.id]
@@ -306,6 +323,10 @@ class Executor:
             if store.get_sync(conn, workflow.owner_id, workflow.id) is None:
                 return None  # deleted while it ran
             runs.insert_sync(conn, run)
+            for step_id, db in (db_writes or {}).items():
+                runs.write_step_state_sync(
+                    conn, workflow.id, step_id, db.get("writes") or {}, db.get("deletes") or []
+                )
             if trim_runs:
                 runs.trim_sync(conn, workflow.id, self.settings.run_retention)
                 events.trim_sync(conn, workflow.id, self.settings.event_retention)

@@ -483,6 +483,8 @@ class Workflows:
             "code": code,
             "entry_path": prepared.entry_path,
             "code_hash": prepared.code_hash,
+            # Its $.service.db store is loaded for each run (Pipedream's per-step db).
+            "uses_db": "$.service.db" in code,
         }
 
     async def _action_step(

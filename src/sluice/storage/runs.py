@@ -14,7 +14,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from sluice.storage.tables import accounts, mail_throttle
+from sluice.storage.tables import accounts, mail_throttle, step_state
 from sluice.storage.tables import run_sends as st
 from sluice.storage.tables import runs as t
 
@@ -260,5 +260,40 @@ def claim_mail_slot_sync(
 
 
 async def delete_for_workflow(conn: AsyncConnection, workflow_id: str) -> None:
+    await conn.execute(step_state.delete().where(step_state.c.workflow_id == workflow_id))
     await conn.execute(st.delete().where(st.c.workflow_id == workflow_id))
     await conn.execute(t.delete().where(t.c.workflow_id == workflow_id))
+
+
+def step_states_sync(conn: Connection, step_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """``$.service.db`` stores of these code steps: {step id: {key: value}}."""
+    out: dict[str, dict[str, Any]] = {step_id: {} for step_id in step_ids}
+    if not step_ids:
+        return out
+    rows = conn.execute(
+        sa.select(step_state.c.step_id, step_state.c.key, step_state.c.value).where(
+            step_state.c.step_id.in_(step_ids)
+        )
+    )
+    for row in rows:
+        out[row.step_id][row.key] = row.value
+    return out
+
+
+def write_step_state_sync(
+    conn: Connection, workflow_id: str, step_id: str, writes: dict[str, Any], deletes: list[str]
+) -> None:
+    keys = list(writes) + list(deletes)
+    if not keys:
+        return
+    conn.execute(
+        step_state.delete().where(step_state.c.step_id == step_id, step_state.c.key.in_(keys))
+    )
+    if writes:
+        conn.execute(
+            step_state.insert(),
+            [
+                {"step_id": step_id, "key": k, "value": v, "workflow_id": workflow_id}
+                for k, v in writes.items()
+            ],
+        )

@@ -332,3 +332,13 @@ auto_subscriptions = sa.Table(
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.UniqueConstraint("owner_id", "listener_id", "event_name", name="uq_auto_subscriptions"),
 )
+
+step_state = sa.Table(
+    "step_state",
+    metadata,
+    # ``$.service.db`` of a workflow code step: its store, by the step's c_ id.
+    sa.Column("step_id", sa.String(40), primary_key=True),
+    sa.Column("key", sa.String(500), primary_key=True),
+    sa.Column("workflow_id", sa.String(40), nullable=False, index=True),
+    sa.Column("value", JSON),
+)

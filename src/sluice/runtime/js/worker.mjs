@@ -67,11 +67,29 @@ class Invocation {
   }
 
   dbSet(key, json) {
+    if (this.step) {
+      // Workflow code steps: the step's own store, kept in its record (steps.mjs).
+      const db = this.stepDb();
+      db.writes[key] = JSON.parse(json);
+      db.deletes = db.deletes.filter((k) => k !== key);
+      return;
+    }
     this.post({ t: "db", key, json });
   }
 
   dbDelete(key) {
+    if (this.step) {
+      const db = this.stepDb();
+      delete db.writes[key];
+      if (!db.deletes.includes(key)) db.deletes.push(key);
+      return;
+    }
     this.post({ t: "db", key, json: null });
+  }
+
+  stepDb() {
+    if (!this.step.db) this.step.db = { writes: {}, deletes: [] };
+    return this.step.db;
   }
 
   respond(response) {

@@ -1,4 +1,5 @@
-"""Workflows, runs, sends, mail throttle, auto-subscriptions; the account's error workflow;
+"""Workflows, runs, sends, mail throttle, auto-subscriptions, code steps' db; the account's
+error workflow;
 timers without a foreign key (they trigger sources or workflows).
 
 Revision ID: 0003
@@ -121,6 +122,15 @@ def upgrade() -> None:
         sa.UniqueConstraint("owner_id", "listener_id", "event_name", name="uq_auto_subscriptions"),
     )
 
+    op.create_table(
+        "step_state",
+        sa.Column("step_id", sa.String(40), primary_key=True),
+        sa.Column("key", sa.String(500), primary_key=True),
+        sa.Column("workflow_id", sa.String(40), nullable=False),
+        sa.Column("value", JSON),
+    )
+    op.create_index("ix_step_state_workflow_id", "step_state", ["workflow_id"])
+
     _error_workflows_for_existing_accounts()
 
 
@@ -171,7 +181,14 @@ def _error_workflows_for_existing_accounts() -> None:
 
 
 def downgrade() -> None:
-    for table in ("auto_subscriptions", "mail_throttle", "run_sends", "runs", "workflows"):
+    for table in (
+        "step_state",
+        "auto_subscriptions",
+        "mail_throttle",
+        "run_sends",
+        "runs",
+        "workflows",
+    ):
         op.drop_table(table)
     with op.batch_alter_table("accounts") as batch:
         batch.drop_column("error_workflow_id")
