@@ -80,7 +80,9 @@ class Platform:
                 invoker = Invoker(db, pool, components, cipher, settings, clock, reader)
                 workflows = Workflows(db, components, cipher, settings, clock)
                 mailer = Mailer(settings)
-                executor = Executor(db, pool, workflows, invoker.broker, settings, clock, mailer)
+                executor = Executor(
+                    db, pool, workflows, invoker.broker, settings, clock, mailer, reader
+                )
                 platform = cls(
                     settings=settings,
                     clock=clock,

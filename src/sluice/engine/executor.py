@@ -93,8 +93,11 @@ class Executor:
         settings: Settings,
         clock: Clock,
         mailer: Mailer,
+        reader: database.Reader | None = None,
     ) -> None:
         self.db = db
+        #: Hot-path reads (the workflow of a job): inline on SQLite.
+        self.reader = reader
         self.mailer = mailer
         self.pool = pool
         self.workflows = workflows
@@ -462,6 +465,8 @@ class Executor:
     # ---- jobs -------------------------------------------------------------------------------
 
     async def load(self, owner_id: str, workflow_id: str) -> Workflow | None:
+        if self.reader is not None:
+            return await self.reader(lambda conn: store.get_sync(conn, owner_id, workflow_id))
         async with self.db.connect() as conn:
             return await store.get(conn, owner_id, workflow_id)
 

@@ -102,14 +102,12 @@ class JobWorker:
 
     async def run_now(self, job_id: int) -> bool:
         """Claim and run one job at once (an HTTP request that must answer from its run)."""
-        async with self.db.begin() as conn:
-            job = await jobs.claim_one(
-                conn,
-                job_id,
-                worker_id=self.worker_id,
-                now_ms=self.clock.now_ms(),
-                lease_ms=self.config.lease_ms,
+        now_ms = self.clock.now_ms()
+        job = await self.writer(
+            lambda conn: jobs.claim_one_sync(
+                conn, job_id, worker_id=self.worker_id, now_ms=now_ms, lease_ms=self.config.lease_ms
             )
+        )
         if job is None:
             return False
         await self._run(job)

@@ -176,22 +176,20 @@ async def claim(
     )
 
 
-async def claim_one(
-    conn: AsyncConnection, job_id: int, *, worker_id: str, now_ms: int, lease_ms: int
+def claim_one_sync(
+    conn: Connection, job_id: int, *, worker_id: str, now_ms: int, lease_ms: int
 ) -> Job | None:
     """Take one given job if it is still ready (the path that runs a request right away)."""
-    row = (
-        await conn.execute(
-            t.update()
-            .where(t.c.id == job_id, _ready(now_ms))
-            .values(
-                status=RUNNING,
-                locked_until_ms=now_ms + lease_ms,
-                worker_id=worker_id,
-                attempts=t.c.attempts + 1,
-            )
-            .returning(*t.c)
+    row = conn.execute(
+        t.update()
+        .where(t.c.id == job_id, _ready(now_ms))
+        .values(
+            status=RUNNING,
+            locked_until_ms=now_ms + lease_ms,
+            worker_id=worker_id,
+            attempts=t.c.attempts + 1,
         )
+        .returning(*t.c)
     ).first()
     return _job(row) if row else None
 
