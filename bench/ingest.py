@@ -43,6 +43,7 @@ from typing import Any
 import httpx
 from _server import (
     BENCH_DIR,
+    SLUICE,
     Server,
     api,
     descendants,
@@ -245,9 +246,23 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     counter = Counter()
     acked: list[int] = []
     results: list[dict[str, Any]] = []
+    if args.roles == "split":
+        # The API process only accepts (role api); a second process runs the jobs.
+        env.update({"SLUICE_ROLE": "api", "SLUICE_JOB_POLL_SECONDS": "0.05"})
     bare = Bare()
+    worker: subprocess.Popen[bytes] | None = None
     try:
         with Server(env=env, keep=args.keep) as server:
+            if args.roles == "split":
+                worker_env = {**server._env(), "SLUICE_ROLE": "worker"}
+                worker = subprocess.Popen(
+                    [str(SLUICE), "serve", "--role", "worker"],
+                    env=worker_env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    cwd=server.data_dir,
+                )
             account = server.create_account("bench")
             with server.client(account) as client:
                 source = api(
@@ -296,8 +311,13 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             db = server.data_dir / "sluice.db"
             drain_seconds, jobs = wait_drained(db, args.drain_timeout)
             stored = stored_ids(db, source["id"])
+            if worker is not None:
+                worker.terminate()
+                worker.wait(30)
     finally:
         bare.stop()
+        if worker is not None and worker.poll() is None:
+            worker.kill()
     stored_set = set(stored)
     missing = sorted(set(acked) - stored_set)
     return {
@@ -329,12 +349,18 @@ def main() -> int:
         help="SLUICE_EVENT_RETENTION; below the requests sent, the check cannot be exact",
     )
     parser.add_argument("--keep", action="store_true", help="keep the server's data dir")
+    parser.add_argument(
+        "--roles",
+        choices=["all", "split"],
+        default="all",
+        help="all: one sluice serve; split: serve --role api plus serve --role worker",
+    )
     args = parser.parse_args()
 
     env = environment()
     print(
         f"Ingestion: {args.seconds:g} s per cell after {args.warmup:g} s warm-up, "
-        f"client {args.client}"
+        f"client {args.client}, roles {args.roles}"
     )
     data = measure(args)
     cells = data["cells"]

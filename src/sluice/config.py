@@ -108,6 +108,13 @@ class Settings:
     s3_region: str = "us-east-1"
     s3_access_key_id: str = ""
     s3_secret_access_key: str = ""
+    #: What this process does: ``all`` (the API, HTTP endpoints, the job worker and the
+    #: scheduler), ``api`` (the API and endpoints only: jobs are left to worker processes), or
+    #: ``worker`` (the job worker and the scheduler, no HTTP). Several processes of any role
+    #: share one database (PostgreSQL for more than one machine).
+    role: str = "all"
+    #: How often an idle job worker looks for jobs enqueued by other processes, seconds.
+    job_poll_seconds: float = 1.0
     log_level: str = "info"
 
     @classmethod

@@ -98,7 +98,10 @@ class Platform:
                     jobs=JobWorker(
                         db,
                         clock,
-                        WorkerConfig(lease_ms=int((settings.source_timeout_seconds + 60) * 1000)),
+                        WorkerConfig(
+                            lease_ms=int((settings.source_timeout_seconds + 60) * 1000),
+                            poll_seconds=settings.job_poll_seconds,
+                        ),
                     ),
                     scheduler=Scheduler(db, clock, invoker, reader=reader),
                     ingress=Ingress(db, reader, components, invoker, settings, clock),

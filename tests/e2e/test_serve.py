@@ -108,3 +108,79 @@ def test_help_lists_every_flag_with_its_variable() -> None:
         ("--database-url", "SLUICE_DATABASE_URL"),
     ]:
         assert flag in out and var in out
+
+
+def _start(
+    args: list[str], env: dict[str, str], ready: str
+) -> tuple[subprocess.Popen[str], threading.Thread]:
+    proc = subprocess.Popen(args, env=env, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if ready in line:
+            break
+    else:
+        proc.stderr.close()
+        pytest.fail(f"{args} exited:\n" + "".join(seen))
+    drain = threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True)
+    drain.start()
+    return proc, drain
+
+
+def test_api_and_worker_roles_share_the_work(tmp_path: Path) -> None:
+    """`serve --role api` stores requests; `serve --role worker` (another process) runs them."""
+    import time
+
+    port = _free_port()
+    env = {
+        **os.environ,
+        "SLUICE_DATA_DIR": str(tmp_path),
+        "SLUICE_PORT": str(port),
+        "SLUICE_JOB_POLL_SECONDS": "0.05",
+    }
+    created = subprocess.run(
+        [SLUICE, "accounts", "create", "--name", "ada", "--data-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    )
+    key = json.loads(created.stdout)["api_key"]
+    api = _start(
+        [SLUICE, "serve", "--host", "127.0.0.1", "--role", "api"], env, "Application startup"
+    )
+    worker = _start([SLUICE, "serve", "--role", "worker"], env, "Sluice worker")
+    try:
+        with httpx.Client(
+            base_url=f"http://127.0.0.1:{port}",
+            timeout=60,
+            headers={"Authorization": f"Bearer {key}"},
+        ) as client:
+            step = "export default defineComponent({ async run({ steps }) { return steps.trigger.event.body } })"
+            workflow = client.post(
+                "/v1/workflows",
+                json={"trigger": {"type": "http"}, "steps": [{"name": "keep", "code": step}]},
+            ).json()["data"]
+            path = workflow["endpoint_url"][workflow["endpoint_url"].index("/e/") :]
+            assert client.post(path, json={"n": 1}).status_code == 200
+            # The run happens in the worker process: nothing in the API process can be
+            # awaited, so poll its result under a deadline.
+            deadline = time.monotonic() + 30
+            runs: list[dict[str, object]] = []
+            while not runs and time.monotonic() < deadline:
+                runs = client.get(f"/v1/workflows/{workflow['id']}/runs").json()["data"]
+                time.sleep(0.05)
+            assert runs and runs[0]["steps"][0]["return_value"] == {"n": 1}  # type: ignore[index]
+    finally:
+        for proc, drain in (api, worker):
+            proc.terminate()
+            proc.wait(timeout=20)
+            drain.join(timeout=20)
+            assert proc.stderr is not None
+            proc.stderr.close()
+
+
+def test_an_unknown_role_is_refused() -> None:
+    done = subprocess.run([SLUICE, "serve", "--role", "nope"], capture_output=True, text=True)
+    assert done.returncode == 2 and "--role is all, api or worker" in done.stderr

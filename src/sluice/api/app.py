@@ -42,7 +42,9 @@ def create_app(
             yield
             return
         assert settings is not None
-        async with Platform.open(settings, clock=clock) as opened:
+        # The "api" role leaves queued jobs and timers to "worker" processes.
+        background = settings.role != "api"
+        async with Platform.open(settings, clock=clock, background=background) as opened:
             app.state.platform = opened
             yield
 

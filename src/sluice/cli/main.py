@@ -82,23 +82,48 @@ def serve(
     log_level: Annotated[
         str | None, typer.Option(envvar="SLUICE_LOG_LEVEL", help="debug, info, warning [info].")
     ] = None,
+    role: Annotated[
+        str | None,
+        typer.Option(
+            envvar="SLUICE_ROLE",
+            help="all: API, endpoints, jobs and timers; api: API and endpoints only (jobs run "
+            "in worker processes); worker: jobs and timers, no HTTP [all].",
+        ),
+    ] = None,
 ) -> None:
-    """Run the Sluice API.
+    """Run Sluice: the API and HTTP endpoints, the job worker and the scheduler.
 
     Example: sluice serve --port 8000 --data-dir ./sluice-data
+
+    Split across processes on one database: sluice serve --role api (one or more), and
+    sluice serve --role worker (one or more).
     """
     import uvicorn
 
     from sluice.api.app import create_app
 
     settings = _settings(
-        host=host, port=port, data_dir=data_dir, database_url=database_url, log_level=log_level
+        host=host,
+        port=port,
+        data_dir=data_dir,
+        database_url=database_url,
+        log_level=log_level,
+        role=role,
     )
+    if settings.role not in ("all", "api", "worker"):
+        typer.echo(f"error: --role is all, api or worker, not {settings.role!r}", err=True)
+        raise typer.Exit(2)
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    if settings.role == "worker":
+        typer.echo(f"Sluice worker  data: {settings.data_dir}", err=True)
+        asyncio.run(_work(settings))
+        return
     typer.echo(
-        f"Sluice on http://{settings.host}:{settings.port}  data: {settings.data_dir}", err=True
+        f"Sluice on http://{settings.host}:{settings.port}  data: {settings.data_dir}"
+        + ("  (role api: jobs run in worker processes)" if settings.role == "api" else ""),
+        err=True,
     )
     uvicorn.run(
         create_app(settings),
@@ -107,6 +132,20 @@ def serve(
         log_level=settings.log_level.lower(),
         access_log=False,
     )
+
+
+async def _work(settings: Settings) -> None:
+    """The worker role: jobs and timers until SIGINT or SIGTERM."""
+    import signal
+
+    from sluice.platform import Platform
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with Platform.open(settings, background=True):
+        await stop.wait()
 
 
 @accounts_app.command("create")
