@@ -1,4 +1,5 @@
-"""Pipedream's list shape for resources: base64url-of-id cursors in, ``page_info`` out."""
+"""Pipedream's list shapes: resources (base64url-of-id cursors) and events (``<ms>-<seq>``
+ids as cursors), both answered as ``{page_info, data}``."""
 
 from __future__ import annotations
 
@@ -26,6 +27,31 @@ def body(data: list[dict[str, Any]], total_count: int) -> dict[str, Any]:
             "count": len(data),
             "start_cursor": ids.encode_cursor(data[0]["id"]) if data else None,
             "end_cursor": ids.encode_cursor(data[-1]["id"]) if data else None,
+        },
+        "data": data,
+    }
+
+
+def event_position(value: str | None, name: str) -> tuple[int, int] | None:
+    """An event id given as a cursor (``before``, ``after``, ``Last-Event-ID``…), parsed."""
+    if value is None:
+        return None
+    parsed = ids.parse_event_id(value)
+    if parsed is None:
+        raise errors.InvalidRequest(
+            f"{name} must be an event id such as 1606370816223-0", field=name
+        )
+    return parsed
+
+
+def id_body(data: list[dict[str, Any]], total_count: int) -> dict[str, Any]:
+    """``page_info`` whose cursors are the items' own ids (events, runs)."""
+    return {
+        "page_info": {
+            "total_count": total_count,
+            "count": len(data),
+            "start_cursor": data[0]["id"] if data else None,
+            "end_cursor": data[-1]["id"] if data else None,
         },
         "data": data,
     }

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from sluice import errors, ids
+from sluice import errors
 from sluice.api import paging
 from sluice.api.auth import AccountDep, PlatformDep
 from sluice.api.components import component_input
@@ -65,17 +65,6 @@ async def run(
     return {"data": outcome.to_api()}
 
 
-def _cursor(value: str | None, name: str) -> tuple[int, int] | None:
-    if value is None:
-        return None
-    parsed = ids.parse_event_id(value)
-    if parsed is None:
-        raise errors.InvalidRequest(
-            f"{name} must be an event id such as 1606370816223-0", field=name
-        )
-    return parsed
-
-
 @router.get("/v1/sources/{source_id}/event_summaries")
 async def event_summaries(
     source_id: str,
@@ -97,19 +86,11 @@ async def event_summaries(
             limit=limit,
             window=EVENT_WINDOW,
             channel=event_name,
-            before=_cursor(before, "before"),
-            after=_cursor(after, "after"),
+            before=paging.event_position(before, "before"),
+            after=paging.event_position(after, "after"),
         )
     data = [e.to_summary(expand=expand == "event") for e in page.items]
-    return {
-        "page_info": {
-            "total_count": page.total_count,
-            "count": len(data),
-            "start_cursor": data[0]["id"] if data else None,
-            "end_cursor": data[-1]["id"] if data else None,
-        },
-        "data": data,
-    }
+    return paging.id_body(data, page.total_count)
 
 
 @router.delete("/v1/sources/{source_id}/events", status_code=202)
@@ -124,7 +105,10 @@ async def delete_events(
     """Delete the events from ``start_id`` to ``end_id`` (both inclusive, either open; none:
     all), only ``event_name``'s channel when given. Pipedream answers 202 and deletes later;
     Sluice has deleted them when it answers (202, ``{}``)."""
-    start, end = _cursor(start_id, "start_id"), _cursor(end_id, "end_id")
+    start, end = (
+        paging.event_position(start_id, "start_id"),
+        paging.event_position(end_id, "end_id"),
+    )
     if start is not None and end is not None and start > end:
         raise errors.InvalidRequest("start_id is after end_id", field="start_id")
     deployment = await platform.sources.get(account.id, source_id)

@@ -14,7 +14,8 @@ from fastapi import APIRouter, Header
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.background import BackgroundTask
 
-from sluice import errors, ids
+from sluice import errors
+from sluice.api import paging
 from sluice.api.auth import AccountDep, PlatformDep
 from sluice.engine import streams
 from sluice.engine.streams import Stream
@@ -23,17 +24,6 @@ from sluice.platform import Platform
 router = APIRouter()
 
 LastEventId = Annotated[str | None, Header(description="Resume after this id (sent on reconnect).")]
-
-
-def _event_position(value: str | None, field: str) -> tuple[int, int] | None:
-    if value is None:
-        return None
-    parsed = ids.parse_event_id(value)
-    if parsed is None:
-        raise errors.InvalidRequest(
-            f"{field} must be an event id such as 1606370816223-0", field=field
-        )
-    return parsed
 
 
 def _log_position(value: str | None, field: str) -> int | None:
@@ -73,7 +63,7 @@ async def emits(
     "ts", "id", "name", "metadata"}``. ``Last-Event-ID`` (or ``?after=``) first replays the
     stored events after that id, among the newest 100; ``?event_name=`` keeps one channel."""
     field = "Last-Event-ID" if last_event_id is not None else "after"
-    position = _event_position(last_event_id if last_event_id is not None else after, field)
+    position = paging.event_position(last_event_id if last_event_id is not None else after, field)
     deployment = await platform.sources.get(account.id, source_id)
     stream = streams.open_emits(
         platform.db, platform.invoker.broker, deployment.id, after=position, channel=event_name

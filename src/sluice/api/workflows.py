@@ -148,15 +148,7 @@ async def list_runs(
     async with platform.db.connect() as conn:
         found, total = await runs.page(conn, workflow.id, limit=limit, before=before, after=after)
     data = [_redact(r) for r in found]
-    return {
-        "page_info": {
-            "total_count": total,
-            "count": len(data),
-            "start_cursor": data[0]["id"] if data else None,
-            "end_cursor": data[-1]["id"] if data else None,
-        },
-        "data": data,
-    }
+    return paging.id_body(data, total)
 
 
 async def _get_run(platform: Platform, owner_id: str, run_id: str) -> Run:
@@ -188,27 +180,6 @@ async def replay(run_id: str, account: AccountDep, platform: PlatformDep) -> dic
 # ---- errors and emits -----------------------------------------------------------------------
 
 
-def _position(value: str | None, name: str) -> tuple[int, int] | None:
-    if value is None:
-        return None
-    parsed = ids.parse_event_id(value)
-    if parsed is None:
-        raise errors.InvalidRequest(f"{name} must be an id such as 1606370816223-0", field=name)
-    return parsed
-
-
-def _summary_page(items: list[dict[str, Any]], total: int) -> dict[str, Any]:
-    return {
-        "page_info": {
-            "total_count": total,
-            "start_cursor": items[0]["id"] if items else None,
-            "end_cursor": items[-1]["id"] if items else None,
-            "count": len(items),
-        },
-        "data": items,
-    }
-
-
 @router.get("/v1/workflows/{workflow_id}/$errors/event_summaries")
 async def error_summaries(
     workflow_id: str,
@@ -232,8 +203,8 @@ async def error_summaries(
             limit=limit,
             window=WINDOW,
             channel=ERRORS,
-            before=_position(before, "before"),
-            after=_position(after, "after"),
+            before=paging.event_position(before, "before"),
+            after=paging.event_position(after, "after"),
         )
     items = []
     for event in page.items:
@@ -253,7 +224,7 @@ async def error_summaries(
             error = payload.get("error") or {}
             item["error"] = {k: error.get(k) for k in ("code", "msg", "cellId", "ts")}
         items.append(item)
-    return _summary_page(items, page.total_count)
+    return paging.id_body(items, page.total_count)
 
 
 @router.get("/v1/workflows/{workflow_id}/event_summaries")
@@ -284,11 +255,11 @@ async def emit_summaries(
             limit=limit,
             window=WINDOW,
             channel=channel,
-            before=_position(before, "before"),
-            after=_position(after, "after"),
+            before=paging.event_position(before, "before"),
+            after=paging.event_position(after, "after"),
         )
     items = [e.to_summary(expand=expand == "event") for e in page.items]
-    return _summary_page(items, page.total_count)
+    return paging.id_body(items, page.total_count)
 
 
 @router.get("/v1/workflows/{workflow_id}/sse", response_class=EventSourceResponse)

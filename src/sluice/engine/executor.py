@@ -335,6 +335,20 @@ class Executor:
                 events.trim_sync(conn, workflow.id, self.settings.event_retention)
             stored: list[tuple[str, tuple[str, Any, dict[str, Any]]]] = []
             queued = 0
+
+            def append(channel: str, payload: Any) -> str:
+                """Store one event of the workflow; its id."""
+                item: tuple[str, Any, dict[str, Any]] = (channel, payload, {})
+                [event_id] = events.append_sync(
+                    conn,
+                    emitter_id=workflow.id,
+                    owner_id=workflow.owner_id,
+                    now_ms=now_ms,
+                    items=[item],
+                )
+                stored.append((event_id, item))
+                return event_id
+
             links = None
             if run.status == "error" or any(s["type"] == "emit" for s in run.sends):
                 links = subscriptions.from_emitter(
@@ -346,15 +360,7 @@ class Executor:
                     "original_event": run.event,
                     "original_context": run.context,
                 }
-                item: tuple[str, Any, dict[str, Any]] = (ERRORS, payload, {})
-                [event_id] = events.append_sync(
-                    conn,
-                    emitter_id=workflow.id,
-                    owner_id=workflow.owner_id,
-                    now_ms=now_ms,
-                    items=[item],
-                )
-                stored.append((event_id, item))
+                event_id = append(ERRORS, payload)
                 listeners = routing.listeners(links or [], workflow.id, ERRORS)
                 error_workflow = store.error_workflow_id_sync(conn, workflow.owner_id)
                 if error_workflow and error_workflow not in listeners:
@@ -367,33 +373,15 @@ class Executor:
                 if send["type"] == "emit":
                     channel = str(config.get("channel") or "")
                     raw = config.get("raw_event")
-                    item = (channel, {"raw_event": raw}, {})
-                    [event_id] = events.append_sync(
-                        conn,
-                        emitter_id=workflow.id,
-                        owner_id=workflow.owner_id,
-                        now_ms=now_ms,
-                        items=[item],
-                    )
-                    stored.append((event_id, item))
+                    event_id = append(channel, {"raw_event": raw})
                     listeners = routing.listeners(links or [], workflow.id, channel)
                     queued += self._forward(
                         conn, workflow, listeners, chain, max_hops, event_id, channel, raw, now_ms
                     )
                 elif send["type"] == "sse":
-                    item = (
-                        SSE,
-                        {"channel": config.get("channel"), "payload": config.get("payload")},
-                        {},
+                    append(
+                        SSE, {"channel": config.get("channel"), "payload": config.get("payload")}
                     )
-                    [event_id] = events.append_sync(
-                        conn,
-                        emitter_id=workflow.id,
-                        owner_id=workflow.owner_id,
-                        now_ms=now_ms,
-                        items=[item],
-                    )
-                    stored.append((event_id, item))
                 elif send["type"] in DEFERRED_SENDS:
                     queued += 1
                     jobs.enqueue_sync(
