@@ -3,7 +3,17 @@
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from typing import Protocol
+
+
+def iso_ms(ms: int) -> str:
+    """``2020-11-26T06:06:56.077Z``: ISO 8601 UTC with milliseconds, as Pipedream's errors."""
+    return (
+        datetime.fromtimestamp(ms / 1000, UTC)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
+    )
 
 
 class Clock(Protocol):

@@ -201,7 +201,7 @@ async def test_listeners_that_cannot_listen_are_400(api: Api) -> None:
     body = assert_error(await subscribe(api, emitter, emitter), 400, "invalid_request")
     assert body["field"] == "listener_id" and "named channel" in body["error"]
     body = assert_error(await subscribe(api, emitter, emitter, "$errors"), 400, "invalid_request")
-    assert body["field"] == "emitter_id" and "not a workflow" in body["error"]
+    assert body["field"] == "listener_id" and "its own errors" in body["error"]
     response = await api.client.post("/v1/subscriptions", params={"listener_id": emitter})
     body = assert_error(response, 400, "invalid_request")
     assert body["field"] == "emitter_id"

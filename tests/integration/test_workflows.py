@@ -539,3 +539,36 @@ async def test_code_steps_keep_state_in_their_db(api: Api) -> None:
     updated = await api.client.put(f"/v1/workflows/{workflow['id']}", json={"steps": [counter]})
     assert updated.status_code == 200
     assert (await run(api, workflow["id"], {}))["steps"][0]["return_value"] == 4
+
+
+async def test_a_sources_errors_reach_its_errors_subscribers(api: Api) -> None:
+    from tests.integration.test_sources_api import deploy
+
+    code = """
+    export default {
+      name: "Flaky", version: "0.0.1",
+      async run(event) { if (event.fail) throw new RangeError("bad input"); this.$emit({ ok: 1 }); },
+    };
+    """
+    source = await deploy(api, code, name="flaky")
+    listener = await create(
+        api, [step("keep", "async run({ steps }) { return steps.trigger.event; }")]
+    )
+    params = {"emitter_id": source["id"], "listener_id": listener["id"], "event_name": "$errors"}
+    assert (await api.client.post("/v1/subscriptions", params=params)).status_code == 200
+    ran = await api.client.post(f"/v1/sources/{source['id']}/run", json={"event": {"fail": True}})
+    assert ran.json()["data"]["ok"] is False and ran.json()["data"]["emitted"] == []
+    await api.client.post(f"/v1/sources/{source['id']}/run", json={"event": {}})
+    await api.platform.jobs.drain()
+    runs = (await api.client.get(f"/v1/workflows/{listener['id']}/runs")).json()["data"]
+    [heard] = [r["steps"][0]["return_value"] for r in runs]
+    assert heard["error"]["code"] == "RangeError" and heard["error"]["msg"] == "bad input"
+    assert heard["error"]["cellId"] == source["id"]
+    assert heard["original_event"] == {"fail": True}
+    assert heard["original_context"]["deployment_id"] == source["id"]
+    # The source's event list shows its emits; its errors only when asked for.
+    summaries = f"/v1/sources/{source['id']}/event_summaries"
+    plain = (await api.client.get(summaries, params={"expand": "event"})).json()["data"]
+    assert [e["event"] for e in plain] == [{"ok": 1}]
+    errs = (await api.client.get(summaries, params={"event_name": "$errors"})).json()["data"]
+    assert len(errs) == 1 and errs[0]["metadata"]["name"] == "$errors"

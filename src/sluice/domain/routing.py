@@ -81,12 +81,7 @@ def check_link(emitter_id: str, listener_id: str, event_name: str) -> None:
             "GET /v1/sources/{id}/logs or its SSE stream",
             field="event_name",
         )
-    if event_name == ERRORS and not emitter_id.startswith("p_"):
-        raise errors.InvalidRequest(
-            f"event_name $errors: {emitter_id} is not a workflow; $errors carries the errors "
-            "workflows throw (emitter_id p_… or p_*)",
-            field="emitter_id",
-        )
+
     if listener_id == emitter_id and (event_name in ("", ERRORS) or emitter_id.startswith("p_")):
         raise errors.InvalidRequest(
             f"{listener_id} cannot listen to its own "

@@ -27,7 +27,6 @@ import logging
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +34,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sluice import PLATFORM_VERSION, ids
-from sluice.clock import Clock
+from sluice.clock import Clock, iso_ms
 from sluice.config import Settings
 from sluice.domain import routing
 from sluice.engine import destinations, streams
@@ -63,14 +62,6 @@ SEND_KIND = "send"
 #: Sends performed by a job after the run is stored; the others are stored with the run.
 DEFERRED_SENDS = ("http", "email", "s3")
 EMIT_KIND = "emit"
-
-
-def iso_ms(ms: int) -> str:
-    return (
-        datetime.fromtimestamp(ms / 1000, UTC)
-        .isoformat(timespec="milliseconds")
-        .replace("+00:00", "Z")
-    )
 
 
 @dataclass

@@ -16,8 +16,8 @@ from typing import Any
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from sluice import ids
-from sluice.clock import Clock
+from sluice import PLATFORM_VERSION, ids
+from sluice.clock import Clock, iso_ms
 from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain import components as rules
@@ -164,11 +164,46 @@ class Invoker:
         )
         if result.error and result.error.get("stack"):
             result.error["stack"] = scrub_paths(result.error["stack"], entry.parent)
-        if result.error and result.error.get("code") == protocol.RUNNER_CRASHED:
+        crashed = bool(result.error and result.error.get("code") == protocol.RUNNER_CRASHED)
+        if crashed:
             # Sluice's failure, not the code's: the job must not be marked done with it; its
             # handler raises Retry and the job runs again.
             also = None
-        return await self.persist(deployment, component, invocation_id, result, also)
+        failed_run = None
+        if call.get("kind") == "run" and result.error and not crashed:
+            failed_run = self.error_event(deployment, invocation_id, call.get("event"), result)
+        return await self.persist(
+            deployment, component, invocation_id, result, also, error_event=failed_run
+        )
+
+    def error_event(
+        self, deployment: Deployment, invocation_id: str, event: Any, result: Result
+    ) -> dict[str, Any]:
+        """A source's ``run()`` that threw, as an ``$errors`` event (the shape of a workflow's,
+        ``cellId`` the source's id), for the source's ``$errors`` subscribers."""
+        now_ms = self.clock.now_ms()
+        error = result.error or {}
+        return {
+            "error": {
+                "code": str(error.get("code") or error.get("name") or "Error"),
+                "msg": error.get("message") or "",
+                "cellId": deployment.id,
+                "ts": iso_ms(now_ms),
+                "stack": error.get("stack") or f"{error.get('name')}: {error.get('message')}",
+                "name": error.get("name") or "Error",
+            },
+            "original_event": event,
+            "original_context": {
+                "id": invocation_id,
+                "ts": iso_ms(now_ms),
+                "deployment_id": deployment.id,
+                "source_type": "COMPONENT",
+                "verified": False,
+                "owner_id": deployment.owner_id,
+                "platform_version": PLATFORM_VERSION,
+                "emitter_id": deployment.id,
+            },
+        }
 
     async def props_for(self, deployment: Deployment, component: SavedComponent) -> dict[str, Any]:
         """The values Node builds ``this`` from (docs/runner-protocol.md), secrets decrypted."""
@@ -202,6 +237,8 @@ class Invoker:
         invocation_id: str,
         result: Result,
         also: Finish | None = None,
+        *,
+        error_event: dict[str, Any] | None = None,
     ) -> Outcome:
         """Keep what the invocation did, in one transaction run by the writer (inline on
         SQLite: no per-statement thread hand-offs; ``run_sync`` on PostgreSQL). ``also`` runs in
@@ -235,6 +272,9 @@ class Invoker:
                 (str(e["meta"].get("name") or ""), e.get("event"), dict(e.get("meta") or {}))
                 for e in decision.emitted
             ]
+            if error_event is not None:
+                # Its subscribers (a workflow archiving the source's errors) hear it like an emit.
+                items.append((events.ERRORS, error_event, {}))
             event_ids = events.append_sync(
                 conn,
                 emitter_id=deployment.id,
@@ -264,7 +304,12 @@ class Invoker:
         stored = await self.writer(transaction)
         if stored is None:
             return outcome
-        outcome.event_ids, outcome.dropped = stored.event_ids, stored.dropped
+        emitted = [
+            i
+            for i, item in zip(stored.event_ids, stored.items, strict=True)
+            if item[0] != events.ERRORS
+        ]
+        outcome.event_ids, outcome.dropped = emitted, stored.dropped
         # After the commit, never before: live streams show only durable events.
         pairs = list(zip(stored.event_ids, stored.items, strict=True))
         streams.publish_committed(

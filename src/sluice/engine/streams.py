@@ -75,7 +75,11 @@ def open_emits(
         replay,
         key=lambda item: events.position(item["id"]),
         after=after,
-        keep=(lambda item: item["name"] == channel) if channel is not None else (lambda _i: True),
+        keep=(
+            (lambda item: item["name"] == channel)
+            if channel is not None
+            else (lambda item: item["name"] != events.ERRORS)
+        ),
     )
 
 

@@ -17,6 +17,9 @@ from sluice import ids
 from sluice.storage.tables import events as t
 from sluice.storage.tables import logs as lt
 
+#: The channel of errors (a workflow's, or a source's ``run()`` that threw).
+ERRORS = "$errors"
+
 
 @dataclass(frozen=True)
 class Event:
@@ -142,10 +145,14 @@ async def page(
     before: tuple[int, int] | None = None,
     after: tuple[int, int] | None = None,
 ) -> Page:
-    """Newest first, within the newest ``window`` events (the spec serves the last 100)."""
+    """Newest first, within the newest ``window`` events (the spec serves the last 100).
+    Without ``channel``, every channel but ``$errors`` (a source's errors are listed only when
+    asked for by name)."""
     scope = [t.c.emitter_id == emitter_id]
     if channel is not None:
         scope.append(t.c.channel == channel)
+    else:
+        scope.append(t.c.channel != ERRORS)
     newest = (
         sa.select(t.c.pk).where(*scope).order_by(t.c.ts_ms.desc(), t.c.seq.desc()).limit(window)
     ).subquery()
