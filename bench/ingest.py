@@ -256,7 +256,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             if args.roles == "split":
                 worker_env = {**server._env(), "SLUICE_ROLE": "worker"}
                 worker = subprocess.Popen(
-                    [str(SLUICE), "serve", "--role", "worker"],
+                    ["nice", "-n", str(args.worker_nice), str(SLUICE), "serve", "--role", "worker"],
                     env=worker_env,
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL,
@@ -354,6 +354,12 @@ def main() -> int:
         choices=["all", "split"],
         default="all",
         help="all: one sluice serve; split: serve --role api plus serve --role worker",
+    )
+    parser.add_argument(
+        "--worker-nice",
+        type=int,
+        default=0,
+        help="with --roles split: the worker process's nice value (10: requests first)",
     )
     args = parser.parse_args()
 

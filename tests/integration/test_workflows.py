@@ -572,3 +572,14 @@ async def test_a_sources_errors_reach_its_errors_subscribers(api: Api) -> None:
     assert [e["event"] for e in plain] == [{"ok": 1}]
     errs = (await api.client.get(summaries, params={"event_name": "$errors"})).json()["data"]
     assert len(errs) == 1 and errs[0]["metadata"]["name"] == "$errors"
+
+
+async def test_a_syntax_error_names_its_line(api: Api) -> None:
+    code = "export default defineComponent({\n  async run( { } })\n"
+    response = await api.client.post(
+        "/v1/workflows",
+        json={"trigger": {"type": "manual"}, "steps": [{"name": "a", "code": code}]},
+    )
+    body = assert_error(response, 400, "component_load_failed")
+    assert body["field"] == "steps[0].code"
+    assert body["error"].endswith("SyntaxError: Unexpected token '}' (step.mjs:2)")

@@ -9,6 +9,7 @@ rebuilt on a new machine or after the data directory was cleaned.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -242,8 +243,39 @@ class Components:
             )
         )
         if not result.ok or not isinstance(result.value, dict):
+            error = result.error or {}
+            if error.get("name") == "SyntaxError" and str(prepared.directory) not in str(
+                error.get("stack") or ""
+            ):
+                # Node's import() SyntaxError carries no location; `node --check` prints it.
+                where = await self._syntax_location(prepared.entry)
+                if where:
+                    error["stack"] = f"{where}\n{error.get('stack') or ''}"
             raise load_error(result, prepared.directory)
         return result.value
+
+    async def _syntax_location(self, entry: Path) -> str | None:
+        """``/…/file.mjs:2`` for the first syntax error of ``entry``'s own file, if any."""
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                self.settings.node,
+                "--check",
+                str(entry),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.PIPE,
+                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+            )
+        except OSError:
+            return None
+        try:
+            _, err = await asyncio.wait_for(proc.communicate(), 10)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+            return None
+        first = err.decode(errors="replace").splitlines()[:1]
+        return first[0] if first and re.match(r"^/.+:\d+$", first[0]) else None
 
 
 def load_error(result: protocol.Result, directory: Path) -> errors.SluiceError:
