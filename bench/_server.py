@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -417,3 +418,33 @@ def timed() -> Iterator[list[float]]:
         yield box
     finally:
         box.append(time.perf_counter() - start)
+
+
+# ---- a fresh PostgreSQL database (benchmarks with --postgres) ---------------------------------
+
+
+def _plain(url: str) -> str:
+    return url.replace("postgresql+asyncpg://", "postgresql://")
+
+
+async def create_database(admin_url: str) -> str:
+    import asyncpg
+
+    name = f"sluice_bench_{secrets.token_hex(4)}"
+    conn = await asyncpg.connect(_plain(admin_url), timeout=10)
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+    return _plain(admin_url).rsplit("/", 1)[0] + "/" + name
+
+
+async def drop_database(admin_url: str, url: str) -> None:
+    import asyncpg
+
+    name = url.rsplit("/", 1)[1]
+    conn = await asyncpg.connect(_plain(admin_url), timeout=10)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await conn.close()

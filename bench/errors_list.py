@@ -24,12 +24,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import secrets
 import sys
 import time
 from typing import Any
 
-from _server import Server, api, environment, summary, table, write_results
+from _server import (
+    Server,
+    api,
+    create_database,
+    drop_database,
+    environment,
+    summary,
+    table,
+    write_results,
+)
 
 GOAL_MS = 10.0
 
@@ -37,36 +45,6 @@ THROWS = (
     "export default defineComponent({ async run({ steps, $ }) "
     "{ throw new Error('boom ' + steps.trigger.event.n) } })\n"
 )
-
-
-# ---- a fresh PostgreSQL database --------------------------------------------------------------
-
-
-def _plain(url: str) -> str:
-    return url.replace("postgresql+asyncpg://", "postgresql://")
-
-
-async def _create_database(admin_url: str) -> str:
-    import asyncpg
-
-    name = f"sluice_bench_{secrets.token_hex(4)}"
-    conn = await asyncpg.connect(_plain(admin_url), timeout=10)
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
-    return _plain(admin_url).rsplit("/", 1)[0] + "/" + name
-
-
-async def _drop_database(admin_url: str, url: str) -> None:
-    import asyncpg
-
-    name = url.rsplit("/", 1)[1]
-    conn = await asyncpg.connect(_plain(admin_url), timeout=10)
-    try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await conn.close()
 
 
 def total_runs(client: Any, workflow_id: str) -> int:
@@ -190,11 +168,11 @@ def main() -> int:
     backends: dict[str, dict[str, Any]] = {}
     backends["sqlite"] = measure(None, args.n, args.warmup, args.errors, args.keep)
     if args.postgres:
-        url = asyncio.run(_create_database(args.postgres))
+        url = asyncio.run(create_database(args.postgres))
         try:
             backends["postgresql"] = measure(url, args.n, args.warmup, args.errors, args.keep)
         finally:
-            asyncio.run(_drop_database(args.postgres, url))
+            asyncio.run(drop_database(args.postgres, url))
 
     rows: list[list[Any]] = []
     labels = {

@@ -46,7 +46,9 @@ from _server import (
     SLUICE,
     Server,
     api,
+    create_database,
     descendants,
+    drop_database,
     environment,
     free_port,
     summary,
@@ -231,6 +233,38 @@ def wait_drained(db: Path, timeout: float) -> tuple[float, dict[str, int]]:
             time.sleep(0.2)
 
 
+def _pg(url: str, fn: Any) -> Any:
+    import asyncpg
+
+    async def run() -> Any:
+        conn = await asyncpg.connect(url, timeout=10)
+        try:
+            return await fn(conn)
+        finally:
+            await conn.close()
+
+    return asyncio.run(run())
+
+
+def wait_drained_pg(url: str, timeout: float) -> tuple[float, dict[str, int]]:
+    started = time.perf_counter()
+    while True:
+        rows = _pg(url, lambda c: c.fetch("SELECT status, count(*) FROM jobs GROUP BY status"))
+        counts = {r[0]: r[1] for r in rows}
+        if not counts.get("queued") and not counts.get("running"):
+            return time.perf_counter() - started, counts
+        if time.perf_counter() - started > timeout:
+            raise RuntimeError(f"the job queue did not drain in {timeout:g} s: {counts}")
+        time.sleep(0.2)
+
+
+def stored_ids_pg(url: str, source_id: str) -> list[int]:
+    rows = _pg(
+        url, lambda c: c.fetch("SELECT payload FROM events WHERE emitter_id = $1", source_id)
+    )
+    return [json.loads(r[0])["i"] if isinstance(r[0], str) else r[0]["i"] for r in rows]
+
+
 def stored_ids(db: Path, source_id: str) -> list[int]:
     with sqlite3.connect(db, timeout=30) as conn:
         rows = conn.execute("SELECT payload FROM events WHERE emitter_id = ?", (source_id,))
@@ -246,6 +280,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     counter = Counter()
     acked: list[int] = []
     results: list[dict[str, Any]] = []
+    if args.database_url:
+        env["SLUICE_DATABASE_URL"] = args.database_url
     if args.roles == "split":
         # The API process only accepts (role api); a second process runs the jobs.
         env.update({"SLUICE_ROLE": "api", "SLUICE_JOB_POLL_SECONDS": "0.05"})
@@ -308,9 +344,13 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                         f"{results[-1]['client_cpu']:.2f}",
                         flush=True,
                     )
-            db = server.data_dir / "sluice.db"
-            drain_seconds, jobs = wait_drained(db, args.drain_timeout)
-            stored = stored_ids(db, source["id"])
+            if args.database_url:
+                drain_seconds, jobs = wait_drained_pg(args.database_url, args.drain_timeout)
+                stored = stored_ids_pg(args.database_url, source["id"])
+            else:
+                db = server.data_dir / "sluice.db"
+                drain_seconds, jobs = wait_drained(db, args.drain_timeout)
+                stored = stored_ids(db, source["id"])
             if worker is not None:
                 worker.terminate()
                 worker.wait(30)
@@ -361,14 +401,26 @@ def main() -> int:
         default=0,
         help="with --roles split: the worker process's nice value (10: requests first)",
     )
+    parser.add_argument(
+        "--postgres",
+        metavar="URL",
+        help="run Sluice on a fresh database of this PostgreSQL server (dropped after)",
+    )
     args = parser.parse_args()
+    args.database_url = None
 
     env = environment()
     print(
         f"Ingestion: {args.seconds:g} s per cell after {args.warmup:g} s warm-up, "
         f"client {args.client}, roles {args.roles}"
     )
-    data = measure(args)
+    if args.postgres:
+        args.database_url = asyncio.run(create_database(args.postgres))
+    try:
+        data = measure(args)
+    finally:
+        if args.database_url:
+            asyncio.run(drop_database(args.postgres, args.database_url))
     cells = data["cells"]
     by = {(c["target"], c["concurrency"]): c for c in cells}
     rows: list[list[Any]] = []
