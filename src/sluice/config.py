@@ -115,6 +115,10 @@ class Settings:
     role: str = "all"
     #: How often an idle job worker looks for jobs enqueued by other processes, seconds.
     job_poll_seconds: float = 1.0
+    #: How often a live stream (SSE) also reads storage for events and logs that *other*
+    #: processes stored, seconds; 0: only this process's. Default: 0.5 for the api role
+    #: (its runs happen in worker processes), 0 for all.
+    stream_poll_seconds: float = -1.0
     log_level: str = "info"
 
     @classmethod
@@ -155,6 +159,12 @@ class Settings:
     @property
     def components_dir(self) -> Path:
         return self.data_dir / "components"
+
+    @property
+    def resolved_stream_poll_seconds(self) -> float:
+        if self.stream_poll_seconds >= 0:
+            return self.stream_poll_seconds
+        return 0.5 if self.role == "api" else 0.0
 
     @property
     def outbox_dir(self) -> Path:

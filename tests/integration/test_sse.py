@@ -260,3 +260,42 @@ async def test_workflow_send_sse_replays_then_streams(api: Api, live: str) -> No
         second = await next_message()
     assert (first["event"], json.loads(first["data"])) == ("updates", {"n": 1})
     assert (second["event"], json.loads(second["data"])) == ("updates", {"n": 2})
+
+
+async def test_events_stored_by_another_process_reach_the_stream(
+    api: Api, platform: Platform
+) -> None:
+    """With ``stream_poll_seconds`` (the api role's default), a stream also reads storage: a
+    run in another process (here a second platform on the same database) reaches it."""
+    polling = dataclasses.replace(
+        platform,
+        settings=dataclasses.replace(
+            platform.settings, sse_keepalive_seconds=0.05, stream_poll_seconds=0.05
+        ),
+    )
+    source = await deploy(api, EMITTER, "elsewhere")
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = _Server(
+        uvicorn.Config(create_app(platform=polling), log_level="warning", lifespan="off")
+    )
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    await asyncio.wait_for(server.ready.wait(), DEADLINE)
+    try:
+        async with (
+            sse_client(f"http://127.0.0.1:{port}", api) as client,
+            client.stream("GET", f"/v1/sources/{source}/sse") as response,
+        ):
+            stream = messages(response)
+            async with Platform.open(platform.settings, background=False) as other:
+                outcome = await other.sources.run(
+                    api.account_id, source, {"emits": [{"payload": {"from": "other"}}]}
+                )
+            assert outcome.result.ok
+            event_id, data = await next_data(stream)
+            assert event_id == outcome.event_ids[0] and data["e"] == {"from": "other"}
+    finally:
+        server.should_exit = True
+        await task
+        sock.close()

@@ -79,3 +79,14 @@ async def test_follow_skips_what_the_reader_had_when_nothing_is_replayed() -> No
     hub.publish("t", [3, 5])  # 3: committed before the reader's resume point, published late
     sub.close()
     assert [i async for i in follow(sub, [], key=lambda i: i, after=4)] == [5]
+
+
+async def test_follow_passes_an_item_published_twice_once() -> None:
+    # A stream that also polls storage may get an item both live and from the poll.
+    hub = Broker()
+    sub = hub.subscribe("t")
+    hub.publish("t", [1, 2])
+    sub.push([2, 3])
+    hub.publish("t", [3])
+    sub.close()
+    assert [i async for i in follow(sub, [], key=lambda i: i)] == [1, 2, 3]

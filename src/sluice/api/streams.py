@@ -66,7 +66,12 @@ async def emits(
     position = paging.event_position(last_event_id if last_event_id is not None else after, field)
     deployment = await platform.sources.get(account.id, source_id)
     stream = streams.open_emits(
-        platform.db, platform.invoker.broker, deployment.id, after=position, channel=event_name
+        platform.db,
+        platform.invoker.broker,
+        deployment.id,
+        after=position,
+        channel=event_name,
+        poll_seconds=platform.settings.resolved_stream_poll_seconds,
     )
     return _response(platform, stream)
 
@@ -85,5 +90,11 @@ async def logs(
     field = "Last-Event-ID" if last_event_id is not None else "after"
     position = _log_position(last_event_id if last_event_id is not None else after, field)
     deployment = await platform.sources.get(account.id, source_id)
-    stream = streams.open_logs(platform.db, platform.invoker.broker, deployment.id, after=position)
+    stream = streams.open_logs(
+        platform.db,
+        platform.invoker.broker,
+        deployment.id,
+        after=position,
+        poll_seconds=platform.settings.resolved_stream_poll_seconds,
+    )
     return _response(platform, stream)

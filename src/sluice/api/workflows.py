@@ -268,7 +268,12 @@ async def sse(workflow_id: str, account: AccountDep, platform: PlatformDep) -> E
     live; the SSE ``event:`` field is the channel, ``data:`` the payload as JSON."""
     workflow = await platform.workflows.get(account.id, workflow_id)
     stream = streams.open_emits(
-        platform.db, platform.invoker.broker, workflow.id, after=(0, 0), channel=SSE
+        platform.db,
+        platform.invoker.broker,
+        workflow.id,
+        after=(0, 0),
+        channel=SSE,
+        poll_seconds=platform.settings.resolved_stream_poll_seconds,
     )
 
     async def messages() -> Any:

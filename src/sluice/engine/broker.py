@@ -22,6 +22,9 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+#: How many recent items ``follow`` remembers to drop duplicates.
+_SEEN = 4096
+
 #: Topic of "deliveries were enqueued" (items: the number of jobs).
 JOBS = "jobs"
 
@@ -123,13 +126,23 @@ async def follow(
     replayed one (by ``key``; or ``after`` when nothing was replayed) was committed in time
     for the replay read (or was already seen by the reader) and is skipped.
 
-    Live items are passed on in the order they were published, which is commit order."""
+    Live items are passed on in the order they were published, which is commit order; an
+    item passed on already (published live and found again by a poll of storage) is
+    skipped."""
     last: Any = after
     for item in replay:
         last = key(item)
         yield item
+    seen: deque[Any] = deque()
+    seen_set: set[Any] = set()
     while batch := await sub.next_batch():
         for item in batch:
-            if last is not None and key(item) <= last:
+            position = key(item)
+            if (last is not None and position <= last) or position in seen_set:
                 continue
+            # The same item may come twice: published live and found by a poll of storage.
+            seen.append(position)
+            seen_set.add(position)
+            if len(seen) > _SEEN:
+                seen_set.discard(seen.popleft())
             yield item

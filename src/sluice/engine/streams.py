@@ -7,6 +7,8 @@ missed, and the returned ``Stream`` reads the replay lazily on its first iterati
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +18,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sluice.engine import broker
 from sluice.engine.broker import Broker, Subscription
 from sluice.storage import events
+
+log = logging.getLogger(__name__)
+
+#: A poll from the very start (the emitter had no event when the stream opened).
+_BEGINNING = object()
 
 #: The spec: the newest 100 events (and log lines) of a source are served.
 WINDOW = 100
@@ -31,18 +38,44 @@ class Stream:
     #: The reader's resume point (in ``key`` terms): nothing at or before it is sent.
     after: Any = None
     keep: Callable[[dict[str, Any]], bool] = lambda _item: True
+    #: Items stored by *other* processes: ``poll(position)`` reads those after a position
+    #: (``None``: the newest one only), every ``poll_seconds``; 0 turns polling off.
+    poll: Callable[[Any], Awaitable[Sequence[dict[str, Any]]]] | None = None
+    poll_seconds: float = 0.0
+    _poller: asyncio.Task[None] | None = None
 
     async def items(self) -> AsyncIterator[tuple[str, dict[str, Any]]]:
         try:
             replayed = await self.replay()
+            if self.poll is not None and self.poll_seconds > 0:
+                start = self.key(replayed[-1]) if replayed else self.after
+                if start is None:
+                    newest = await self.poll(None)
+                    start = self.key(newest[-1]) if newest else None
+                self._poller = asyncio.create_task(self._poll(start))
             async for item in broker.follow(self.subscription, replayed, self.key, self.after):
                 if self.keep(item):
                     yield str(item["id"]), item
         finally:
             self.close()
 
+    async def _poll(self, position: Any) -> None:
+        assert self.poll is not None
+        while not self.subscription.closed:
+            await asyncio.sleep(self.poll_seconds)
+            try:
+                found = await self.poll(position if position is not None else _BEGINNING)
+            except Exception:  # the database is away for a moment: try again next time
+                log.warning("a live stream could not read storage", exc_info=True)
+                continue
+            if found:
+                position = self.key(found[-1])
+                self.subscription.push(found)
+
     def close(self) -> None:
         self.subscription.close()
+        if self._poller is not None:
+            self._poller.cancel()
 
     @property
     def overflowed(self) -> bool:
@@ -56,10 +89,27 @@ def open_emits(
     *,
     after: tuple[int, int] | None,
     channel: str | None,
+    poll_seconds: float = 0.0,
 ) -> Stream:
     """Emits of ``emitter_id`` (only ``channel``'s when given) from now on; first, when
-    ``after`` is given, the stored ones after it among the newest 100."""
+    ``after`` is given, the stored ones after it among the newest 100. ``poll_seconds``: also
+    read storage that often, for events other processes stored."""
     sub = hub.subscribe(broker.emits_topic(emitter_id))
+
+    async def poll(position: Any) -> list[dict[str, Any]]:
+        async with db.connect() as conn:
+            if position is None:
+                page = await events.page(conn, emitter_id, limit=1, window=1, channel=channel)
+            else:
+                page = await events.page(
+                    conn,
+                    emitter_id,
+                    limit=WINDOW,
+                    window=WINDOW,
+                    channel=channel,
+                    after=None if position is _BEGINNING else position,
+                )
+        return [e.to_emitted() for e in reversed(page.items)]
 
     async def replay() -> list[dict[str, Any]]:
         if after is None:
@@ -80,13 +130,25 @@ def open_emits(
             if channel is not None
             else (lambda item: item["name"] != events.ERRORS)
         ),
+        poll=poll,
+        poll_seconds=poll_seconds,
     )
 
 
-def open_logs(db: AsyncEngine, hub: Broker, emitter_id: str, *, after: int | None) -> Stream:
+def open_logs(
+    db: AsyncEngine, hub: Broker, emitter_id: str, *, after: int | None, poll_seconds: float = 0.0
+) -> Stream:
     """Log lines of ``emitter_id`` from now on; first, when ``after`` is given, the stored ones
-    after it among the newest 100."""
+    after it among the newest 100 (``poll_seconds`` as for ``open_emits``)."""
     sub = hub.subscribe(broker.logs_topic(emitter_id))
+
+    async def poll(position: Any) -> list[dict[str, Any]]:
+        start, window = (0, 1) if position is None else (0, WINDOW)
+        if isinstance(position, int):
+            start = position
+        async with db.connect() as conn:
+            lines = await events.logs_after(conn, emitter_id, start, window=window)
+        return [line.to_stream() | {"id": line.pk} for line in lines]
 
     async def replay() -> list[dict[str, Any]]:
         if after is None:
@@ -95,7 +157,14 @@ def open_logs(db: AsyncEngine, hub: Broker, emitter_id: str, *, after: int | Non
             lines = await events.logs_after(conn, emitter_id, after, window=WINDOW)
         return [line.to_stream() | {"id": line.pk} for line in lines]
 
-    return Stream(sub, replay, key=lambda item: int(item["id"]), after=after)
+    return Stream(
+        sub,
+        replay,
+        key=lambda item: int(item["id"]),
+        after=after,
+        poll=poll,
+        poll_seconds=poll_seconds,
+    )
 
 
 def publish_committed(
