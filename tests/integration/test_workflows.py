@@ -583,3 +583,17 @@ async def test_a_syntax_error_names_its_line(api: Api) -> None:
     body = assert_error(response, 400, "component_load_failed")
     assert body["field"] == "steps[0].code"
     assert body["error"].endswith("SyntaxError: Unexpected token '}' (step.mjs:2)")
+
+
+async def test_the_account_email_can_change(api: Api) -> None:
+    changed = await api.client.put("/v1/users/me", json={"email": "ops@example.com"})
+    assert changed.status_code == 200 and changed.json()["data"]["email"] == "ops@example.com"
+    failing = await create(api, [THROWS], name="to-ops")
+    await run(api, failing["id"], {})
+    await api.platform.jobs.drain()
+    runs = await error_workflow_runs(api)
+    outcome = runs[0]["sends"][0]["outcome"]
+    message = email.message_from_bytes(Path(outcome["path"]).read_bytes())
+    assert message["To"] == "ops@example.com"
+    bad = await api.client.put("/v1/users/me", json={"email": "not an address"})
+    assert assert_error(bad, 400, "invalid_request")["field"] == "email"

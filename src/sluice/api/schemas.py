@@ -95,3 +95,9 @@ class ErrorWorkflow(_Body):
     workflow_id: str | None = Field(
         ..., description="The workflow that gets every error of the account (null: none)."
     )
+
+
+class UserUpdate(_Body):
+    email: str | None = Field(
+        ..., description="Where $.send.email and error e-mails go; null removes it."
+    )

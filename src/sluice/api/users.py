@@ -6,7 +6,10 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from sluice.api.auth import AccountDep
+from sluice import errors
+from sluice.api.auth import AccountDep, PlatformDep
+from sluice.api.schemas import UserUpdate
+from sluice.storage import accounts
 
 router = APIRouter()
 
@@ -14,3 +17,21 @@ router = APIRouter()
 @router.get("/v1/users/me")
 async def me(account: AccountDep) -> dict[str, Any]:
     return {"data": account.to_api()}
+
+
+@router.put("/v1/users/me")
+async def update_me(body: UserUpdate, account: AccountDep, platform: PlatformDep) -> dict[str, Any]:
+    """Change the account's e-mail address (where ``$.send.email`` and the default global error
+    workflow's messages go); ``null`` removes it."""
+    email = body.email.strip() if body.email is not None else None
+    if email is not None and (
+        "@" not in email or any(c in email for c in "\r\n ") or len(email) > 320
+    ):
+        raise errors.InvalidRequest(
+            "email must be an address such as ada@example.com", field="email"
+        )
+    async with platform.db.begin() as conn:
+        await accounts.set_email(conn, account.id, email)
+        found = await accounts.get(conn, account.id)
+    assert found is not None
+    return {"data": found.to_api()}

@@ -97,3 +97,7 @@ def authenticate(conn: Connection, api_key: str) -> Account | None:
 
 def _hash(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
+
+
+async def set_email(conn: AsyncConnection, account_id: str, email: str | None) -> None:
+    await conn.execute(accounts.update().where(accounts.c.id == account_id).values(email=email))
