@@ -5,6 +5,7 @@ survives a killed runner and a restarted process."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import json
 from collections.abc import AsyncIterator
@@ -34,6 +35,7 @@ class Gate:
     def __init__(self, hold: int = 0) -> None:
         self.hold = hold
         self.requests: list[tuple[str, str, bytes]] = []
+        self.headers: list[dict[str, str]] = []
         self.arrived = asyncio.Event()
         self._open = asyncio.Event()
         self.server: asyncio.Server | None = None
@@ -57,6 +59,12 @@ class Gate:
                 length = int(line.split(":", 1)[1])
         body = await reader.readexactly(length) if length else b""
         self.requests.append((method, path, body))
+        self.headers.append(
+            {
+                k.strip().lower(): v.strip()
+                for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)
+            }
+        )
         self.arrived.set()
         if len(self.requests) <= self.hold:
             await self._open.wait()
@@ -487,3 +495,85 @@ async def test_a_step_out_of_memory_is_an_error_of_that_step(api: Api, platform:
     assert result["error"]["code"] == "OUT_OF_MEMORY"
     assert result["error"]["cellId"] == workflow["steps"][1]["id"]
     assert [s["status"] for s in result["steps"]] == ["success", "error"]
+
+
+async def test_send_http_passwords_are_not_echoed(api: Api) -> None:
+    workflow = await create(
+        api,
+        [
+            step(
+                "out",
+                "async run({ $ }) { $.send.http({ method: 'GET', url: 'http://127.0.0.1:9/x', "
+                "auth: { username: 'u', password: 'hunter2-secret' } }); }",
+            )
+        ],
+    )
+    result = await run(api, workflow["id"], {})
+    assert result["sends"][0]["config"]["auth"] == {"username": "u", "password": "********"}
+    await api.platform.jobs.drain()
+    stored = (await api.client.get(f"/v1/runs/{result['id']}")).json()["data"]
+    assert "hunter2-secret" not in json.dumps(stored)
+    assert stored["sends"][0]["status"] == "failed"  # nothing listens on port 9
+    from sluice.storage.tables import run_sends
+
+    async with api.platform.db.connect() as conn:
+        raw = (
+            await conn.execute(
+                sa.select(run_sends.c.config).where(run_sends.c.run_id == result["id"])
+            )
+        ).scalar_one()
+    assert "hunter2-secret" not in json.dumps(raw)  # encrypted at rest
+
+
+async def test_send_http_with_a_password_is_sent_with_it(api: Api) -> None:
+    async with Gate() as gate:
+        workflow = await create(
+            api,
+            [
+                step(
+                    "out",
+                    "async run({ $ }) { $.send.http({ method: 'GET', "
+                    f"url: '{gate.url}/auth', auth: {{ username: 'u', password: 'p4ss' }} }}); }}",
+                )
+            ],
+        )
+        await run(api, workflow["id"], {})
+        await api.platform.jobs.drain()
+    assert [r[:2] for r in gate.requests] == [("GET", "/auth")]
+    assert gate.headers[0]["authorization"] == "Basic " + base64.b64encode(b"u:p4ss").decode()
+
+
+async def test_workflow_endpoints_are_rate_limited(api: Api, platform: Platform) -> None:
+    before = platform.ingress.limits
+    platform.ingress.limits = dataclasses.replace(before, rate_per_second=1.0, burst=2)
+    try:
+        workflow = await create(
+            api, [step("keep", "async run() { return 1; }")], trigger={"type": "http"}
+        )
+        answers = [(await hit(api, workflow, json={})).status_code for _ in range(3)]
+    finally:
+        platform.ingress.limits = before
+    assert answers == [200, 200, 429]
+
+
+async def test_changing_a_source_trigger_moves_its_subscription(api: Api) -> None:
+    first = await deploy(api, EMITTER, name="first-orders")
+    second = await deploy(api, EMITTER, name="second-orders")
+    workflow = await create(
+        api,
+        [step("keep", "async run({ steps }) { return steps.trigger.event; }")],
+        trigger={"type": "source", "source_id": first["id"]},
+    )
+    moved = await api.client.put(
+        f"/v1/workflows/{workflow['id']}",
+        json={"trigger": {"type": "source", "source_id": second["id"]}},
+    )
+    assert moved.status_code == 200, moved.text
+    subs = (await api.client.get("/v1/users/me/subscriptions")).json()["data"]
+    mine = [(s["emitter_id"], s["event_name"]) for s in subs if s["listener_id"] == workflow["id"]]
+    assert mine == [(second["id"], "")]
+    await api.client.post(f"/v1/sources/{first['id']}/run", json={"event": {"n": 1}})
+    await api.client.post(f"/v1/sources/{second['id']}/run", json={"event": {"n": 2}})
+    await api.platform.jobs.drain()
+    runs = (await api.client.get(f"/v1/workflows/{workflow['id']}/runs")).json()["data"]
+    assert [r["steps"][0]["return_value"] for r in runs] == [{"order": 2}]

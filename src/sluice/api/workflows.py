@@ -98,6 +98,7 @@ def _redact(run: Run) -> dict[str, Any]:
     for send in data["sends"]:
         auth = (send.get("config") or {}).get("auth")
         if isinstance(auth, dict) and "password" in auth:
+            # Stored encrypted; never shown.
             send["config"] = {**send["config"], "auth": {**auth, "password": "********"}}
     return data
 

@@ -36,6 +36,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sluice import PLATFORM_VERSION, ids
 from sluice.clock import Clock, iso_ms
 from sluice.config import Settings
+from sluice.crypto import Cipher
 from sluice.domain import routing
 from sluice.engine import destinations, streams
 from sluice.engine.broker import Broker
@@ -62,6 +63,8 @@ SEND_KIND = "send"
 #: Sends performed by a job after the run is stored; the others are stored with the run.
 DEFERRED_SENDS = ("http", "email", "s3")
 EMIT_KIND = "emit"
+#: Marks an encrypted value in a stored send config.
+SEALED = "$sealed"
 
 
 @dataclass
@@ -85,11 +88,13 @@ class Executor:
         clock: Clock,
         mailer: Mailer,
         reader: database.Reader | None = None,
+        cipher: Cipher | None = None,
     ) -> None:
         self.db = db
         #: Hot-path reads (the workflow of a job): inline on SQLite.
         self.reader = reader
         self.mailer = mailer
+        self.cipher = cipher or workflows.cipher
         self.pool = pool
         self.workflows = workflows
         self.broker = broker
@@ -264,13 +269,13 @@ class Executor:
                 "immediate": first.immediate,
             }
         sends = []
-        for send in result.sends:
+        for idx, send in enumerate(result.sends):
             kind = str(send.get("type"))
             sends.append(
                 {
                     "type": kind,
                     "step": send.get("step"),
-                    "config": send.get("config"),
+                    "config": self._seal(send.get("config"), context["id"], idx),
                     "status": runs.QUEUED if kind in DEFERRED_SENDS else "done",
                 }
             )
@@ -292,6 +297,26 @@ class Executor:
             sends=sends,
         )
         return run, db_writes
+
+    def _seal(self, config: Any, run_id: str, idx: int) -> Any:
+        """A ``$.send.http`` password is stored encrypted (bound to the run and the send)."""
+        auth = config.get("auth") if isinstance(config, dict) else None
+        if not isinstance(auth, dict) or not isinstance(auth.get("password"), str):
+            return config
+        token = self.cipher.encrypt(auth["password"], f"run_sends:{run_id}:{idx}:password")
+        return {**config, "auth": {**auth, "password": {SEALED: token}}}
+
+    def _unseal(self, config: Any, run_id: str, idx: int) -> dict[str, Any]:
+        if not isinstance(config, dict):
+            return {}
+        auth = config.get("auth")
+        if not isinstance(auth, dict):
+            return config
+        sealed = auth.get("password")
+        if isinstance(sealed, dict) and SEALED in sealed:
+            password = self.cipher.decrypt(sealed[SEALED], f"run_sends:{run_id}:{idx}:password")
+            return {**config, "auth": {**auth, "password": password}}
+        return config
 
     # ---- storing ----------------------------------------------------------------------------
 
@@ -498,7 +523,7 @@ class Executor:
             email = await runs.account_email(conn, job.owner_id)
         if send is None or send["status"] != runs.QUEUED:
             return  # the run was trimmed or deleted, or the send was done already
-        config = send["config"] if isinstance(send["config"], dict) else {}
+        config = self._unseal(send["config"], run_id, idx)
         kind = send["type"]
         now_ms = self.clock.now_ms()
         throttle_key: str | None = None
