@@ -71,8 +71,8 @@ async def test_users_me_returns_the_account(api: Api) -> None:
 async def test_error_shape_for_routing_and_parsing_failures(api: Api) -> None:
     assert_error(await api.client.get("/v1/nope"), 404, "not_found")
     assert_error(await api.client.get("/nothing/here"), 404, "not_found")
-    body = assert_error(await api.client.put("/v1/users/me"), 405, "method_not_allowed")
-    assert "PUT" in body["error"]
+    body = assert_error(await api.client.patch("/v1/users/me"), 405, "method_not_allowed")
+    assert "PATCH" in body["error"]
     body = assert_error(
         await api.client.post(
             "/v1/components", content=b"{not json", headers={"content-type": "application/json"}
@@ -139,3 +139,8 @@ async def test_openapi_is_served(api: Api) -> None:
     response = await api.client.get("/openapi.json")
     assert response.status_code == 200
     assert "/v1/sources" in response.json()["paths"]
+
+
+async def test_a_missing_body_says_so(api: Api) -> None:
+    body = assert_error(await api.client.put("/v1/users/me"), 400, "invalid_request")
+    assert body["error"] == "a JSON body is required"

@@ -597,3 +597,18 @@ async def test_the_account_email_can_change(api: Api) -> None:
     assert message["To"] == "ops@example.com"
     bad = await api.client.put("/v1/users/me", json={"email": "not an address"})
     assert assert_error(bad, 400, "invalid_request")["field"] == "email"
+
+
+async def test_a_workflow_can_keep_its_errors_from_the_global_workflow(api: Api) -> None:
+    chat = await create(api, [step("post", "async run() { return 1; }")], name="chat")
+    await api.client.put("/v1/users/me/error_workflow", json={"workflow_id": chat["id"]})
+    quiet = await create(api, [THROWS], name="quiet", global_errors=False)
+    assert quiet["global_errors"] is False
+    await run(api, quiet["id"], {})
+    await api.platform.jobs.drain()
+    assert (await api.client.get(f"/v1/workflows/{chat['id']}/runs")).json()["data"] == []
+    assert (await errors_of(api, quiet["id"]))["page_info"]["count"] == 1  # still listed
+    await api.client.put(f"/v1/workflows/{quiet['id']}", json={"global_errors": True})
+    await run(api, quiet["id"], {})
+    await api.platform.jobs.drain()
+    assert len((await api.client.get(f"/v1/workflows/{chat['id']}/runs")).json()["data"]) == 1

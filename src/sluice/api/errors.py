@@ -105,7 +105,9 @@ async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
     field = ".".join(loc) or None
     where = first.get("loc", ("body",))[0]
     msg = str(first.get("msg", "invalid value"))
-    if first.get("type") == "missing":
+    if first.get("type") == "missing" and field is None and where == "body":
+        message = "a JSON body is required"
+    elif first.get("type") == "missing":
         message = f"{field} is required" + (" (query parameter)" if where == "query" else "")
     elif first.get("type") in ("model_attributes_type", "dict_type") and not loc:
         message = "the body must be a JSON object"

@@ -85,6 +85,11 @@ class WorkflowCreate(_Body):
         '{"name": "…", "action": "<sc_ id or key>", "props": {…}}.',
     )
     active: bool | None = None
+    global_errors: bool | None = Field(
+        None,
+        description="false: this workflow's errors do not go to the global error workflow "
+        "(its $errors subscribers still get them). Default true.",
+    )
 
 
 class WorkflowRun(_Body):

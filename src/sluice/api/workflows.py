@@ -40,7 +40,13 @@ async def _render(platform: Platform, workflow: Workflow) -> dict[str, Any]:
 
 
 def _input(body: WorkflowCreate) -> WorkflowInput:
-    return WorkflowInput(name=body.name, trigger=body.trigger, steps=body.steps, active=body.active)
+    return WorkflowInput(
+        name=body.name,
+        trigger=body.trigger,
+        steps=body.steps,
+        active=body.active,
+        global_errors=body.global_errors,
+    )
 
 
 @router.post("/v1/workflows")

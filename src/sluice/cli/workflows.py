@@ -31,7 +31,7 @@ from sluice.cli.client import Client, CliError, segment
 
 #: The keys of a workflow file's top level (and ``x-…`` ones, ignored: YAML anchors), and of
 #: each of its steps.
-TOP_KEYS = ("id", "name", "trigger", "steps", "active")
+TOP_KEYS = ("id", "name", "trigger", "steps", "active", "global_errors")
 STEP_KEYS = ("name", "code", "code_file", "action", "props")
 #: What ``deploy`` looks for when given a folder.
 FILE_NAMES = ("workflow.yaml", "workflow.yml", "workflow.json")
@@ -219,7 +219,9 @@ def _check(path: Path, data: Any, lines: dict[tuple[Any, ...], int]) -> Workflow
         raise fail(
             "id", message=f"id must be a workflow id such as p_Ab3xY9pQ2rTu, not {workflow_id!r}"
         )
-    body: dict[str, Any] = {k: data[k] for k in ("name", "trigger", "active") if k in data}
+    body: dict[str, Any] = {
+        k: data[k] for k in ("name", "trigger", "active", "global_errors") if k in data
+    }
     code_files: dict[int, str] = {}
     if "steps" in data:
         if not isinstance(data["steps"], list):

@@ -379,7 +379,7 @@ class Executor:
                 event_id = append(ERRORS, payload)
                 listeners = routing.listeners(links or [], workflow.id, ERRORS)
                 error_workflow = store.error_workflow_id_sync(conn, workflow.owner_id)
-                if error_workflow and error_workflow not in listeners:
+                if workflow.global_errors and error_workflow and error_workflow not in listeners:
                     listeners.append(error_workflow)
                 queued += self._forward(
                     conn, workflow, listeners, chain, max_hops, event_id, ERRORS, payload, now_ms

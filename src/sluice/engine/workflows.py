@@ -95,6 +95,7 @@ class WorkflowInput:
     trigger: dict[str, Any] | None = None
     steps: list[dict[str, Any]] | None = None
     active: bool | None = None
+    global_errors: bool | None = None
 
 
 def step_secret_aad(workflow_id: str, step_id: str, prop: str) -> str:
@@ -201,6 +202,7 @@ class Workflows:
             "deployment_id": workflow.deployment_id,
             "endpoint_url": self.endpoint_url(workflow),
             "is_error_workflow": workflow.id == error_workflow_id,
+            "global_errors": workflow.global_errors,
             "created_at": workflow.created_at,
             "updated_at": workflow.updated_at,
         }
@@ -230,6 +232,7 @@ class Workflows:
             endpoint_id=ids.random_token(20).lower() if trigger["type"] == "http" else None,
             created_at=now_s,
             updated_at=now_s,
+            global_errors=True if body.global_errors is None else body.global_errors,
         )
         async with self.db.begin() as conn:
             await store.insert(conn, workflow)
@@ -256,6 +259,9 @@ class Workflows:
             current,
             name=_check_name(body.name) if body.name is not None else current.name,
             active=current.active if body.active is None else body.active,
+            global_errors=(
+                current.global_errors if body.global_errors is None else body.global_errors
+            ),
             trigger=trigger,
             steps=steps,
             endpoint_id=endpoint_id,

@@ -261,6 +261,8 @@ workflows = sa.Table(
     # A new d_ id on each change of the trigger or the steps.
     sa.Column("deployment_id", sa.String(40), nullable=False),
     sa.Column("endpoint_id", sa.String(40), unique=True),
+    # False: its errors do not go to the global error workflow (subscribers still get them).
+    sa.Column("global_errors", sa.Boolean, nullable=False, server_default=sa.true()),
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.Column("updated_at", sa.BigInteger, nullable=False),
     sa.Index("ix_workflows_owner", "owner_id", "created_at"),

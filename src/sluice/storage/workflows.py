@@ -32,6 +32,8 @@ class Workflow:
     endpoint_id: str | None
     created_at: int
     updated_at: int
+    #: Its errors go to the account's global error workflow.
+    global_errors: bool = True
 
     @property
     def trigger_type(self) -> str:
@@ -53,6 +55,7 @@ def _row(row: Any) -> Workflow:
         row.endpoint_id,
         row.created_at,
         row.updated_at,
+        bool(row.global_errors),
     )
 
 
@@ -67,6 +70,7 @@ def _values(w: Workflow) -> dict[str, Any]:
         "endpoint_id": w.endpoint_id,
         "created_at": w.created_at,
         "updated_at": w.updated_at,
+        "global_errors": w.global_errors,
     }
 
 

@@ -61,6 +61,7 @@ def upgrade() -> None:
         sa.Column("steps", JSON, nullable=False),
         sa.Column("deployment_id", sa.String(40), nullable=False),
         sa.Column("endpoint_id", sa.String(40), unique=True),
+        sa.Column("global_errors", sa.Boolean, nullable=False, server_default=sa.true()),
         sa.Column("created_at", sa.BigInteger, nullable=False),
         sa.Column("updated_at", sa.BigInteger, nullable=False),
     )
