@@ -142,7 +142,7 @@ def sources_table(sources: Iterable[dict[str, Any]]) -> None:
             trigger(s),
             date(s.get("created_at")),
         )
-    _table(table, count, "no sources yet: sluice deploy FILE")
+    print_table(table, count, "no sources yet: sluice deploy FILE")
 
 
 def components_table(components: Iterable[dict[str, Any]]) -> None:
@@ -163,7 +163,7 @@ def components_table(components: Iterable[dict[str, Any]]) -> None:
             kind,
             date(c.get("created_at")),
         )
-    _table(table, count, "no components yet: sluice publish FILE")
+    print_table(table, count, "no components yet: sluice publish FILE")
 
 
 def subscriptions_table(subscriptions: Iterable[dict[str, Any]]) -> None:
@@ -181,10 +181,10 @@ def subscriptions_table(subscriptions: Iterable[dict[str, Any]]) -> None:
             channel or Text("(default)", "dim"),
             date(s.get("created_at")),
         )
-    _table(table, count, "no subscriptions")
+    print_table(table, count, "no subscriptions")
 
 
-def _table(table: Table, count: int, empty: str) -> None:
+def print_table(table: Table, count: int, empty: str) -> None:
     with _lock:
         if count and out.is_terminal:
             out.print(table)

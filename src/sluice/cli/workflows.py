@@ -395,7 +395,9 @@ def workflows_table(workflows: list[dict[str, Any]]) -> None:
             render.date(w.get("updated_at")),
         )
     # render's table printer: full width on a terminal, one line per row in a pipe.
-    render._table(table, len(workflows), "no workflows yet: sluice workflows deploy workflow.yaml")
+    render.print_table(
+        table, len(workflows), "no workflows yet: sluice workflows deploy workflow.yaml"
+    )
 
 
 _STATUS_STYLES = {"success": "green", "error": "bold red", "exited": "yellow"}
@@ -803,7 +805,7 @@ def runs(
             _ms(item.get("duration_ms")),
             detail,
         )
-    render._table(table, len(page["data"]), f"no runs yet: sluice workflows run {found['id']}")
+    render.print_table(table, len(page["data"]), f"no runs yet: sluice workflows run {found['id']}")
 
 
 @app.command()
@@ -846,4 +848,4 @@ def errors(
             step,
             str(context.get("id") or ""),
         )
-    render._table(table, len(page["data"]), f"no errors for {_name(found)}")
+    render.print_table(table, len(page["data"]), f"no errors for {_name(found)}")
