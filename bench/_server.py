@@ -261,6 +261,43 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(out)
 
 
+def print_ratio_table(cells: Sequence[dict[str, Any]], env: dict[str, Any]) -> dict[int, float]:
+    """The cells of a Sluice-against-bare run as a table; Sluice's ratio per concurrency."""
+    by = {(c["target"], c["concurrency"]): c for c in cells}
+    rows: list[list[Any]] = []
+    ratios: dict[int, float] = {}
+    for c in cells:
+        ratio = c["rps"] / by[("bare", c["concurrency"])]["rps"]
+        if c["target"] == "sluice":
+            ratios[c["concurrency"]] = ratio
+        rows.append(
+            [
+                f"{c['target']} c={c['concurrency']}",
+                c["requests"],
+                c["rps"],
+                c["latency_ms"]["p50"],
+                c["latency_ms"]["p99"],
+                ratio,
+                c["server_cpu"],
+                c["client_cpu"],
+                c["refused"] + c["errors"],
+            ]
+        )
+    print()
+    print(
+        f"(cpus {env['cpus']}, load at start {env['loadavg_at_start']}; "
+        "latency in ms; cpu in cores)"
+    )
+    print()
+    print(
+        table(
+            ["", "requests", "req/s", "p50", "p99", "vs bare", "cpu srv", "cpu cli", "non-2xx"],
+            rows,
+        )
+    )
+    return ratios
+
+
 def write_results(name: str, data: dict[str, Any]) -> Path:
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     path = RESULTS_DIR / f"{name}.json"

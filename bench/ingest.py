@@ -51,8 +51,8 @@ from _server import (
     drop_database,
     environment,
     free_port,
+    print_ratio_table,
     summary,
-    table,
     write_results,
 )
 
@@ -422,39 +422,7 @@ def main() -> int:
         if args.database_url:
             asyncio.run(drop_database(args.postgres, args.database_url))
     cells = data["cells"]
-    by = {(c["target"], c["concurrency"]): c for c in cells}
-    rows: list[list[Any]] = []
-    ratios: dict[int, float] = {}
-    for c in cells:
-        bare = by[("bare", c["concurrency"])]
-        ratio = c["rps"] / bare["rps"]
-        if c["target"] == "sluice":
-            ratios[c["concurrency"]] = ratio
-        rows.append(
-            [
-                f"{c['target']} c={c['concurrency']}",
-                c["requests"],
-                c["rps"],
-                c["latency_ms"]["p50"],
-                c["latency_ms"]["p99"],
-                ratio,
-                c["server_cpu"],
-                c["client_cpu"],
-                c["refused"] + c["errors"],
-            ]
-        )
-    print()
-    print(
-        f"(cpus {env['cpus']}, load at start {env['loadavg_at_start']}; "
-        "latency in ms; cpu in cores)"
-    )
-    print()
-    print(
-        table(
-            ["", "requests", "req/s", "p50", "p99", "vs bare", "cpu srv", "cpu cli", "non-2xx"],
-            rows,
-        )
-    )
+    ratios = print_ratio_table(cells, env)
     d = data["durability"]
     print()
     print(

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from _server import Server, api, environment, summary, table, write_results
+from _server import Server, api, environment, print_ratio_table, summary, write_results
 from ingest import Bare, Counter, cpu_seconds, drive
 
 RESPOND = (
@@ -199,38 +199,8 @@ def main() -> int:
     )
     data = measure(args)
     cells = data["cells"]
+    ratios = print_ratio_table(cells, env)
     by = {(c["target"], c["concurrency"]): c for c in cells}
-    rows: list[list[Any]] = []
-    ratios: dict[int, float] = {}
-    for c in cells:
-        ratio = c["rps"] / by[("bare", c["concurrency"])]["rps"]
-        if c["target"] == "sluice":
-            ratios[c["concurrency"]] = ratio
-        rows.append(
-            [
-                f"{c['target']} c={c['concurrency']}",
-                c["requests"],
-                c["rps"],
-                c["latency_ms"]["p50"],
-                c["latency_ms"]["p99"],
-                ratio,
-                c["server_cpu"],
-                c["client_cpu"],
-                c["refused"] + c["errors"],
-            ]
-        )
-    print()
-    print(
-        f"(cpus {env['cpus']}, load at start {env['loadavg_at_start']}; "
-        "latency in ms; cpu in cores)"
-    )
-    print()
-    print(
-        table(
-            ["", "requests", "req/s", "p50", "p99", "vs bare", "cpu srv", "cpu cli", "non-2xx"],
-            rows,
-        )
-    )
     d = data["durability"]
     print()
     print(
