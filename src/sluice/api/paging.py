@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncEngine
+
 from sluice import errors, ids
+from sluice.storage import events
+
+#: The spec: the newest 100 events of a source (errors of a workflow) are served.
+EVENT_WINDOW = 100
 
 
 def cursors(before: str | None, after: str | None, prefix: str) -> tuple[str | None, str | None]:
@@ -55,3 +61,33 @@ def id_body(data: list[dict[str, Any]], total_count: int) -> dict[str, Any]:
         },
         "data": data,
     }
+
+
+def check_expand(expand: str | None) -> bool:
+    """``expand=event`` (the only value event lists take): whether it was given."""
+    if expand not in (None, "", "event"):
+        raise errors.InvalidRequest("expand accepts only 'event'", field="expand")
+    return expand == "event"
+
+
+async def event_page(
+    db: AsyncEngine,
+    emitter_id: str,
+    *,
+    channel: str | None,
+    limit: int,
+    before: str | None,
+    after: str | None,
+) -> events.Page:
+    """The newest 100 events of an emitter (one channel's when given), a page of them by
+    ``before``/``after`` event ids: the spec's event and error lists."""
+    async with db.connect() as conn:
+        return await events.page(
+            conn,
+            emitter_id,
+            limit=limit,
+            window=EVENT_WINDOW,
+            channel=channel,
+            before=event_position(before, "before"),
+            after=event_position(after, "after"),
+        )

@@ -18,9 +18,6 @@ from sluice.storage.sources import Deployment
 
 router = APIRouter()
 
-#: The spec: the newest 100 events of a source are inspectable.
-EVENT_WINDOW = 100
-
 
 async def _render(platform: Platform, deployment: Deployment) -> dict[str, Any]:
     component = await platform.components.by_id(deployment.component_id)
@@ -76,20 +73,12 @@ async def event_summaries(
     after: str | None = None,
     event_name: str | None = None,
 ) -> dict[str, Any]:
-    if expand not in (None, "", "event"):
-        raise errors.InvalidRequest("expand accepts only 'event'", field="expand")
+    expanded = paging.check_expand(expand)
     deployment = await platform.sources.get(account.id, source_id)
-    async with platform.db.connect() as conn:
-        page = await events.page(
-            conn,
-            deployment.id,
-            limit=limit,
-            window=EVENT_WINDOW,
-            channel=event_name,
-            before=paging.event_position(before, "before"),
-            after=paging.event_position(after, "after"),
-        )
-    data = [e.to_summary(expand=expand == "event") for e in page.items]
+    page = await paging.event_page(
+        platform.db, deployment.id, channel=event_name, limit=limit, before=before, after=after
+    )
+    data = [e.to_summary(expand=expanded) for e in page.items]
     return paging.id_body(data, page.total_count)
 
 

@@ -21,7 +21,7 @@ from sluice.engine import streams
 from sluice.engine.executor import ERRORS, RUN_KIND, SSE
 from sluice.engine.workflows import WorkflowInput
 from sluice.platform import Platform
-from sluice.storage import events, runs
+from sluice.storage import runs
 from sluice.storage import workflows as store
 from sluice.storage.jobs import NewJob
 from sluice.storage.runs import Run
@@ -29,8 +29,6 @@ from sluice.storage.workflows import Workflow
 
 router = APIRouter()
 
-#: The spec: the 100 most recent errors (and emits) of a workflow are served.
-WINDOW = 100
 Limit = Annotated[int, Query(ge=1, le=100)]
 
 
@@ -200,19 +198,11 @@ async def error_summaries(
     """The newest errors of the workflow (at most 100), newest first. With ``expand=event``
     each item has ``event: {original_event, original_context, error}``; without it, the
     item has ``error: {code, msg, cellId, ts}`` instead (no stack, event or context)."""
-    if expand not in (None, "", "event"):
-        raise errors.InvalidRequest("expand accepts only 'event'", field="expand")
+    expanded = paging.check_expand(expand)
     workflow = await platform.workflows.get(account.id, workflow_id)
-    async with platform.db.connect() as conn:
-        page = await events.page(
-            conn,
-            workflow.id,
-            limit=limit,
-            window=WINDOW,
-            channel=ERRORS,
-            before=paging.event_position(before, "before"),
-            after=paging.event_position(after, "after"),
-        )
+    page = await paging.event_page(
+        platform.db, workflow.id, channel=ERRORS, limit=limit, before=before, after=after
+    )
     items = []
     for event in page.items:
         item: dict[str, Any] = {
@@ -221,7 +211,7 @@ async def error_summaries(
             "metadata": {"emitter_id": event.emitter_id, "emit_id": event.emit_id, "name": ERRORS},
         }
         payload = event.payload or {}
-        if expand == "event":
+        if expanded:
             item["event"] = {
                 "original_event": payload.get("original_event"),
                 "original_context": payload.get("original_context"),
@@ -247,25 +237,17 @@ async def emit_summaries(
 ) -> dict[str, Any]:
     """Events the workflow emitted with ``$.send.emit`` (newest 100 of the channel
     ``event_name``, default ``""``): ``event: {raw_event}`` with ``expand=event``."""
-    if expand not in (None, "", "event"):
-        raise errors.InvalidRequest("expand accepts only 'event'", field="expand")
+    expanded = paging.check_expand(expand)
     channel = event_name or ""
     if channel.startswith("$"):
         raise errors.InvalidRequest(
             "event_name: $errors are at /$errors/event_summaries", field="event_name"
         )
     workflow = await platform.workflows.get(account.id, workflow_id)
-    async with platform.db.connect() as conn:
-        page = await events.page(
-            conn,
-            workflow.id,
-            limit=limit,
-            window=WINDOW,
-            channel=channel,
-            before=paging.event_position(before, "before"),
-            after=paging.event_position(after, "after"),
-        )
-    items = [e.to_summary(expand=expand == "event") for e in page.items]
+    page = await paging.event_page(
+        platform.db, workflow.id, channel=channel, limit=limit, before=before, after=after
+    )
+    items = [e.to_summary(expand=expanded) for e in page.items]
     return paging.id_body(items, page.total_count)
 
 
