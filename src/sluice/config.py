@@ -115,6 +115,9 @@ class Settings:
     role: str = "all"
     #: How often an idle job worker looks for jobs enqueued by other processes, seconds.
     job_poll_seconds: float = 1.0
+    #: Done jobs (the queue's record of each request, tick and delivery, payload included)
+    #: are deleted this many seconds after they finished; 0 keeps them. Failed jobs are kept.
+    job_retention_seconds: int = 3600
     #: How often a live stream (SSE) also reads storage for events and logs that *other*
     #: processes stored, seconds; 0: only this process's. Default: 0.5 for the api role
     #: (its runs happen in worker processes), 0 for all.

@@ -19,6 +19,7 @@ from sluice.crypto import Cipher
 from sluice.engine.actions import Actions
 from sluice.engine.components import Components
 from sluice.engine.deliveries import Deliveries
+from sluice.engine.directory import EndpointDirectory
 from sluice.engine.executor import SEND_KIND, Executor
 from sluice.engine.ingress import Ingress
 from sluice.engine.invoker import Invoker
@@ -78,6 +79,7 @@ class Platform:
                 deps = DependencyStore(settings.npm_store_dir, npm=settings.npm)
                 components = Components(db, pool, deps, settings, clock)
                 invoker = Invoker(db, pool, components, cipher, settings, clock, reader)
+                directory = EndpointDirectory(reader, components)
                 workflows = Workflows(db, components, cipher, settings, clock)
                 mailer = Mailer(settings)
                 executor = Executor(
@@ -93,7 +95,9 @@ class Platform:
                     deps=deps,
                     components=components,
                     invoker=invoker,
-                    sources=Sources(db, reader, pool, components, invoker, cipher, settings, clock),
+                    sources=Sources(
+                        db, reader, pool, components, invoker, cipher, settings, clock, directory
+                    ),
                     actions=Actions(db, pool, components, cipher, settings),
                     jobs=JobWorker(
                         db,
@@ -101,10 +105,11 @@ class Platform:
                         WorkerConfig(
                             lease_ms=int((settings.source_timeout_seconds + 60) * 1000),
                             poll_seconds=settings.job_poll_seconds,
+                            retention_ms=settings.job_retention_seconds * 1000,
                         ),
                     ),
                     scheduler=Scheduler(db, clock, invoker, reader=reader),
-                    ingress=Ingress(db, reader, components, invoker, settings, clock),
+                    ingress=Ingress(db, reader, directory, invoker, settings, clock),
                     workflows=workflows,
                     executor=executor,
                 )

@@ -143,3 +143,51 @@ async def test_concurrent_claims_never_share_a_job(platform: Platform, kind: str
     results = await asyncio.gather(*(take(f"w{i}") for i in range(4)))
     flat = [j for r in results for j in r]
     assert len(flat) == 40 and len(set(flat)) == 40
+
+
+async def test_a_claim_takes_expired_leases_then_the_oldest_queued(
+    platform: Platform, kind: str
+) -> None:
+    clock = FakeClock()
+    first, second, third, fourth = await _enqueue(platform, clock, kind, 4)
+    async with platform.db.begin() as conn:  # "dead" takes the two oldest, then vanishes
+        taken = await jobs.claim(
+            conn, worker_id="dead", now_ms=clock.now_ms(), lease_ms=1_000, limit=2, kinds=(kind,)
+        )
+    assert [j.id for j in taken] == [first, second]
+    clock.advance(seconds=2)
+    async with platform.db.begin() as conn:
+        taken = await jobs.claim(
+            conn, worker_id="w", now_ms=clock.now_ms(), lease_ms=60_000, limit=3, kinds=(kind,)
+        )
+        rest = await jobs.claim(
+            conn, worker_id="w", now_ms=clock.now_ms(), lease_ms=60_000, limit=3, kinds=(kind,)
+        )
+    # Both expired leases, then the oldest queued job; the last one is left for the next claim.
+    assert [(j.id, j.attempts) for j in taken] == [(first, 2), (second, 2), (third, 1)]
+    assert [j.id for j in rest] == [fourth]
+
+
+async def test_done_jobs_are_pruned_after_their_retention(platform: Platform, kind: str) -> None:
+    clock = FakeClock()
+    worker = JobWorker(platform.db, clock, WorkerConfig(retention_ms=60_000))
+
+    async def handler(job: Job, finish: Finish) -> None:
+        if job.payload["i"] == 2:
+            raise ValueError("fails for good")
+
+    worker.register(kind, handler)
+    ids = await _enqueue(platform, clock, kind, 3)
+    async with platform.db.begin() as conn:  # the failing one fails at once (no retries left)
+        await conn.execute(jobs_table.update().where(jobs_table.c.id == ids[2]).values(attempts=10))
+    assert await worker.drain() == 3
+    clock.advance(seconds=59)
+    await worker.prune()
+    assert [await _status(platform, i) for i in ids] == [("done", 1), ("done", 1), ("failed", 11)]
+    clock.advance(seconds=2)
+    assert await worker.prune() >= 2
+    async with platform.db.connect() as conn:
+        left = (
+            await conn.execute(sa.select(jobs_table.c.id).where(jobs_table.c.kind == kind))
+        ).scalars()
+        assert list(left) == [ids[2]]  # failed jobs are kept

@@ -6,6 +6,7 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
+from starlette.types import Receive, Scope, Send
 
 from sluice import __version__
 from sluice.api import (
@@ -27,12 +28,23 @@ from sluice.config import Settings
 from sluice.platform import Platform
 
 
+class App(FastAPI):
+    """FastAPI, with the public endpoints (``/e/…``, the hot path) answered in front of it."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        rest = ingress.endpoint_path(scope)
+        if rest is not None:
+            await ingress.serve(self.state.platform, rest, scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
+
+
 def create_app(
     settings: Settings | None = None,
     *,
     platform: Platform | None = None,
     clock: Clock | None = None,
-) -> FastAPI:
+) -> App:
     """An app that opens its own platform from ``settings``, or serves a given open one."""
 
     @contextlib.asynccontextmanager
@@ -48,7 +60,7 @@ def create_app(
             app.state.platform = opened
             yield
 
-    app = FastAPI(
+    app = App(
         title="Sluice",
         version=__version__,
         description="Self-hosted workflows and Pipedream-compatible components. "
@@ -58,8 +70,6 @@ def create_app(
     if platform is not None:
         app.state.platform = platform
     errors.install(app)
-    # /e/…: the public HTTP endpoints of sources, answered before routing (the hot path).
-    app.add_middleware(ingress.Endpoints)
     for module in (
         users,
         components,

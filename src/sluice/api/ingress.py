@@ -1,81 +1,131 @@
-"""Generated HTTP endpoints of sources: ``/e/{endpoint_id}`` and ``/e/{endpoint_id}/{path}``,
-any method, no API key (endpoints are public, as Pipedream's are). See docs/api.md,
-"HTTP endpoints".
+"""Generated HTTP endpoints of sources and workflows: ``/e/{endpoint_id}`` and
+``/e/{endpoint_id}/{path}``, any method, no API key (endpoints are public, as Pipedream's are).
+See docs/api.md, "HTTP endpoints".
 
-Served by an ASGI middleware in front of the router rather than by routes: every method
-reaches it (WebDAV's too), nothing parses the body before the size check, and the hot path
-skips routing and the exception middleware, which cost as much CPU as the endpoint itself.
-So errors are rendered here, with the API's one table (``api.errors.render``); anything else
-raised reaches the app's 500 handler as usual.
+Served as plain ASGI by ``App.__call__``, before FastAPI's own middleware (telemetry, the body
+limit, the error middleware) and routing: every method reaches it (WebDAV's too), nothing
+parses the body before the size check, and the hot path costs what it does, not what the
+framework around it does (measured: FastAPI's stack in front cost a third of the endpoint's
+CPU). So errors are rendered here, with the API's one table (``api.errors.render``); anything
+else raised is logged and answered 500 ``internal_error``, as the API's handler does.
 """
 
 from __future__ import annotations
 
-from starlette.requests import Request
+import logging
+
 from starlette.responses import Response
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from sluice import errors
 from sluice.api import errors as api_errors
+from sluice.domain import http_events
 from sluice.domain.http_events import Answer, Refusal
 from sluice.engine.ingress import IncomingRequest
 from sluice.platform import Platform
 
+log = logging.getLogger(__name__)
+
 PREFIX = "/e/"
 
+#: The default answer (no ``customResponse``), its ASGI messages built once.
+_DEFAULT = http_events.DEFAULT_ANSWER
+_DEFAULT_START: Message = {
+    "type": "http.response.start",
+    "status": _DEFAULT.status,
+    "headers": [
+        *((k.encode("latin-1"), v.encode("latin-1")) for k, v in _DEFAULT.headers),
+        (b"content-length", str(len(_DEFAULT.body)).encode("ascii")),
+    ],
+}
+_DEFAULT_BODY: Message = {"type": "http.response.body", "body": _DEFAULT.body}
 
-class Endpoints:
-    """ASGI middleware: ``/e/…`` requests are answered here, the rest pass on."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
+class _Disconnected(Exception):
+    """The client went away before its body was read: nothing is stored, nobody to answer."""
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path: str = scope.get("path", "")
-        root = scope.get("root_path", "")
-        if root and path.startswith(root):
-            path = path[len(root) :]
-        if scope["type"] != "http" or not path.startswith(PREFIX):
-            await self.app(scope, receive, send)
+
+def endpoint_path(scope: Scope) -> str | None:
+    """The path after ``/e/`` when ``scope`` is a request to an endpoint, else None."""
+    if scope["type"] != "http":
+        return None
+    path: str = scope.get("path", "")
+    root = scope.get("root_path", "")
+    if root and path.startswith(root):
+        path = path[len(root) :]
+    return path[len(PREFIX) :] if path.startswith(PREFIX) else None
+
+
+async def serve(platform: Platform, rest: str, scope: Scope, receive: Receive, send: Send) -> None:
+    """Answer one endpoint request (``rest``: the path after ``/e/``)."""
+    endpoint_id, _, sub_path = rest.partition("/")
+    started = False
+
+    async def send_tracked(message: Message) -> None:
+        nonlocal started
+        started = True
+        await send(message)
+
+    try:
+        answer = await _answer(platform, endpoint_id, "/" + sub_path, scope, receive)
+        if answer is _DEFAULT:
+            await send_tracked(_DEFAULT_START)
+            await send_tracked(_DEFAULT_BODY)
             return
-        endpoint_id, _, rest = path[len(PREFIX) :].partition("/")
-        request = Request(scope, receive)
-        try:
-            response = await endpoint(request, endpoint_id, "/" + rest)
-        except errors.SluiceError as exc:
-            response = api_errors.render(exc)
-        await response(scope, receive, send)
+        response = (
+            _render(answer)
+            if isinstance(answer, Answer)
+            else api_errors.error_response(answer.status, answer.message, answer.code)
+        )
+    except _Disconnected:
+        return
+    except errors.SluiceError as exc:
+        response = api_errors.render(exc)
+    except Exception:
+        if started:
+            raise
+        log.exception("unexpected error answering endpoint %s", endpoint_id)
+        response = api_errors.error_response(
+            500, "an internal error occurred; it has been logged", "internal_error"
+        )
+    await response(scope, receive, send_tracked)
 
 
-async def endpoint(request: Request, endpoint_id: str, path: str) -> Response:
-    platform: Platform = request.app.state.platform
-    headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw]
-    if request.method == "OPTIONS":
-        return _render(await platform.ingress.preflight(endpoint_id, headers))
+async def _answer(
+    platform: Platform, endpoint_id: str, path: str, scope: Scope, receive: Receive
+) -> Answer | Refusal:
+    headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
+    method: str = scope["method"]
+    if method == "OPTIONS":
+        return await platform.ingress.preflight(endpoint_id, headers)
 
     async def read_body(limit: int) -> bytes:
         chunks: list[bytes] = []
         size = 0
-        async for chunk in request.stream():
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > limit:
-                break  # over the limit: the rest is never read
-        return b"".join(chunks)
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # http.disconnect: the client went away
+                raise _Disconnected
+            chunk: bytes = message.get("body", b"")
+            if chunk:
+                chunks.append(chunk)
+                size += len(chunk)
+                if size > limit:
+                    break  # over the limit: the rest is never read
+            if not message.get("more_body", False):
+                break
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
-    result = await platform.ingress.accept(
+    return await platform.ingress.accept(
         endpoint_id,
         IncomingRequest(
-            method=request.method,
+            method=method,
             path=path,
-            query_string=request.scope.get("query_string", b"").decode("latin-1"),
+            query_string=scope.get("query_string", b"").decode("latin-1"),
             headers=headers,
             read_body=read_body,
         ),
     )
-    if isinstance(result, Refusal):
-        return api_errors.error_response(result.status, result.message, result.code)
-    return _render(result)
 
 
 def _render(answer: Answer) -> Response:

@@ -80,6 +80,54 @@ def build_event(
     return clean
 
 
+#: The key of an ``http`` job's payload that holds the request as it came (``raw_request``).
+RAW_KEY = "raw_request"
+
+
+def raw_request(
+    method: str,
+    path: str,
+    query_string: str,
+    headers: list[tuple[str, str]],
+    raw: bytes,
+) -> dict[str, Any]:
+    """What an ``http`` job stores: the request as it came, cheaper to take than the event,
+    which ``event_of`` builds when the job runs (off the request's path). The body is text when
+    it is UTF-8 without NUL, else ``body64`` (base64): JSON columns (PostgreSQL's JSONB) hold
+    no NUL. A path or header with a NUL (rare) gets the event built at once instead."""
+    if "\x00" in path or any("\x00" in k or "\x00" in v for k, v in headers):
+        return build_event(method, path, query_string, headers, raw)
+    request: dict[str, Any] = {
+        "method": method,
+        "path": path,
+        "query": query_string,
+        "headers": headers,
+    }
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is not None and "\x00" not in text:
+        request["body"] = text
+    else:
+        request["body64"] = base64.b64encode(raw).decode("ascii")
+    return {RAW_KEY: request}
+
+
+def event_of(payload: Any) -> Any:
+    """The event of an ``http`` job: built from a ``raw_request`` payload, else the payload
+    (an event built at the request: jobs stored before this format, or with a NUL)."""
+    if not isinstance(payload, dict) or RAW_KEY not in payload:
+        return payload
+    request = payload[RAW_KEY]
+    if "body" in request:
+        raw = request["body"].encode("utf-8")
+    else:
+        raw = base64.b64decode(request["body64"])
+    headers = [(str(k), str(v)) for k, v in request["headers"]]
+    return build_event(request["method"], request["path"], request["query"], headers, raw)
+
+
 def _may_hold_nul(
     path: str, query_string: str, headers: dict[str, str], raw: bytes, content_type: str
 ) -> bool:
@@ -209,12 +257,15 @@ class Refusal:
     message: str
 
 
+DEFAULT_ANSWER = Answer(
+    200,
+    (("content-type", "application/json"), ("access-control-allow-origin", "*")),
+    DEFAULT_BODY,
+)
+
+
 def default_answer() -> Answer:
-    return Answer(
-        200,
-        (("content-type", "application/json"), ("access-control-allow-origin", "*")),
-        DEFAULT_BODY,
-    )
+    return DEFAULT_ANSWER
 
 
 def preflight_answer(requested_headers: str | None) -> Answer:

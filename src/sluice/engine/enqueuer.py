@@ -42,9 +42,9 @@ class Enqueuer:
         self._pending.append((job, on_id, future))
         if self._flusher is None:
             self._flusher = asyncio.create_task(self._flush())
-        # Shielded: a caller that goes away (client disconnect) must not cancel the flush that
-        # carries the others' jobs; its own job is stored all the same.
-        return await asyncio.shield(future)
+        # A caller that goes away (client disconnect) cancels only its own future: the flush,
+        # a task of its own, carries its job with the others' all the same.
+        return await future
 
     async def _flush(self) -> None:
         try:

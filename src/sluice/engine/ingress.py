@@ -1,8 +1,10 @@
 """HTTP endpoints of sources: a request becomes a durable ``http`` job before it is answered.
 
-``accept``: find the endpoint's active deployment (else 404), take a token from the endpoint's
-bucket (else 429), check the body's size (413; by ``Content-Length`` before reading it), build
-the event, and enqueue the job (``Enqueuer``: concurrent requests share a transaction). The
+``accept``: find the endpoint's active deployment (``EndpointDirectory``, cached; else 404),
+take a token from the endpoint's bucket (else 429), check the body's size (413; by
+``Content-Length`` before reading it), and enqueue the job (``Enqueuer``: concurrent requests
+share a transaction). A source's job holds the request as it came
+(``http_events.raw_request``); the event is built when the job runs, off the request's path. The
 client is answered only after that commit: an acknowledged request is never lost (after a
 crash the job's lease expires and it runs again, at-least-once).
 
@@ -19,7 +21,6 @@ import asyncio
 import contextlib
 import logging
 import math
-import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -30,7 +31,7 @@ from sluice.clock import Clock
 from sluice.config import Settings
 from sluice.domain import http_events
 from sluice.domain.http_events import Answer, Bucket, Refusal
-from sluice.engine.components import Components
+from sluice.engine.directory import EndpointDirectory
 from sluice.engine.enqueuer import Enqueuer
 from sluice.engine.executor import RUN_KIND, Executor
 from sluice.engine.invoker import Invoker
@@ -45,8 +46,6 @@ from sluice.storage.jobs import Job, NewJob
 log = logging.getLogger(__name__)
 
 KIND = "http"
-#: Endpoint ids are 20 lowercase letters and digits; anything else is not looked up.
-_ENDPOINT_ID = re.compile(r"^[a-z0-9]{1,40}$")
 #: Past this many buckets, those that have refilled (the same as none) are forgotten.
 _PRUNE_AT = 4096
 
@@ -95,13 +94,13 @@ class Ingress:
         self,
         db: AsyncEngine,
         reader: database.Reader,
-        components: Components,
+        directory: EndpointDirectory,
         invoker: Invoker,
         settings: Settings,
         clock: Clock,
     ) -> None:
         self.reader = reader
-        self.components = components
+        self.directory = directory
         self.invoker = invoker
         self.clock = clock
         self.enqueuer = Enqueuer(db, clock)
@@ -133,25 +132,17 @@ class Ingress:
 
     # ---- requests ---------------------------------------------------------------------------
 
-    async def _endpoint(self, endpoint_id: str) -> endpoints.Endpoint:
-        found = None
-        if _ENDPOINT_ID.match(endpoint_id):
-            found = await self.reader(lambda conn: endpoints.get(conn, endpoint_id))
-        if found is None or not found.active:
-            # Unknown, deleted and inactive are not told apart: the endpoint is public.
-            raise errors.NotFound(f"no active endpoint {endpoint_id!r}")
-        return found
-
     async def preflight(self, endpoint_id: str, headers: list[tuple[str, str]]) -> Answer:
         """A CORS preflight (``OPTIONS``): answered here, the source is not run."""
-        await self._endpoint(endpoint_id)
+        await self.directory.find(endpoint_id)
         requested = next(
             (v for k, v in headers if k.lower() == "access-control-request-headers"), None
         )
         return http_events.preflight_answer(requested)
 
     async def accept(self, endpoint_id: str, request: IncomingRequest) -> Answer | Refusal:
-        endpoint = await self._endpoint(endpoint_id)
+        entry = await self.directory.find(endpoint_id)
+        endpoint = entry.endpoint
         self._take_token(endpoint_id)
         limit = self.limits.max_body_bytes
         declared = http_events.declared_length(request.headers)
@@ -160,15 +151,18 @@ class Ingress:
         raw = await request.read_body(limit)
         if len(raw) > limit:
             raise self._too_large(limit)
-        event = http_events.build_event(
-            request.method, request.path, request.query_string, request.headers, raw
-        )
         if endpoint.workflow:
+            event = http_events.build_event(
+                request.method, request.path, request.query_string, request.headers, raw
+            )
             job, custom = await self._workflow_job(endpoint, event)
         else:
-            component = await self.components.by_id(endpoint.component_id)
-            job = NewJob(KIND, endpoint.owner_id, endpoint.deployment_id, event)
-            custom = http_events.custom_response(component.configurable_props)
+            # The request as it came: run_job builds the event, off the request's path.
+            payload = http_events.raw_request(
+                request.method, request.path, request.query_string, request.headers, raw
+            )
+            job = NewJob(KIND, endpoint.owner_id, endpoint.deployment_id, payload)
+            custom = entry.custom
         if not custom:
             await self.enqueuer.enqueue(job)
             # Committed: the request is durable from here on, and only now is it answered.
@@ -277,7 +271,7 @@ class Ingress:
         deployment, snapshot = found
         outcome = await self.invoker.invoke(
             deployment,
-            {"kind": "run", "event": job.payload},
+            {"kind": "run", "event": http_events.event_of(job.payload)},
             on_respond=lambda response: self._settle(job.id, response),
             snapshot=snapshot,
             also=finish,
@@ -309,7 +303,8 @@ class Ingress:
         workflow = await self.reader(
             lambda conn: workflow_store.get_sync(conn, owner_id, workflow_id)
         )
-        if workflow is None:
+        # The directory's entry may be a second old: the workflow itself decides.
+        if workflow is None or not workflow.active or workflow.endpoint_id != endpoint.endpoint_id:
             raise errors.NotFound(f"no active endpoint {endpoint.endpoint_id!r}")
         custom = await self._workflows.custom_response(workflow)
         job = NewJob(RUN_KIND, owner_id, workflow_id, {"event": event, "source_type": "HTTP"})

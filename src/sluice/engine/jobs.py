@@ -44,6 +44,15 @@ class WorkerConfig:
     concurrency: int = 8
     poll_seconds: float = 1.0
     max_attempts: int = 5
+    #: Done jobs are deleted this long after they finished (their results are stored as
+    #: events and runs); 0 keeps them. Failed jobs are kept.
+    retention_ms: int = 3_600_000
+    #: How often the worker prunes, at most.
+    prune_every_ms: int = 60_000
+
+
+#: Rows deleted per pruning transaction: short write locks on SQLite.
+PRUNE_BATCH = 2000
 
 
 def backoff_ms(attempts: int) -> int:
@@ -64,6 +73,22 @@ class JobWorker:
         self._task: asyncio.Task[None] | None = None
         self._running: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(self.config.concurrency)
+        self._pruned_at = clock.now_ms()
+
+    async def prune(self) -> int:
+        """Delete the done jobs past their retention; the number deleted."""
+        self._pruned_at = self.clock.now_ms()
+        if self.config.retention_ms <= 0:
+            return 0
+        before = self._pruned_at - self.config.retention_ms
+        total = 0
+        while True:
+            deleted = await self.writer(
+                lambda conn: jobs.prune_sync(conn, finished_before_ms=before, limit=PRUNE_BATCH)
+            )
+            total += deleted
+            if deleted < PRUNE_BATCH:
+                return total
 
     def register(self, kind: str, handler: Handler) -> None:
         self.handlers[kind] = handler
@@ -172,6 +197,11 @@ class JobWorker:
                 task = asyncio.create_task(self._run(job))
                 self._running.add(task)
                 task.add_done_callback(self._done)
+            if self.clock.now_ms() - self._pruned_at >= self.config.prune_every_ms:
+                try:
+                    await self.prune()
+                except Exception:
+                    log.exception("the job worker failed to prune done jobs")
             if claimed and len(self._running) < self.config.concurrency:
                 continue
             with contextlib.suppress(TimeoutError):

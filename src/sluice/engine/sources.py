@@ -22,6 +22,7 @@ from sluice.domain import props as prop_rules
 from sluice.domain import registry as registry_rules
 from sluice.domain import schedules
 from sluice.engine.components import ComponentInput, Components
+from sluice.engine.directory import EndpointDirectory
 from sluice.engine.invoker import Invoker, Outcome, secret_aad, worker_key
 from sluice.runtime.pool import RunnerPool
 from sluice.storage import apps, database, events, sources, subscriptions, timers
@@ -65,9 +66,12 @@ class Sources:
         cipher: Cipher,
         settings: Settings,
         clock: Clock,
+        directory: EndpointDirectory,
     ) -> None:
         self.db = db
         self.reader = reader
+        #: Told after each commit that changes a source, so its endpoint answers accordingly.
+        self.directory = directory
         self.pool = pool
         self.components = components
         self.invoker = invoker
@@ -219,6 +223,7 @@ class Sources:
             updated = updated.with_changes(active=active, updated_at=self.clock.now_ms() // 1000)
             await sources.update(conn, updated)
             await self._sync_timer(conn, updated, new)
+        self.directory.forget(current.endpoint_id)
         if replacing:
             await self.pool.evict(owner_id, f"{current.id}:*")
         if active and (replacing or not current.active):
@@ -229,6 +234,7 @@ class Sources:
                     updated = updated.with_changes(active=False)
                     await sources.update(conn, updated)
                     await self._sync_timer(conn, updated, new)
+                self.directory.forget(current.endpoint_id)
                 exc.message += "; the source was updated and left inactive"
                 raise
         return updated
@@ -356,6 +362,7 @@ class Sources:
             await sources.delete(conn, deployment.id)
             await events.delete_all(conn, deployment.id)
             await subscriptions.delete_for_source(conn, deployment.id)
+        self.directory.forget(deployment.endpoint_id)
         await self.pool.evict(deployment.owner_id, f"{deployment.id}:*")
 
     def to_api(self, d: Deployment, component: SavedComponent | None = None) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -107,6 +108,10 @@ async def open_database(url: str) -> AsyncEngine:
     return engine
 
 
+#: "Busy" as SQLAlchemy raises it, and as SQLite's own cursor does (the hot paths use it).
+_BUSY = (sa.exc.OperationalError, sqlite3.OperationalError)
+
+
 class Reader:
     """Runs a short read-only function of a sync ``Connection`` with the fewest round trips.
 
@@ -140,7 +145,7 @@ class Reader:
             self._inline = self._sync.connect().execution_options(isolation_level="AUTOCOMMIT")
         try:
             return fn(self._inline)
-        except sa.exc.OperationalError:
+        except _BUSY:
             return await asyncio.to_thread(_run_read_patiently, self._sync, fn)
 
     def dispose(self) -> None:
@@ -207,7 +212,7 @@ class Writer:
                 try:
                     with self._inline.begin():
                         return fn(self._inline)
-                except sa.exc.OperationalError as exc:
+                except _BUSY as exc:
                     if "locked" not in str(exc) and "busy" not in str(exc):
                         raise
                 tries += 1

@@ -205,7 +205,8 @@ jobs = sa.Table(
     sa.Column("last_error", sa.Text),
     sa.Column("created_ms", sa.BigInteger, nullable=False),
     sa.Column("finished_ms", sa.BigInteger),
-    sa.Index("ix_jobs_ready", "status", "run_after_ms"),
+    # Claims walk it in id order within a status (``storage.jobs.claim_sync``).
+    sa.Index("ix_jobs_status_id", "status", "id"),
     sa.Index("ix_jobs_target", "target_id"),
 )
 
