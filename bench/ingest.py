@@ -5,10 +5,12 @@ off, event retention raised so no event is trimmed) with one trivial HTTP-interf
 (``run(event) { this.$emit(event.body) }``, no ``customResponse``: the client gets 200 once the
 request is stored as a job), and a bare Starlette app answering 200 (bench/_bare_app.py) under
 uvicorn with the same settings. For each concurrency (1, 16, 64) the two are driven in turn
-for ``--seconds`` after ``--warmup`` seconds: C keep-alive connections, each sending
-``POST {"i": <unique n>}`` and waiting for the answer. Figures: requests/s, p50/p99 latency
-(client wall time), and the ratio Sluice/bare of requests/s (the issue's figure). CPU used by
-the client and by each server process tree over the window shows which side is saturated.
+for ``--seconds`` after ``--warmup`` seconds, each only once Sluice's job queue is empty (the
+runs of the cell before would otherwise take CPU from the target measured next): C keep-alive
+connections, each sending ``POST {"i": <unique n>}`` and waiting for the answer. Figures:
+requests/s, p50/p99 latency (client wall time), and the ratio Sluice/bare of requests/s (the
+issue's figure). CPU used by the client and by each server process tree over the window shows
+which side is saturated.
 
 Durability: every request Sluice answered 2xx must become a stored event. After the load, the
 job queue is drained (polled in the SQLite file), then the events' payloads are read from the
@@ -309,8 +311,19 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 ("bare", bare.port, "/", bare.proc.pid),
                 ("sluice", server.port, path, server.pid),
             ]
+
+            def drained() -> float:
+                if args.database_url:
+                    return wait_drained_pg(args.database_url, args.drain_timeout)[0]
+                return wait_drained(server.data_dir / "sluice.db", args.drain_timeout)[0]
+
             for concurrency in concurrencies:
                 for name, port, target_path, pid in targets:
+                    # Sluice's backlog from the cell before runs to its end first: it would
+                    # take CPU from whichever target is measured next.
+                    waited = drained()
+                    if waited > 1:
+                        print(f"  (waited {waited:.0f} s for Sluice's queue to drain)", flush=True)
                     warm = asyncio.run(
                         drive(args.client, port, target_path, concurrency, args.warmup, counter)
                     )

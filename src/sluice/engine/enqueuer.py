@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import time
 from collections.abc import Callable
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -25,6 +26,11 @@ OnId = Callable[[int], None]
 
 #: Rows per transaction at most: a bound on one flush's latency.
 MAX_BATCH = 512
+#: A flush of at least this many jobs means the endpoints are saturated: many requests wait
+#: on the same commit (at 200 requests a second a flush carries one or two).
+PRESSED_BATCH = 8
+#: ... and ``pressed()`` says so for this long after it.
+PRESSED_SECONDS = 0.25
 
 
 class Enqueuer:
@@ -33,6 +39,12 @@ class Enqueuer:
         self.clock = clock
         self._pending: list[tuple[NewJob, OnId | None, asyncio.Future[int | None]]] = []
         self._flusher: asyncio.Task[None] | None = None
+        self._pressed_until = 0.0
+
+    def pressed(self) -> bool:
+        """Whether a recent flush carried ``PRESSED_BATCH`` jobs or more: requests are arriving
+        faster than one at a time (the job worker then yields to them)."""
+        return time.monotonic() < self._pressed_until
 
     async def enqueue(self, job: NewJob, *, on_id: OnId | None = None) -> int | None:
         """Once the job is committed: its id when ``on_id`` is given (it costs a statement of
@@ -52,6 +64,8 @@ class Enqueuer:
                 batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
                 now = self.clock.now_ms()
                 rows = [(job, on_id is not None) for job, on_id, _ in batch]
+                if len(batch) >= PRESSED_BATCH:
+                    self._pressed_until = time.monotonic() + PRESSED_SECONDS
                 try:
                     ids = await self.writer(
                         functools.partial(jobs.add_batch, batch=rows, now_ms=now)

@@ -12,9 +12,11 @@ job to be claimed again. Tests drive it with ``run_once``/``drain`` and a fake c
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import os
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -49,6 +51,11 @@ class WorkerConfig:
     retention_ms: int = 3_600_000
     #: How often the worker prunes, at most.
     prune_every_ms: int = 60_000
+    #: How often a claim also looks for jobs whose lease passed (their worker died), at most.
+    expired_every_ms: int = 5_000
+    #: While ``JobWorker.pressure()`` says the endpoints are saturated: one job at a time, and
+    #: this pause after each (see the class docstring).
+    pressed_pause_ms: float = 5.0
 
 
 #: Rows deleted per pruning transaction: short write locks on SQLite.
@@ -61,6 +68,17 @@ def backoff_ms(attempts: int) -> int:
 
 
 class JobWorker:
+    """Claims up to ``batch`` jobs at a time into a local queue and runs up to ``concurrency``
+    of them at once, each its own task (a long job never holds back the ones after it).
+
+    Requests first: ``pressure`` (set by the platform: the ingress's group commits are large,
+    so many requests are waiting to be stored) makes the background loop run one job at a
+    time with a pause after each. In one process the endpoints and the runs share a core; under
+    a burst the endpoints keep accepting at nearly full speed, every accepted request stored,
+    and the runs go on at a reduced pace, then at full speed once the burst is over. Runs
+    started by a request that waits for its answer (``run_now``) are never held back.
+    """
+
     def __init__(self, db: AsyncEngine, clock: Clock, config: WorkerConfig | None = None) -> None:
         self.db = db
         self.clock = clock
@@ -74,6 +92,12 @@ class JobWorker:
         self._running: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(self.config.concurrency)
         self._pruned_at = clock.now_ms()
+        self._expired_at: int | None = None
+        #: Claimed, not started yet (their leases run).
+        self._queue: collections.deque[Job] = collections.deque()
+        #: Whether the endpoints are saturated (see the class docstring); None: never.
+        self.pressure: Callable[[], bool] | None = None
+        self._last_done = 0.0
 
     async def prune(self) -> int:
         """Delete the done jobs past their retention; the number deleted."""
@@ -94,13 +118,20 @@ class JobWorker:
         self.handlers[kind] = handler
 
     def notify(self) -> None:
-        """A job was enqueued in this process: look now rather than at the next poll."""
-        self._wake.set()
+        """A job was enqueued in this process: look now rather than at the next poll (when a
+        slot is free; a job that ends wakes the loop anyway)."""
+        if len(self._running) < self.config.concurrency:
+            self._wake.set()
 
     async def _claim(self, limit: int) -> list[Job]:
         if not self.handlers:
             return []
         now_ms, kinds = self.clock.now_ms(), tuple(self.handlers)
+        expired = (
+            self._expired_at is None or now_ms - self._expired_at >= self.config.expired_every_ms
+        )
+        if expired:
+            self._expired_at = now_ms
         return await self.writer(
             lambda conn: jobs.claim_sync(
                 conn,
@@ -109,6 +140,7 @@ class JobWorker:
                 lease_ms=self.config.lease_ms,
                 limit=limit,
                 kinds=kinds,
+                expired=expired,
             )
         )
 
@@ -127,6 +159,11 @@ class JobWorker:
 
     async def run_now(self, job_id: int) -> bool:
         """Claim and run one job at once (an HTTP request that must answer from its run)."""
+        for queued in self._queue:
+            if queued.id == job_id:  # this worker claimed it already: run it now all the same
+                self._queue.remove(queued)
+                await self._run(queued)
+                return True
         now_ms = self.clock.now_ms()
         job = await self.writer(
             lambda conn: jobs.claim_one_sync(
@@ -182,33 +219,40 @@ class JobWorker:
         self._task = asyncio.create_task(self._loop())
 
     async def _loop(self) -> None:
-        # Claim only what free slots can run, each job its own task, so a long job never
-        # holds back the ones queued after it.
         while True:
             self._wake.clear()
-            free = self.config.concurrency - len(self._running)
-            claimed: list[Job] = []
-            if free > 0:
+            pressed = self.pressure is not None and self.pressure()
+            limit = 1 if pressed else self.config.concurrency
+            free = limit - len(self._running)
+            if pressed and free > 0:
+                pause = self.config.pressed_pause_ms / 1000 - (time.monotonic() - self._last_done)
+                if pause > 0:
+                    await asyncio.sleep(pause)
+                    continue
+            if free > 0 and not self._queue:
                 try:
-                    claimed = await self._claim(min(free, self.config.batch))
+                    self._queue.extend(await self._claim(self.config.batch))
                 except Exception:
                     log.exception("the job worker failed to claim jobs")
-            for job in claimed:
-                task = asyncio.create_task(self._run(job))
+            started = 0
+            while started < free and self._queue:
+                task = asyncio.create_task(self._run(self._queue.popleft()))
                 self._running.add(task)
                 task.add_done_callback(self._done)
+                started += 1
             if self.clock.now_ms() - self._pruned_at >= self.config.prune_every_ms:
                 try:
                     await self.prune()
                 except Exception:
                     log.exception("the job worker failed to prune done jobs")
-            if claimed and len(self._running) < self.config.concurrency:
+            if started and len(self._running) < limit:
                 continue
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.config.poll_seconds)
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._running.discard(task)
+        self._last_done = time.monotonic()
         self._wake.set()
 
     async def stop(self) -> None:
@@ -224,4 +268,15 @@ class JobWorker:
         for task in list(self._running):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if self._queue:  # claimed, never started: queued again now, not after their leases
+            unstarted = [job.id for job in self._queue]
+            self._queue.clear()
+            try:
+                await self.writer(
+                    lambda conn: jobs.release_sync(conn, unstarted, worker_id=self.worker_id)
+                )
+            except Exception:
+                log.exception(
+                    "could not release %d claimed jobs; they run after their leases", len(unstarted)
+                )
         self.writer.dispose()

@@ -164,19 +164,22 @@ def claim_sync(
     lease_ms: int,
     limit: int,
     kinds: tuple[str, ...] | None = None,
+    expired: bool = True,
 ) -> list[Job]:
     """Take up to ``limit`` ready jobs, oldest first, leased to ``worker_id``: first those whose
-    lease passed (their worker died or hung), then queued ones. Each pick walks the
-    ``(status, id)`` index from the oldest job of that status and stops at ``limit``: the cost
-    does not grow with the done jobs kept, nor with the queue behind."""
-    claimed = _take(
-        conn,
-        (t.c.status == RUNNING, t.c.locked_until_ms < now_ms),
-        limit,
-        kinds,
-        worker_id,
-        now_ms + lease_ms,
-    )
+    lease passed (their worker died or hung; unless ``expired`` is False), then queued ones.
+    Each pick walks the ``(status, id)`` index from the oldest job of that status and stops at
+    ``limit``: the cost does not grow with the done jobs kept, nor with the queue behind."""
+    claimed: list[Job] = []
+    if expired:
+        claimed = _take(
+            conn,
+            (t.c.status == RUNNING, t.c.locked_until_ms < now_ms),
+            limit,
+            kinds,
+            worker_id,
+            now_ms + lease_ms,
+        )
     if len(claimed) < limit:
         claimed += _take(
             conn,
@@ -214,6 +217,15 @@ def _take(
         .returning(*t.c)
     )
     return [_job(r) for r in rows]
+
+
+def release_sync(conn: Connection, job_ids: list[int], *, worker_id: str) -> None:
+    """Queue again jobs this worker claimed but never started (it is stopping)."""
+    conn.execute(
+        t.update()
+        .where(t.c.id.in_(job_ids), t.c.worker_id == worker_id, t.c.status == RUNNING)
+        .values(status=QUEUED, locked_until_ms=None, worker_id=None, attempts=t.c.attempts - 1)
+    )
 
 
 def prune_sync(conn: Connection, *, finished_before_ms: int, limit: int) -> int:
