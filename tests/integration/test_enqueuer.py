@@ -87,3 +87,13 @@ async def test_a_write_lock_held_elsewhere_is_waited_for(
         assert not task.done()
     await task
     assert sorted(p["n"] for p in (await _payloads(platform, kind)).values()) == [1, 2]
+
+
+async def test_large_group_commits_mean_pressure(enqueuer: Enqueuer, kind: str) -> None:
+    """A lone request is no pressure; many sharing a commit are (the job worker yields)."""
+    await enqueuer.enqueue(NewJob(kind, "u_x", "dc_x", {"i": 0}))
+    assert not enqueuer.pressed()
+    await asyncio.gather(
+        *(enqueuer.enqueue(NewJob(kind, "u_x", "dc_x", {"i": i})) for i in range(1, 30))
+    )
+    assert enqueuer.pressed()

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 
 from sluice.api.app import create_app
 from sluice.domain import http_events
+from sluice.storage.tables import deployed_components as sources_table
 from sluice.storage.tables import jobs as jobs_table
 from tests.conftest import Api
 from tests.integration.test_api_basics import assert_error
@@ -302,6 +303,86 @@ async def test_unknown_inactive_and_deleted_endpoints_404(
             )
         ).scalar_one()
     assert status == "done"
+
+
+async def test_changes_in_this_process_reach_the_endpoint_at_once(
+    api: Api, public: httpx.AsyncClient
+) -> None:
+    """The endpoint directory is cached; this process's own changes are never served stale."""
+    source_id, path = await deploy(api, EMITTER, name="toggled")
+    assert (await public.post(path, json={})).status_code == 200  # cached now
+    update = await api.client.put(f"/v1/sources/{source_id}", json={"active": False})
+    assert update.status_code == 200, update.text
+    assert_error(await public.post(path, json={}), 404, "not_found")
+    assert (await api.client.put(f"/v1/sources/{source_id}", json={"active": True})).is_success
+    assert (await public.post(path, json={})).status_code == 200
+    # New code that answers requests itself: the next request waits for its respond().
+    update = await api.client.put(f"/v1/sources/{source_id}", json={"component_code": RESPONDER})
+    assert update.status_code == 200, update.text
+    response = await public.post(path, json={"n": 1})
+    assert response.status_code == 201, response.text
+    assert response.json()["got"] == {"n": 1}
+
+
+async def test_changes_by_another_process_show_within_the_time_to_live(
+    api: Api, public: httpx.AsyncClient
+) -> None:
+    directory = api.platform.ingress.directory
+    now = [1000.0]
+    saved = directory.monotonic
+    directory.monotonic = lambda: now[0]
+    try:
+        source_id, path = await deploy(api, EMITTER, name="elsewhere")
+        assert (await public.post(path, json={"n": 1})).status_code == 200
+        async with api.platform.db.begin() as conn:  # as another Sluice process would
+            await conn.execute(
+                sources_table.update().where(sources_table.c.id == source_id).values(active=False)
+            )
+        # Within the time-to-live the entry stands: accepted, stored, and dropped at run time.
+        assert (await public.post(path, json={"n": 2})).status_code == 200
+        now[0] += directory.ttl_seconds + 0.01
+        assert_error(await public.post(path, json={"n": 3}), 404, "not_found")
+        await api.platform.jobs.drain()
+        assert await emitted(api, source_id) == []
+        async with api.platform.db.connect() as conn:
+            statuses = (
+                await conn.execute(
+                    sa.select(jobs_table.c.status).where(jobs_table.c.target_id == source_id)
+                )
+            ).scalars()
+            assert list(statuses) == ["done", "done"]
+    finally:
+        directory.monotonic = saved
+
+
+async def test_a_client_gone_before_its_body_is_not_stored(api: Api) -> None:
+    source_id, path = await deploy(api, EMITTER, name="gone")
+    app = create_app(platform=api.platform)
+    sent: list[Any] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.disconnect"}
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": path,
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(b"content-type", b"application/json")],
+    }
+    await app(scope, receive, send)
+    assert sent == []  # nobody to answer
+    async with api.platform.db.connect() as conn:
+        count = (
+            await conn.execute(
+                sa.select(sa.func.count()).where(jobs_table.c.target_id == source_id)
+            )
+        ).scalar_one()
+    assert count == 0
 
 
 async def test_options_answers_cors(api: Api, public: httpx.AsyncClient) -> None:

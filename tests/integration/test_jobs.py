@@ -191,3 +191,73 @@ async def test_done_jobs_are_pruned_after_their_retention(platform: Platform, ki
             await conn.execute(sa.select(jobs_table.c.id).where(jobs_table.c.kind == kind))
         ).scalars()
         assert list(left) == [ids[2]]  # failed jobs are kept
+
+
+@pytest.mark.parametrize("pressed", [True, False])
+async def test_under_pressure_the_background_loop_runs_one_job_at_a_time(
+    platform: Platform, kind: str, pressed: bool
+) -> None:
+    """While the endpoints are saturated (``pressure``), jobs run one after another; otherwise
+    up to ``concurrency`` at once (the control: the same jobs overlap)."""
+    import asyncio
+
+    clock = FakeClock()
+    worker = JobWorker(
+        platform.db, clock, WorkerConfig(concurrency=4, pressed_pause_ms=0, poll_seconds=30)
+    )
+    worker.pressure = lambda: pressed
+    running, peak = 0, 0
+    started: asyncio.Queue[int] = asyncio.Queue()
+    releases = {i: asyncio.Event() for i in range(3)}
+
+    async def handler(job: Job, finish: Finish) -> None:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await started.put(job.payload["i"])
+        await releases[job.payload["i"]].wait()
+        running -= 1
+
+    worker.register(kind, handler)
+    await _enqueue(platform, clock, kind, 3)
+    await worker.start()
+    worker.notify()
+    try:
+        order = []
+        for _ in range(3):
+            i = await asyncio.wait_for(started.get(), 30)
+            order.append(i)
+            releases[i].set()
+        while worker._running:
+            await asyncio.gather(*list(worker._running))
+    finally:
+        # A wake-up (the last job's end) meeting stop()'s cancel once hung the loop's wait.
+        await worker.stop()
+    assert sorted(order) == [0, 1, 2]
+    assert (peak == 1) if pressed else (peak > 1)
+
+
+async def test_a_job_claimed_but_not_started_runs_now_or_is_released(
+    platform: Platform, kind: str
+) -> None:
+    clock = FakeClock()
+    worker = JobWorker(platform.db, clock, WorkerConfig(concurrency=1))
+    ran: list[int] = []
+
+    async def handler(job: Job, finish: Finish) -> None:
+        ran.append(job.id)
+
+    worker.register(kind, handler)
+    ids = await _enqueue(platform, clock, kind, 3)
+    worker._queue.extend(await worker._claim(10))  # as the loop does, before starting them
+    # A request waiting on its run takes its job from the local queue at once.
+    assert await worker.run_now(ids[1]) and ran == [ids[1]]
+    await worker.stop()  # the two never started are queued again, not left to their leases
+    assert [await _status(platform, i) for i in ids] == [
+        ("queued", 0),
+        ("done", 1),
+        ("queued", 0),
+    ]
+    other = JobWorker(platform.db, clock)
+    other.register(kind, handler)
+    assert await other.drain() == 2 and sorted(ran) == sorted(ids)

@@ -54,7 +54,8 @@ class EndpointDirectory:
         self.reader = reader
         self.components = components
         self.ttl_seconds = ttl_seconds
-        self._monotonic = monotonic
+        #: The clock of the time-to-live (replaceable by tests).
+        self.monotonic = monotonic
         self._entries: dict[str, Entry] = {}
         self._generation = 0
         self._prune_at = _PRUNE_AT
@@ -63,7 +64,7 @@ class EndpointDirectory:
         """The active endpoint's entry; ``NotFound`` when it is unknown, deleted or inactive
         (not told apart: the endpoint is public)."""
         entry = self._entries.get(endpoint_id)
-        now = self._monotonic()
+        now = self.monotonic()
         if entry is None or entry.expires < now:
             entry = await self._load(endpoint_id, now)
         if entry is None or not entry.endpoint.active:

@@ -247,8 +247,11 @@ class JobWorker:
                     log.exception("the job worker failed to prune done jobs")
             if started and len(self._running) < limit:
                 continue
+            # asyncio.timeout, not wait_for: no task per wait, and a cancel (stop()) that meets a
+            # wake-up cannot leave the loop waiting on its inner task (seen on Python 3.11).
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.config.poll_seconds)
+                async with asyncio.timeout(self.config.poll_seconds):
+                    await self._wake.wait()
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._running.discard(task)
