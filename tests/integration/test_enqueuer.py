@@ -97,3 +97,13 @@ async def test_large_group_commits_mean_pressure(enqueuer: Enqueuer, kind: str) 
         *(enqueuer.enqueue(NewJob(kind, "u_x", "dc_x", {"i": i})) for i in range(1, 30))
     )
     assert enqueuer.pressed()
+
+
+async def test_one_caller_after_another_is_never_left_waiting(
+    enqueuer: Enqueuer, platform: Platform, kind: str
+) -> None:
+    """Each caller resumes before its flusher's task has ended: the next job must still get a
+    flush (a done-callback clearing the flusher comes a turn too late)."""
+    for i in range(5):
+        await asyncio.wait_for(enqueuer.enqueue(NewJob(kind, "u_x", "dc_x", {"i": i})), 30)
+    assert sorted(p["i"] for p in (await _payloads(platform, kind)).values()) == list(range(5))

@@ -18,6 +18,7 @@ on PostgreSQL the read awaits, and a commit and its ``forget`` may land in betwe
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from collections.abc import Callable
@@ -59,6 +60,7 @@ class EndpointDirectory:
         self._entries: dict[str, Entry] = {}
         self._generation = 0
         self._prune_at = _PRUNE_AT
+        self._loading: dict[str, asyncio.Future[Entry | None]] = {}
 
     async def find(self, endpoint_id: str) -> Entry:
         """The active endpoint's entry; ``NotFound`` when it is unknown, deleted or inactive
@@ -66,7 +68,12 @@ class EndpointDirectory:
         entry = self._entries.get(endpoint_id)
         now = self.monotonic()
         if entry is None or entry.expires < now:
-            entry = await self._load(endpoint_id, now)
+            loading = self._loading.get(endpoint_id)
+            if loading is None:  # one read per endpoint at a time, however many requests wait
+                loading = asyncio.ensure_future(self._load(endpoint_id, now))
+                self._loading[endpoint_id] = loading
+                loading.add_done_callback(lambda _: self._loading.pop(endpoint_id, None))
+            entry = await asyncio.shield(loading)
         if entry is None or not entry.endpoint.active:
             raise errors.NotFound(f"no active endpoint {endpoint_id!r}")
         return entry

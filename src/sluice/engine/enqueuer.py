@@ -1,4 +1,5 @@
-"""Group commit of new jobs: the jobs asked for while one transaction commits share the next.
+"""Group commit of new jobs: the jobs asked for while one transaction commits share the next
+(on PostgreSQL up to ``PG_FLUSHERS`` transactions are in flight at once).
 
 On SQLite one commit costs ~1 ms of thread hand-offs through one connection, so a job per
 transaction caps an endpoint near 500 requests a second whatever the concurrency. Here the
@@ -33,12 +34,20 @@ PRESSED_BATCH = 8
 PRESSED_SECONDS = 0.25
 
 
+#: Flushes in flight at once on PostgreSQL: a commit there waits for its WAL flush (ms), which
+#: other connections' commits can share; SQLite has one writer, so one flush at a time.
+PG_FLUSHERS = 4
+
+
 class Enqueuer:
     def __init__(self, db: AsyncEngine, clock: Clock) -> None:
         self.writer = database.Writer(db)
         self.clock = clock
         self._pending: list[tuple[NewJob, OnId | None, asyncio.Future[int | None]]] = []
-        self._flusher: asyncio.Task[None] | None = None
+        self._flushers: set[asyncio.Task[None]] = set()
+        self.db = db
+        self._postgres = database.is_postgres(db)
+        self._max_flushers = PG_FLUSHERS if self._postgres else 1
         self._pressed_until = 0.0
 
     def pressed(self) -> bool:
@@ -52,44 +61,54 @@ class Enqueuer:
         can run: before a worker can claim the job."""
         future: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
         self._pending.append((job, on_id, future))
-        if self._flusher is None:
-            self._flusher = asyncio.create_task(self._flush())
+        if len(self._flushers) < self._max_flushers:
+            self._flushers.add(asyncio.create_task(self._flush()))
         # A caller that goes away (client disconnect) cancels only its own future: the flush,
         # a task of its own, carries its job with the others' all the same.
         return await future
 
     async def _flush(self) -> None:
         try:
-            while self._pending:
-                batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
-                now = self.clock.now_ms()
-                rows = [(job, on_id is not None) for job, on_id, _ in batch]
-                if len(batch) >= PRESSED_BATCH:
-                    self._pressed_until = time.monotonic() + PRESSED_SECONDS
-                try:
-                    ids = await self.writer(
-                        functools.partial(jobs.add_batch, batch=rows, now_ms=now)
-                    )
-                except Exception as exc:  # none of the batch is stored: all of it fails
-                    for _, _, future in batch:
-                        if not future.done():
-                            future.set_exception(exc)
-                    continue
-                except BaseException:
-                    for _, _, future in batch + self._pending:
-                        future.cancel()
-                    self._pending = []
-                    raise
-                for (_, on_id, future), job_id in zip(batch, ids, strict=True):
-                    if on_id is not None and job_id is not None:
-                        on_id(job_id)
-                    if not future.done():
-                        future.set_result(job_id)
+            await self._flush_pending()
         finally:
-            self._flusher = None
+            # In the same step as the last look at _pending (no await between): a job queued
+            # after it starts a flusher of its own. A done-callback would come a turn late.
+            self._flushers.discard(asyncio.current_task())
+
+    async def _flush_pending(self) -> None:
+        while self._pending:
+            batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+            now = self.clock.now_ms()
+            rows = [(job, on_id is not None) for job, on_id, _ in batch]
+            if len(batch) >= PRESSED_BATCH:
+                self._pressed_until = time.monotonic() + PRESSED_SECONDS
+            try:
+                ids = await self._write(rows, now)
+            except Exception as exc:  # none of the batch is stored: all of it fails
+                for _, _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+                continue
+            except BaseException:
+                for _, _, future in batch + self._pending:
+                    future.cancel()
+                self._pending = []
+                raise
+            for (_, on_id, future), job_id in zip(batch, ids, strict=True):
+                if on_id is not None and job_id is not None:
+                    on_id(job_id)
+                if not future.done():
+                    future.set_result(job_id)
+
+    async def _write(self, rows: list[tuple[NewJob, bool]], now_ms: int) -> list[int | None]:
+        if not self._postgres:
+            return await self.writer(functools.partial(jobs.add_batch, batch=rows, now_ms=now_ms))
+        async with self.db.connect() as conn:
+            raw = await conn.get_raw_connection()
+            return await jobs.add_batch_asyncpg(raw.driver_connection, rows, now_ms=now_ms)
 
     async def close(self) -> None:
-        if self._flusher is not None:
+        for flusher in list(self._flushers):
             with contextlib.suppress(Exception):
-                await self._flusher
+                await flusher
         self.writer.dispose()

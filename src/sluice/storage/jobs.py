@@ -116,6 +116,47 @@ _ADD_SQLITE = (
 )
 
 
+#: The same on asyncpg's own connection (PostgreSQL): the payload goes as text, cast by the
+#: server, so the statement does not depend on the JSON codecs set on the connection.
+_ADD_PG = (
+    "INSERT INTO jobs (kind, owner_id, target_id, payload, status, attempts, run_after_ms, "
+    "created_ms) VALUES ($1, $2, $3, $4::text::jsonb, 'queued', 0, $5, $6)"
+)
+
+
+async def add_batch_asyncpg(
+    conn: Any, batch: list[tuple[NewJob, bool]], *, now_ms: int
+) -> list[int | None]:
+    """``add_batch`` on an asyncpg connection, in one transaction: the CPU of SQLAlchemy's
+    async executemany (greenlet hand-offs, per-row parameter processing) was most of an
+    endpoint request's on PostgreSQL."""
+    dumps = json.dumps
+    plain = [
+        (j.kind, j.owner_id, j.target_id, dumps(j.payload), now_ms, now_ms)
+        for j, want_id in batch
+        if not want_id
+    ]
+    async with conn.transaction():
+        if plain:
+            await conn.executemany(_ADD_PG, plain)
+        return [
+            int(
+                await conn.fetchval(
+                    _ADD_PG + " RETURNING id",
+                    j.kind,
+                    j.owner_id,
+                    j.target_id,
+                    dumps(j.payload),
+                    now_ms,
+                    now_ms,
+                )
+            )
+            if want_id
+            else None
+            for j, want_id in batch
+        ]
+
+
 def add_batch(
     conn: Connection, batch: list[tuple[NewJob, bool]], *, now_ms: int
 ) -> list[int | None]:
