@@ -65,6 +65,16 @@ def emitted(event_id: str, channel: str, payload: Any, meta: dict[str, Any]) -> 
     }
 
 
+#: The emitter's newest position, and the insert: built once (a run's hot path).
+_LAST = (
+    sa.select(t.c.ts_ms, t.c.seq)
+    .where(t.c.emitter_id == sa.bindparam("emitter_id"))
+    .order_by(t.c.ts_ms.desc(), t.c.seq.desc())
+    .limit(1)
+)
+_INSERT = t.insert()
+
+
 def append_sync(
     conn: Connection,
     *,
@@ -76,14 +86,7 @@ def append_sync(
     """Store ``(channel, payload, meta)`` items in order; return their event ids."""
     if not items:
         return []
-    last = (
-        conn.execute(
-            sa.select(t.c.ts_ms, t.c.seq)
-            .where(t.c.emitter_id == emitter_id)
-            .order_by(t.c.ts_ms.desc(), t.c.seq.desc())
-            .limit(1)
-        )
-    ).first()
+    last = conn.execute(_LAST, {"emitter_id": emitter_id}).first()
     ts_ms, seq = now_ms, 0
     if last is not None and last.ts_ms >= now_ms:
         ts_ms, seq = last.ts_ms, last.seq + 1
@@ -106,7 +109,7 @@ def append_sync(
         )
         out.append(event_id)
         seq += 1
-    conn.execute(t.insert(), rows)
+    conn.execute(_INSERT, rows)
     return out
 
 

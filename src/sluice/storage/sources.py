@@ -117,12 +117,15 @@ async def get_by_slug(conn: AsyncConnection, owner_id: str, slug: str) -> Deploy
     return _row(row) if row else None
 
 
+_LOCK = sa.select(t).where(t.c.id == sa.bindparam("deployment_id"))
+_LOCK_PG = _LOCK.with_for_update()
+
+
 def lock_sync(conn: Connection, deployment_id: str) -> Deployment | None:
-    """Re-read the row, locked for this transaction (PostgreSQL); SQLite serializes writers."""
-    query = sa.select(t).where(t.c.id == deployment_id)
-    if conn.dialect.name == "postgresql":
-        query = query.with_for_update()
-    row = (conn.execute(query)).first()
+    """Re-read the row, locked for this transaction (PostgreSQL); SQLite serializes writers.
+    The statements are built once (a run's hot path)."""
+    query = _LOCK_PG if conn.dialect.name == "postgresql" else _LOCK
+    row = conn.execute(query, {"deployment_id": deployment_id}).first()
     return _row(row) if row else None
 
 
