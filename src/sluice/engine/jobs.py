@@ -98,6 +98,8 @@ class JobWorker:
         #: Whether the endpoints are saturated (see the class docstring); None: never.
         self.pressure: Callable[[], bool] | None = None
         self._last_done = 0.0
+        #: Jobs the loop runs at once now: ``concurrency``, or 1 under pressure.
+        self._limit = self.config.concurrency
 
     async def prune(self) -> int:
         """Delete the done jobs past their retention; the number deleted."""
@@ -120,7 +122,7 @@ class JobWorker:
     def notify(self) -> None:
         """A job was enqueued in this process: look now rather than at the next poll (when a
         slot is free; a job that ends wakes the loop anyway)."""
-        if len(self._running) < self.config.concurrency:
+        if len(self._running) < self._limit:
             self._wake.set()
 
     async def _claim(self, limit: int) -> list[Job]:
@@ -222,7 +224,7 @@ class JobWorker:
         while True:
             self._wake.clear()
             pressed = self.pressure is not None and self.pressure()
-            limit = 1 if pressed else self.config.concurrency
+            limit = self._limit = 1 if pressed else self.config.concurrency
             free = limit - len(self._running)
             if pressed and free > 0:
                 pause = self.config.pressed_pause_ms / 1000 - (time.monotonic() - self._last_done)
