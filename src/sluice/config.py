@@ -115,6 +115,11 @@ class Settings:
     role: str = "all"
     #: How often an idle job worker looks for jobs enqueued by other processes, seconds.
     job_poll_seconds: float = 1.0
+    #: Requests first: while the HTTP endpoints are saturated (many requests share each
+    #: commit), this process's job worker runs one job at a time with a pause after each, so
+    #: the endpoints keep accepting (docs/api.md, "HTTP endpoints"). False: jobs keep their full
+    #: concurrency and share the core with the endpoints.
+    requests_first: bool = True
     #: Done jobs (the queue's record of each request, tick and delivery, payload included)
     #: are deleted this many seconds after they finished; 0 keeps them. Failed jobs are kept.
     job_retention_seconds: int = 3600

@@ -116,8 +116,9 @@ class Platform:
                 platform.scheduler.attach(platform.jobs)
                 platform.scheduler.workflow_ticks = executor.handle_timer
                 platform.ingress.attach(platform.jobs)  # "http" jobs: endpoint requests
-                # Requests first: the background loop yields while the endpoints are saturated.
-                platform.jobs.pressure = platform.ingress.enqueuer.pressed
+                if settings.requests_first:
+                    # The background loop yields while the endpoints are saturated.
+                    platform.jobs.pressure = platform.ingress.enqueuer.pressed
                 # "workflow" jobs: workflow endpoints, manual runs, replays
                 platform.ingress.attach_workflows(executor, workflows)
                 platform.jobs.register(SEND_KIND, executor.handle_send)  # $.send.http/email/s3

@@ -261,3 +261,12 @@ async def test_a_job_claimed_but_not_started_runs_now_or_is_released(
     other = JobWorker(platform.db, clock)
     other.register(kind, handler)
     assert await other.drain() == 2 and sorted(ran) == sorted(ids)
+
+
+async def test_requests_first_is_on_by_default_and_can_be_turned_off(platform: Platform) -> None:
+    import dataclasses
+
+    assert platform.jobs.pressure is not None  # the ingress's group commits
+    settings = dataclasses.replace(platform.settings, requests_first=False)
+    async with Platform.open(settings, background=False) as other:
+        assert other.jobs.pressure is None
