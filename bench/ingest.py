@@ -273,6 +273,44 @@ def stored_ids(db: Path, source_id: str) -> list[int]:
         return [json.loads(payload)["i"] for (payload,) in rows]
 
 
+def measure_cell(
+    args: argparse.Namespace,
+    name: str,
+    port: int,
+    path: str,
+    pid: int,
+    concurrency: int,
+    counter: Counter,
+) -> tuple[Cell, Cell, dict[str, Any]]:
+    """Warm up, then drive one target for ``args.seconds``: (warm-up, measured, its result row,
+    printed as it comes). Server CPU counts ``pid`` and its descendants."""
+    warm = asyncio.run(drive(args.client, port, path, concurrency, args.warmup, counter))
+    cpu_server, cpu_client = cpu_seconds(pid), time.process_time()
+    cell = asyncio.run(drive(args.client, port, path, concurrency, args.seconds, counter))
+    cpu_server = cpu_seconds(pid) - cpu_server
+    cpu_client = time.process_time() - cpu_client
+    stats = summary(cell.latencies_ms)
+    row = {
+        "target": name,
+        "concurrency": concurrency,
+        "requests": len(cell.latencies_ms),
+        "acked": len(cell.acked),
+        "refused": cell.refused + warm.refused,
+        "errors": cell.errors + warm.errors,
+        "rps": len(cell.latencies_ms) / cell.seconds,
+        "latency_ms": stats,
+        "server_cpu": cpu_server / cell.seconds,
+        "client_cpu": cpu_client / cell.seconds,
+    }
+    print(
+        f"  {name:6} c={concurrency:<3} {row['rps']:8.0f} req/s  "
+        f"p50 {stats['p50']:6.2f} ms  p99 {stats['p99']:7.2f} ms  "
+        f"cpu server {row['server_cpu']:.2f} client {row['client_cpu']:.2f}",
+        flush=True,
+    )
+    return warm, cell, row
+
+
 # ---- main -------------------------------------------------------------------------------------
 
 
@@ -324,39 +362,12 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                     waited = drained()
                     if waited > 1:
                         print(f"  (waited {waited:.0f} s for Sluice's queue to drain)", flush=True)
-                    warm = asyncio.run(
-                        drive(args.client, port, target_path, concurrency, args.warmup, counter)
+                    warm, cell, row = measure_cell(
+                        args, name, port, target_path, pid, concurrency, counter
                     )
-                    cpu_server, cpu_client = cpu_seconds(pid), time.process_time()
-                    cell = asyncio.run(
-                        drive(args.client, port, target_path, concurrency, args.seconds, counter)
-                    )
-                    cpu_server = cpu_seconds(pid) - cpu_server
-                    cpu_client = time.process_time() - cpu_client
                     if name == "sluice":
                         acked += warm.acked + cell.acked
-                    stats = summary(cell.latencies_ms)
-                    results.append(
-                        {
-                            "target": name,
-                            "concurrency": concurrency,
-                            "requests": len(cell.latencies_ms),
-                            "acked": len(cell.acked),
-                            "refused": cell.refused + warm.refused,
-                            "errors": cell.errors + warm.errors,
-                            "rps": len(cell.latencies_ms) / cell.seconds,
-                            "latency_ms": stats,
-                            "server_cpu": cpu_server / cell.seconds,
-                            "client_cpu": cpu_client / cell.seconds,
-                        }
-                    )
-                    print(
-                        f"  {name:6} c={concurrency:<3} {results[-1]['rps']:8.0f} req/s  "
-                        f"p50 {stats['p50']:6.2f} ms  p99 {stats['p99']:7.2f} ms  "
-                        f"cpu server {results[-1]['server_cpu']:.2f} client "
-                        f"{results[-1]['client_cpu']:.2f}",
-                        flush=True,
-                    )
+                    results.append(row)
             if args.database_url:
                 drain_seconds, jobs = wait_drained_pg(args.database_url, args.drain_timeout)
                 stored = stored_ids_pg(args.database_url, source["id"])

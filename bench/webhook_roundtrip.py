@@ -31,7 +31,6 @@ Results: printed table, and bench/results/webhook_roundtrip.json (webhook_roundt
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sqlite3
 import sys
@@ -40,8 +39,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from _server import Server, api, environment, print_ratio_table, summary, write_results
-from ingest import Bare, Counter, cpu_seconds, drive
+from _server import Server, api, environment, print_ratio_table, write_results
+from ingest import Bare, Counter, measure_cell
 
 RESPOND = (
     "export default defineComponent({ async run({ steps, $ }) "
@@ -110,43 +109,14 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 ]
                 for concurrency in concurrencies:
                     for name, port, target_path, pid in targets:
-                        warm = asyncio.run(
-                            drive(args.client, port, target_path, concurrency, args.warmup, counter)
+                        warm, cell, row = measure_cell(
+                            args, name, port, target_path, pid, concurrency, counter
                         )
-                        cpu_server, cpu_client = cpu_seconds(pid), time.process_time()
-                        cell = asyncio.run(
-                            drive(
-                                args.client, port, target_path, concurrency, args.seconds, counter
-                            )
-                        )
-                        cpu_server = cpu_seconds(pid) - cpu_server
-                        cpu_client = time.process_time() - cpu_client
                         if name == "sluice":
                             acked += warm.acked + cell.acked
                             sent += len(warm.latencies_ms) + len(cell.latencies_ms)
                             sent += warm.errors + cell.errors
-                        stats = summary(cell.latencies_ms)
-                        results.append(
-                            {
-                                "target": name,
-                                "concurrency": concurrency,
-                                "requests": len(cell.latencies_ms),
-                                "acked": len(cell.acked),
-                                "refused": cell.refused + warm.refused,
-                                "errors": cell.errors + warm.errors,
-                                "rps": len(cell.latencies_ms) / cell.seconds,
-                                "latency_ms": stats,
-                                "server_cpu": cpu_server / cell.seconds,
-                                "client_cpu": cpu_client / cell.seconds,
-                            }
-                        )
-                        print(
-                            f"  {name:6} c={concurrency:<3} {results[-1]['rps']:8.0f} req/s  "
-                            f"p50 {stats['p50']:6.2f} ms  p99 {stats['p99']:7.2f} ms  "
-                            f"cpu server {results[-1]['server_cpu']:.2f} client "
-                            f"{results[-1]['client_cpu']:.2f}",
-                            flush=True,
-                        )
+                        results.append(row)
                 # Answers wait for the run to be stored, so the count should be there at once;
                 # allow a moment for anything still running (a request cut off by the client).
                 started = time.perf_counter()
