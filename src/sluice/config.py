@@ -48,6 +48,17 @@ class Settings:
     #: Node runner processes kept at most (one per account); idle ones are stopped first.
     #: Memory is about runners * (45 MB + workers * 8 MB): the defaults cap it near 1.4 GB.
     max_runners: int = 8
+    #: ``on``: every runner starts in a bubblewrap jail (docs/runtime.md, "The sandbox").
+    #: ``off``: user code runs with this server's rights, for development on systems without
+    #: namespaces only (logged loudly at startup).
+    sandbox: str = "on"
+    #: Memory of one account's whole runner (heap, buffers, child processes), MB: the jail's
+    #: cgroup limit, or its RSS watchdog's where cgroups are not writable.
+    runner_memory_mb: int = 1024
+    #: Processes and threads in one account's jail (Node uses about 12, plus 1 a worker).
+    runner_max_processes: int = 256
+    #: Size of a jail's private /tmp, MB.
+    sandbox_tmp_mb: int = 64
     #: Warm workers (deployments) kept per runner, least recently used stopped first.
     max_workers_per_runner: int = 16
     #: A warm worker unused this long is stopped, seconds.
@@ -149,6 +160,17 @@ class Settings:
                     _convert(name, hints[name], value) if isinstance(value, str) else value
                 )
         return cls(**values)
+
+    def __post_init__(self) -> None:
+        # Absolute: the paths are mounted into jails and handed to runners whose cwd differs.
+        object.__setattr__(self, "data_dir", Path(self.data_dir).absolute())
+        if self.npm_store:
+            object.__setattr__(self, "npm_store", str(Path(self.npm_store).absolute()))
+        if self.sandbox not in ("on", "off"):
+            raise errors.InvalidRequest(
+                f"setting sandbox (SLUICE_SANDBOX): {self.sandbox!r} is not 'on' or 'off'",
+                field="sandbox",
+            )
 
     @property
     def resolved_database_url(self) -> str:

@@ -20,6 +20,7 @@ classes to HTTP statuses (``sluice.api.errors``).
     ├── FetchFailed               a component_url could not be fetched
     ├── HookFailed                a lifecycle hook threw during deploy/update/delete
     ├── RunnerUnavailable         the Node runner crashed or could not start
+    │   └── SandboxUnavailable    the sandbox tool is missing or cannot start a jail
     └── InternalError             a bug in Sluice
 """
 
@@ -132,6 +133,12 @@ class RunnerUnavailable(SluiceError):
     """The Node.js runner is unavailable; the invocation did not complete."""
 
     code = "runner_unavailable"
+
+
+class SandboxUnavailable(RunnerUnavailable):
+    """The sandbox for user code cannot start."""
+
+    code = "sandbox_unavailable"
 
 
 class InternalError(SluiceError):

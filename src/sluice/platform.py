@@ -30,6 +30,7 @@ from sluice.engine.sources import Sources
 from sluice.engine.workflows import Workflows, create_default_error_workflow
 from sluice.runtime.deps import DependencyStore
 from sluice.runtime.pool import PoolConfig, RunnerPool
+from sluice.runtime.sandbox import Sandbox, SandboxConfig
 from sluice.storage import accounts, database
 from sluice.storage.accounts import Account
 
@@ -74,7 +75,8 @@ class Platform:
                     max_runners=settings.max_runners,
                     max_workers_per_runner=settings.max_workers_per_runner,
                     worker_idle_ms=int(settings.worker_idle_seconds * 1000),
-                )
+                ),
+                _sandbox(settings),
             ) as pool:
                 deps = DependencyStore(settings.npm_store_dir, npm=settings.npm)
                 components = Components(db, pool, deps, settings, clock)
@@ -177,3 +179,22 @@ async def create_account_offline(
         return account, key
     finally:
         await db.dispose()
+
+
+def _sandbox(settings: Settings) -> Sandbox | None:
+    """The jails user code runs in; None with ``SLUICE_SANDBOX=off`` (warned about loudly)."""
+    sandbox = Sandbox(
+        SandboxConfig(
+            enabled=settings.sandbox == "on",
+            node=settings.node,
+            components_dir=settings.components_dir,
+            npm_store_dir=settings.npm_store_dir,
+            memory_mb=settings.runner_memory_mb,
+            max_processes=settings.runner_max_processes,
+            tmp_mb=settings.sandbox_tmp_mb,
+        )
+    )
+    if settings.sandbox == "off":
+        sandbox.open()  # only logs the warning
+        return None
+    return sandbox

@@ -108,7 +108,8 @@ async def test_user_code_sees_no_host_environment(api: Api) -> None:
         assert runner is not None and runner.pid is not None
         environ = Path(f"/proc/{runner.pid}/environ").read_bytes().split(b"\0")
         names = {item.split(b"=", 1)[0] for item in environ if item}
-        assert names == {b"PATH"}
+        # The sandbox's launcher (sh) sets PWD; nothing of the host's environment is there.
+        assert names <= {b"PATH", b"PWD"}
     finally:
         del os.environ["SLUICE_TEST_HOST_SECRET"]
     code = (
@@ -122,12 +123,13 @@ async def test_user_code_sees_no_host_environment(api: Api) -> None:
 
 async def test_each_account_gets_its_own_runner_process(api: Api, other_api: Api) -> None:
     code = 'export default { name: "Pid", version: "1", async run() { return process.pid; } };'
-    pids = []
     for client in (api.client, other_api.client):
         source = (await client.post("/v1/sources", json={"component_code": code})).json()["data"]
         run = (await client.post(f"/v1/sources/{source['id']}/run", json={})).json()["data"]
-        pids.append(run["value"])
-    assert pids[0] != pids[1]
+        assert isinstance(run["value"], int)
+    runners = [api.platform.pool.runner(a.account_id) for a in (api, other_api)]
+    assert runners[0] is not None and runners[1] is not None
+    assert runners[0].pid != runners[1].pid
 
 
 async def test_concurrent_invocations_keep_their_own_emits_and_logs(api: Api) -> None:
@@ -163,7 +165,9 @@ export default { name: "Concurrent", version: "1",
     assert len({e["id"] for e in page["data"]}) == 30
 
 
-async def test_a_runner_whose_channel_is_corrupted_never_hangs_a_call(api: Api) -> None:
+async def test_user_code_writing_to_fd_1_cannot_corrupt_the_protocol(api: Api) -> None:
+    """The protocol has its own descriptor: raw writes to fd 1 are logged, and the call still
+    gets its own answer (here the runner's time-out), not a broken channel."""
     from sluice.runtime.pool import PoolConfig, RunnerPool
 
     code = """
@@ -179,12 +183,12 @@ export default { name: "Fd1", version: "1", type: "action",
                 owner_id="u_fd1",
                 worker_key="k",
                 entry=entry,
-                timeout_ms=3000,  # the garbage precedes the runner's own time-out answer
+                timeout_ms=1000,  # the garbage precedes the runner's own time-out answer
                 memory_mb=64,
                 call={"kind": "action", "props": {}, "db": {}, "steps": {}},
             )
         )
-        assert not result.ok and result.error["code"] == "RUNNER_CRASHED"
+        assert not result.ok and result.error["code"] == "TIMEOUT", result.error
         fine = await pool.invoke(
             Invocation(
                 owner_id="u_fd1",

@@ -1,6 +1,7 @@
 """The supervised pool of Node runners: one process per account, started on first use.
 
-Accounts never share a process. A runner that died is replaced on the next invocation. Past
+Accounts never share a process, and with a sandbox (``sandbox.py``) each runner lives in its
+account's jail, seeing only the component files that account's invocations use. A runner that died is replaced on the next invocation. Past
 ``max_runners`` the least recently used runner with nothing in flight is stopped, so idle
 accounts cost no memory (its warm workers go with it; the next call starts them again).
 """
@@ -15,6 +16,7 @@ from typing import Any
 from sluice.runtime import protocol
 from sluice.runtime.protocol import Result
 from sluice.runtime.runner import RespondCallback, Runner
+from sluice.runtime.sandbox import Sandbox
 
 
 @dataclass(frozen=True)
@@ -41,8 +43,10 @@ class Invocation:
 
 
 class RunnerPool:
-    def __init__(self, config: PoolConfig) -> None:
+    def __init__(self, config: PoolConfig, sandbox: Sandbox | None = None) -> None:
         self.config = config
+        #: The jails runners start in; None runs Node directly (SLUICE_SANDBOX=off).
+        self.sandbox = sandbox
         self._runners: dict[str, Runner] = {}
         # One lock for choosing victims and starting runners: two accounts starting at once
         # must not both evict (and close) the same runner.
@@ -52,6 +56,8 @@ class RunnerPool:
         self._closed = False
 
     async def __aenter__(self) -> RunnerPool:
+        if self.sandbox is not None:
+            await asyncio.to_thread(self.sandbox.open)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -60,6 +66,7 @@ class RunnerPool:
     async def invoke(self, inv: Invocation, on_respond: RespondCallback | None = None) -> Result:
         runner = await self._runner_for(inv.owner_id)
         try:
+            await runner.stage(_paths(inv))
             return await self._call(runner, inv, on_respond)
         finally:
             self._leases[inv.owner_id] -= 1
@@ -117,6 +124,7 @@ class RunnerPool:
                 node=self.config.node,
                 max_workers=self.config.max_workers_per_runner,
                 idle_ms=self.config.worker_idle_ms,
+                sandbox=self.sandbox,
             )
             await runner.start()
             self._runners[owner_id] = runner
@@ -144,6 +152,17 @@ class RunnerPool:
         for runner in runners:
             with contextlib.suppress(Exception):
                 await runner.close()
+        if self.sandbox is not None:
+            await asyncio.to_thread(self.sandbox.close)
+
+
+def _paths(inv: Invocation) -> list[str]:
+    """The files an invocation loads: its entry and, for a workflow, each step's module."""
+    paths = [inv.entry]
+    for step in inv.call.get("steps") or ():
+        if isinstance(step, dict) and isinstance(step.get("entry"), str):
+            paths.append(step["entry"])
+    return paths
 
 
 __all__ = ["Invocation", "PoolConfig", "RunnerPool", "protocol"]

@@ -1,8 +1,12 @@
 """One Node runner process, spoken to in JSON lines (docs/runner-protocol.md).
 
-The process gets a minimal environment (``PATH`` only): nothing of the host's reaches it, and
-its workers get only what each invocation names. If the process dies, every request in flight
-ends with a ``RUNNER_CRASHED`` result at once: no caller ever waits on a dead process.
+The protocol has a descriptor of its own (one end of a socket pair, ``--protocol-fd``):
+whatever user code writes to fd 1 and 2 is only logged, it can never corrupt or forge a
+result. With a sandbox the process starts inside the account's jail (``sandbox.py``);
+without one it gets a minimal environment (``PATH`` only). Either way its workers get only
+what each invocation names. If the process dies, every request in flight ends with a
+``RUNNER_CRASHED`` result at once (``OUT_OF_MEMORY`` when the jail's memory limit killed it):
+no caller ever waits on a dead process.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import contextlib
 import json
 import logging
 import os
+import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,12 +24,20 @@ from typing import Any
 
 from sluice.runtime import protocol
 from sluice.runtime.protocol import Response, Result
+from sluice.runtime.sandbox import Jail, Sandbox
 
 log = logging.getLogger(__name__)
 
 SCRIPT = Path(__file__).parent / "js" / "runner.mjs"
 
 RespondCallback = Callable[[Response], None]
+#: Lines of a runner's own stdout/stderr logged per window; the rest are counted, not logged,
+#: so user code writing to fd 1 or 2 in a loop cannot flood the server's log.
+_OUTPUT_LINES = 20
+_OUTPUT_WINDOW_S = 10.0
+_OUTPUT_LINE_CHARS = 500
+#: How often the RSS watchdog looks, when no cgroup limits the jail's memory.
+_WATCH_S = 0.25
 
 
 class Runner:
@@ -35,6 +48,7 @@ class Runner:
         node: str = "node",
         max_workers: int = 32,
         idle_ms: int = 300_000,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.name = name
         self._argv = [
@@ -45,7 +59,15 @@ class Runner:
             "--idle-ms",
             str(idle_ms),
         ]
+        self.sandbox = sandbox
+        self.jail: Jail | None = None
         self._proc: asyncio.subprocess.Process | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._out_count = 0
+        self._out_dropped = 0
+        self._out_window = 0.0
+        self._oom = False
+        self._watcher: asyncio.Task[None] | None = None
         self._pending: dict[int, tuple[asyncio.Future[Result], RespondCallback | None]] = {}
         self._next_id = 0
         self._write_lock = asyncio.Lock()
@@ -65,19 +87,46 @@ class Runner:
         return self._proc.pid if self._proc else None
 
     async def start(self) -> None:
-        self._proc = await asyncio.create_subprocess_exec(
-            *self._argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-            limit=1 << 27,
-            start_new_session=True,
-        )
+        ours, theirs = socket.socketpair()
+        argv = [*self._argv, "--protocol-fd", str(theirs.fileno())]
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+        if self.sandbox is not None:
+            self.jail = self.sandbox.jail(self.name)
+            argv = self.sandbox.command(self.jail, [*argv, "--reap-children"], theirs.fileno())
+            env = {}
+        try:
+            self._proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                pass_fds=(theirs.fileno(),),
+                env=env,
+                start_new_session=True,
+            )
+        except BaseException:
+            ours.close()
+            self._release_jail()
+            raise
+        finally:
+            theirs.close()
+        reader, self._writer = await asyncio.open_unix_connection(sock=ours, limit=1 << 27)
         self._tasks = [
-            asyncio.create_task(self._read_stdout(self._proc)),
-            asyncio.create_task(self._read_stderr(self._proc)),
+            asyncio.create_task(self._read_protocol(self._proc, reader)),
+            asyncio.create_task(self._read_output(self._proc.stdout, "stdout")),
+            asyncio.create_task(self._read_output(self._proc.stderr, "stderr")),
         ]
+        if self.sandbox is not None and not self.sandbox.has_cgroups:
+            self._watcher = asyncio.create_task(self._watch_memory(self._proc))
+
+    async def stage(self, paths: list[str]) -> None:
+        """Make the component files behind ``paths`` visible in this runner's jail."""
+        jail, sandbox = self.jail, self.sandbox
+        if jail is None or sandbox is None:
+            return
+        if all(sandbox.staged(jail, p) for p in paths):
+            return
+        await asyncio.to_thread(sandbox.stage, jail, paths)
 
     async def call(
         self,
@@ -91,7 +140,7 @@ class Runner:
         backstop for a runner that cannot (its stdout corrupted by user code writing to fd 1):
         the caller gets a failure, and the runner is killed so it starts clean.
         """
-        if not self.alive or self._proc is None or self._proc.stdin is None:
+        if not self.alive or self._writer is None:
             return Result.failure(protocol.RUNNER_CRASHED, "the Node runner is not running")
         self.last_used = time.monotonic()
         self._next_id += 1
@@ -100,8 +149,8 @@ class Runner:
         self._pending[request_id] = (future, on_respond)
         try:
             async with self._write_lock:
-                self._proc.stdin.write(protocol.encode({**message, "id": request_id}))
-                await self._proc.stdin.drain()
+                self._writer.write(protocol.encode({**message, "id": request_id}))
+                await self._writer.drain()
         except (ConnectionError, RuntimeError) as exc:
             self._pending.pop(request_id, None)
             return Result.failure(protocol.RUNNER_CRASHED, f"the Node runner is gone: {exc}")
@@ -122,33 +171,70 @@ class Runner:
             self._pending.pop(request_id, None)
             self.last_used = time.monotonic()
 
-    async def _read_stdout(self, proc: asyncio.subprocess.Process) -> None:
-        assert proc.stdout is not None
+    async def _read_protocol(
+        self, proc: asyncio.subprocess.Process, reader: asyncio.StreamReader
+    ) -> None:
         try:
-            while line := await proc.stdout.readline():
+            while line := await reader.readline():
                 self._dispatch(line)
         except (ValueError, asyncio.LimitOverrunError) as exc:
             log.error("runner %s sent an oversized line: %s", self.name, exc)
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
+        except ConnectionError:
+            pass
         finally:
             code = await proc.wait()
+            if self._writer is not None:
+                self._writer.close()
+            oom = self._oom or (self.jail is not None and self.jail.oom_killed())
+            self._release_jail()
             if self._pending:
                 log.warning(
-                    "runner %s exited (code %s) with %d invocations in flight",
+                    "runner %s exited (code %s%s) with %d invocations in flight",
                     self.name,
                     code,
+                    ", out of memory" if oom else "",
                     len(self._pending),
                     extra={"action": "runner_crashed", "runner": self.name},
                 )
+            if oom:
+                limit = self.sandbox.config.memory_mb if self.sandbox else 0
+                failure = Result(
+                    ok=False,
+                    error={
+                        "name": "OutOfMemoryError",
+                        "code": protocol.OUT_OF_MEMORY,
+                        "message": f"the account's runner went over its memory limit "
+                        f"({limit} MB for all its code, SLUICE_RUNNER_MEMORY_MB) and was stopped",
+                    },
+                )
+            else:
+                failure = Result.failure(
+                    protocol.RUNNER_CRASHED,
+                    f"the Node runner exited (code {code}) during the invocation",
+                )
             for future, _ in list(self._pending.values()):
                 if not future.done():
-                    future.set_result(
-                        Result.failure(
-                            protocol.RUNNER_CRASHED,
-                            f"the Node runner exited (code {code}) during the invocation",
-                        )
-                    )
+                    future.set_result(failure)
+
+    def _release_jail(self) -> None:
+        if self.jail is not None and self.sandbox is not None:
+            self.sandbox.release(self.jail)
+
+    async def _watch_memory(self, proc: asyncio.subprocess.Process) -> None:
+        """Without cgroups: kill the jail when its processes' RSS passes the limit."""
+        assert self.sandbox is not None
+        limit = self.sandbox.config.memory_mb * 1024 * 1024
+        while proc.returncode is None:
+            rss = await asyncio.to_thread(_tree_rss, proc.pid)
+            if rss > limit:
+                self._oom = True
+                log.warning("runner %s over its memory limit (%d bytes); killed", self.name, rss)
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                return
+            await asyncio.sleep(_WATCH_S)
 
     def _dispatch(self, line: bytes) -> None:
         try:
@@ -166,26 +252,43 @@ class Runner:
         elif message.get("type") == "result" and not future.done():
             future.set_result(protocol.decode_result(message))
 
-    async def _read_stderr(self, proc: asyncio.subprocess.Process) -> None:
-        assert proc.stderr is not None
-        while line := await proc.stderr.readline():
-            log.warning("runner %s: %s", self.name, line.decode(errors="replace").rstrip())
+    async def _read_output(self, stream: asyncio.StreamReader | None, name: str) -> None:
+        """The runner's own fd 1 and 2: diagnostics, or user code writing there directly.
+        Logged (rate-limited), never parsed."""
+        if stream is None:
+            return
+        with contextlib.suppress(ValueError, asyncio.LimitOverrunError, ConnectionError):
+            while line := await stream.readline():
+                now = time.monotonic()
+                if now - self._out_window > _OUTPUT_WINDOW_S:
+                    if self._out_dropped:
+                        log.warning("runner %s: %d output lines not logged", self.name,
+                                    self._out_dropped)
+                    self._out_window, self._out_count, self._out_dropped = now, 0, 0
+                if self._out_count >= _OUTPUT_LINES:
+                    self._out_dropped += 1
+                    continue
+                self._out_count += 1
+                text = line.decode(errors="replace").rstrip()[:_OUTPUT_LINE_CHARS]
+                log.warning("runner %s %s: %s", self.name, name, text)
 
     async def close(self, grace: float = 2.0) -> None:
-        """Close stdin (the runner exits on EOF), then SIGKILL if it lingers."""
+        """Close the protocol socket (the runner exits on EOF), then SIGKILL if it lingers."""
         proc = self._proc
         if proc is None:
             return
-        if proc.returncode is None and proc.stdin is not None:
-            with contextlib.suppress(ConnectionError, RuntimeError):
-                proc.stdin.close()
+        if proc.returncode is None and self._writer is not None:
+            with contextlib.suppress(ConnectionError, RuntimeError, OSError):
+                self._writer.close()
             try:
                 await asyncio.wait_for(proc.wait(), grace)
             except TimeoutError:
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
                 await proc.wait()
-        for task in self._tasks:
+        if self._watcher is not None:
+            self._watcher.cancel()
+        for task in [*self._tasks, *([self._watcher] if self._watcher else [])]:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
@@ -193,3 +296,19 @@ class Runner:
         """Kill the process now (tests use this to show a crash is survived)."""
         if self._proc is not None and self._proc.returncode is None:
             self._proc.kill()
+
+
+def _tree_rss(pid: int) -> int:
+    """RSS of ``pid`` and its descendants, bytes (0 for processes already gone)."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        with contextlib.suppress(OSError, ValueError):
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) * 1024
+                    break
+            for task in os.listdir(f"/proc/{p}/task"):
+                children = Path(f"/proc/{p}/task/{task}/children").read_text().split()
+                todo.extend(int(c) for c in children)
+    return total

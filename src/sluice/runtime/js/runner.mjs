@@ -1,7 +1,11 @@
-// Sluice Node runner: JSON lines on stdin/stdout (docs/runner-protocol.md), one worker_threads
-// Worker per worker_key (worker.mjs). stdout carries protocol lines only; diagnostics go to
-// stderr. Every request gets exactly one `result` line, whatever happens to its worker.
+// Sluice Node runner: JSON lines (docs/runner-protocol.md), one worker_threads Worker per
+// worker_key (worker.mjs). The protocol runs on its own descriptor (`--protocol-fd N`, a
+// socket) so that nothing user code writes to fd 1 or 2 can corrupt or forge a result; without
+// the flag it runs on stdin/stdout (the JS tests). Diagnostics go to stderr. Every request gets
+// exactly one `result` line, whatever happens to its worker.
 
+import { readdirSync } from "node:fs";
+import net from "node:net";
 import { performance } from "node:perf_hooks";
 import util from "node:util";
 import { Worker } from "node:worker_threads";
@@ -24,17 +28,21 @@ const activeIds = new Set();
 let nextSeq = 1;
 
 function parseArgs(argv) {
-  const opts = { maxWorkers: 32, idleMs: 300_000 };
-  const names = { "--max-workers": "maxWorkers", "--idle-ms": "idleMs" };
+  const opts = { maxWorkers: 32, idleMs: 300_000, protocolFd: null, reapChildren: false };
+  const names = { "--max-workers": "maxWorkers", "--idle-ms": "idleMs", "--protocol-fd": "protocolFd" };
   for (let i = 0; i < argv.length; i++) {
     let [flag, value] = argv[i].split("=", 2);
+    if (flag === "--reap-children") {
+      opts.reapChildren = true;
+      continue;
+    }
     if (!(flag in names)) {
       diag(`unknown option ${argv[i]}`);
       process.exit(2);
     }
     if (value === undefined) value = argv[++i];
     const n = Number(value);
-    if (!Number.isInteger(n) || n < 1) {
+    if (!Number.isInteger(n) || n < (flag === "--protocol-fd" ? 0 : 1)) {
       diag(`${flag} needs a positive integer, got ${value}`);
       process.exit(2);
     }
@@ -45,9 +53,40 @@ function parseArgs(argv) {
 
 // ---- output --------------------------------------------------------------------------------
 
+const channel = options.protocolFd === null
+  ? { input: process.stdin, output: process.stdout }
+  : (() => {
+    const socket = new net.Socket({ fd: options.protocolFd, readable: true, writable: true });
+    return { input: socket, output: socket };
+  })();
+
 function writeLine(text) {
-  process.stdout.write(`${text}\n`);
+  channel.output.write(`${text}\n`);
 }
+
+// ---- child processes -----------------------------------------------------------------------
+
+/** In the sandbox the runner's PID namespace holds only the jail's init (1), the runner and
+ * what user code started. When no invocation is in flight, those leftovers are killed: every
+ * child process dies with its invocation (or, for overlapping ones, with the last of them). */
+function reapIfIdle() {
+  if (!options.reapChildren || activeIds.size > 0) return;
+  let pids;
+  try {
+    pids = readdirSync("/proc").filter((n) => /^\d+$/.test(n)).map(Number);
+  } catch {
+    return;
+  }
+  for (const pid of pids) {
+    if (pid === 1 || pid === process.pid) continue;
+    try {
+      process.kill(pid, "SIGKILL");
+    } catch {
+      // already gone
+    }
+  }
+}
+if (options.reapChildren) setInterval(reapIfIdle, 1000).unref();
 
 const runnerError = (name, code, message, step = null) => (
   step ? { name, code, message, stack: null, step } : { name, code, message, stack: null }
@@ -184,6 +223,7 @@ class Call {
     const durationMs = Math.round((performance.now() - this.started) * 100) / 100;
     writeLine(resultLine(this.id, { ...this, ok, value, flowExit, error, durationMs }));
     this.handle?.onCallFinished(this);
+    reapIfIdle();
   }
 }
 
@@ -407,7 +447,7 @@ function handleLine(line) {
 
 // Chunks are kept in an array until a newline arrives: `buf += chunk` re-flattens big payloads.
 let pending = [];
-process.stdin.on("data", (chunk) => {
+channel.input.on("data", (chunk) => {
   let start = 0;
   for (;;) {
     const nl = chunk.indexOf(10, start);
@@ -427,13 +467,13 @@ process.stdin.on("data", (chunk) => {
   }
 });
 
-process.stdin.on("end", async () => {
+channel.input.on("end", async () => {
   const stopping = [...handles].map((h) => h.stop("WORKER_STOPPED", "the runner is shutting down"));
   await Promise.race([Promise.allSettled(stopping), new Promise((r) => setTimeout(r, 2000))]);
   process.exit(0);
 });
 
-process.stdout.on("error", (err) => {
+channel.output.on("error", (err) => {
   // The reader is gone: nothing can be answered any more.
   diag("stdout closed:", err.code ?? err);
   process.exit(0);

@@ -1,0 +1,406 @@
+"""The jail each account's Node runner lives in (docs/runtime.md, "The sandbox").
+
+A runner is started through bubblewrap with every namespace unshared (mount, PID, network,
+IPC, UTS, user, cgroup), no capabilities, ``no_new_privs``, a new session and an empty
+environment. Its filesystem holds only:
+
+- ``/usr`` (Node and the system libraries) and a few files of ``/etc``, read-only;
+- Sluice's runtime JS, read-only, at the path it has on the host;
+- that account's *view*: the component trees and npm dependency sets its invocations have
+  used, read-only, at the host paths of the component store and the npm store (so entry paths
+  and ``node_modules`` symlinks mean the same inside and out);
+- a private, size-limited ``/tmp``.
+
+Nothing of the data directory is there (no ``secret.key``, no database, no other account's
+files); ``/proc`` is the jail's own PID namespace. The view is a directory of hard links
+(copies across filesystems) that grows while the runner lives: a bind mount shows entries
+added after the jail started, so a new deployment needs no restart.
+
+As root, each runner also runs under its own unprivileged uid (``uid_base`` + a hash of the
+account, distinct among live runners) and in its own cgroup (memory for the whole process,
+heap and off-heap, and a process count). Without cgroups the runner's RSS is watched instead
+(``runner.py``). ``SandboxConfig(enabled=False)`` (``SLUICE_SANDBOX=off``) runs Node directly,
+for development on systems without namespaces.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import logging
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sluice import errors
+
+log = logging.getLogger(__name__)
+
+JS_DIR = Path(__file__).parent / "js"
+INSTALL_HINT = (
+    "the sandbox needs bubblewrap: install it (Debian/Ubuntu: apt-get install bubblewrap) "
+    "or set SLUICE_SANDBOX=off to run user code unsandboxed (development only)"
+)
+_CGROUP_ROOT = Path("/sys/fs/cgroup")
+_SAFE = re.compile(r"[^A-Za-z0-9_.-]")
+# /etc entries Node may read: CA bundles for TLS, the time zone. Nothing with secrets.
+_ETC = ("ssl/certs", "ca-certificates", "localtime", "nsswitch.conf")
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    enabled: bool = True
+    bwrap: str = "bwrap"
+    node: str = "node"
+    components_dir: Path = Path("/nonexistent/components")
+    npm_store_dir: Path = Path("/nonexistent/npm-store")
+    #: Memory of the whole runner process (heap, buffers, children), MB.
+    memory_mb: int = 1024
+    #: Processes and threads in the runner's jail (Node itself uses about 12 + 1 a worker).
+    max_processes: int = 256
+    #: Size of the jail's private /tmp, MB.
+    tmp_mb: int = 64
+    #: As root, runners run as ``uid_base + n`` (n < 2**24), one uid per live account.
+    uid_base: int = 1_000_000_000
+
+
+@dataclass
+class Jail:
+    """One account's place in the sandbox: its view, its uid and its cgroups."""
+
+    owner_id: str
+    view: Path
+    uid: int | None
+    cgroups: list[Path] = field(default_factory=list)
+    staged: set[str] = field(default_factory=set)
+
+    def oom_killed(self) -> bool:
+        """Whether the kernel killed something in this jail for exceeding its memory."""
+        for cg in self.cgroups:
+            for name in ("memory.oom_control", "memory.events"):
+                with contextlib.suppress(OSError, ValueError):
+                    for line in (cg / name).read_text().splitlines():
+                        key, _, value = line.partition(" ")
+                        if key == "oom_kill" and int(value) > 0:
+                            return True
+        return False
+
+
+class Sandbox:
+    """Builds each account's jail and the command line that starts its runner inside it.
+
+    ``open()`` checks the tool and prepares a private staging directory; ``close()`` removes it
+    and the cgroups. Blocking file work (staging a view) runs in a thread at the caller's
+    choice: the methods here are synchronous.
+    """
+
+    def __init__(self, config: SandboxConfig) -> None:
+        self.config = config
+        self.root: Path | None = None
+        self.is_root = os.geteuid() == 0
+        self._cgroup_parents: list[Path] = []
+        self._uids: dict[int, str] = {}
+        self._node = shutil.which(config.node) or config.node
+        self._bwrap = shutil.which(config.bwrap) or config.bwrap
+
+    # ---- lifecycle -----------------------------------------------------------------------
+
+    def open(self) -> None:
+        if not self.config.enabled:
+            log.warning(
+                "SLUICE_SANDBOX=off: user code runs UNSANDBOXED with this server's rights "
+                "(development only: any account can read every secret)",
+                extra={"action": "sandbox_off"},
+            )
+            return
+        if shutil.which(self.config.bwrap) is None:
+            raise errors.SandboxUnavailable(INSTALL_HINT)
+        root = Path(tempfile.mkdtemp(prefix="sluice-sandbox-"))
+        # Traversable, not listable: each account's view below is reachable by its uid only.
+        root.chmod(0o711)
+        self.root = root
+        runtime = root / "runtime"
+        shutil.copytree(JS_DIR, runtime, ignore=shutil.ignore_patterns("node_modules"))
+        for path in [runtime, *runtime.rglob("*")]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        (root / "accounts").mkdir(mode=0o711)
+        self._cgroup_parents = self._make_cgroup_parents()
+        self._probe()
+
+    def close(self) -> None:
+        for parent in self._cgroup_parents:
+            for child in sorted(parent.glob("*"), reverse=True):
+                if child.is_dir():
+                    with contextlib.suppress(OSError):
+                        child.rmdir()
+            with contextlib.suppress(OSError):
+                parent.rmdir()
+        if self.root is not None:
+            shutil.rmtree(self.root, ignore_errors=True)
+            self.root = None
+
+    def _probe(self) -> None:
+        """Start a trivial jail once, so a host without user namespaces fails at startup with
+        a clear message, not at the first invocation."""
+        jail = self.jail("probe")
+        argv = self.command(jail, [self._node, "-e", "0"], pass_fd=None)
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+        finally:
+            self.release(jail)
+        if done.returncode != 0:
+            raise errors.SandboxUnavailable(
+                f"bubblewrap could not start a sandbox ({done.stderr.strip()[:300]}); "
+                "user namespaces may be disabled (sysctl kernel.unprivileged_userns_clone=1), "
+                "or set SLUICE_SANDBOX=off for development"
+            )
+
+    # ---- jails ---------------------------------------------------------------------------
+
+    def jail(self, owner_id: str) -> Jail:
+        """A jail for ``owner_id``'s next runner: its view directory, uid and cgroups."""
+        assert self.root is not None, "the sandbox is not open"
+        name = _SAFE.sub("_", owner_id)[:80] or "_"
+        view = self.root / "accounts" / name
+        uid = self._allocate_uid(owner_id) if self.is_root else None
+        if not view.exists():
+            (view / "components").mkdir(parents=True)
+            (view / "npm").mkdir()
+            if uid is not None:
+                os.chown(view, uid, uid)
+            view.chmod(0o700)
+        jail = Jail(owner_id, view, uid)
+        staged = view / "components"
+        jail.staged = {p.name for p in staged.iterdir()} if staged.exists() else set()
+        jail.cgroups = self._make_cgroups(name)
+        return jail
+
+    def release(self, jail: Jail) -> None:
+        """Forget the jail's uid and cgroups (its runner has exited). The view is kept for the
+        account's next runner."""
+        if jail.uid is not None and self._uids.get(jail.uid) == jail.owner_id:
+            del self._uids[jail.uid]
+        for cg in jail.cgroups:
+            with contextlib.suppress(OSError):
+                cg.rmdir()
+
+    def _allocate_uid(self, owner_id: str) -> int:
+        digest = int.from_bytes(hashlib.sha256(owner_id.encode()).digest()[:4], "big")
+        n = digest % (1 << 24)
+        while self._uids.get(self.config.uid_base + n, owner_id) != owner_id:
+            n = (n + 1) % (1 << 24)
+        uid = self.config.uid_base + n
+        self._uids[uid] = owner_id
+        return uid
+
+    # ---- cgroups -------------------------------------------------------------------------
+
+    def _make_cgroup_parents(self) -> list[Path]:
+        """One directory per controller for this process's jails, when cgroups are writable
+        (root, cgroup v1 controllers or a v2 tree with memory and pids enabled)."""
+        if not self.is_root:
+            return []
+        tag = f"sluice-{os.getpid()}"
+        candidates: list[Path] = []
+        if (_CGROUP_ROOT / "memory" / "memory.limit_in_bytes").exists():
+            candidates = [_CGROUP_ROOT / "memory" / tag, _CGROUP_ROOT / "pids" / tag]
+        elif "memory" in _read(_CGROUP_ROOT / "cgroup.subtree_control") and "pids" in _read(
+            _CGROUP_ROOT / "cgroup.subtree_control"
+        ):
+            candidates = [_CGROUP_ROOT / tag]
+        made: list[Path] = []
+        try:
+            for path in candidates:
+                path.mkdir(exist_ok=True)
+                made.append(path)
+            if len(made) == 1:  # v2: let the children use both controllers
+                (made[0] / "cgroup.subtree_control").write_text("+memory +pids")
+        except OSError as exc:
+            log.warning("cgroups not usable (%s): memory is watched through RSS instead", exc)
+            for path in made:
+                with contextlib.suppress(OSError):
+                    path.rmdir()
+            return []
+        return made
+
+    def _make_cgroups(self, name: str) -> list[Path]:
+        made: list[Path] = []
+        memory = self.config.memory_mb * 1024 * 1024
+        for parent in self._cgroup_parents:
+            cg = parent / name
+            with contextlib.suppress(FileExistsError):
+                cg.mkdir()
+            made.append(cg)
+            if (cg / "memory.limit_in_bytes").exists():  # v1
+                (cg / "memory.limit_in_bytes").write_text(str(memory))
+                # Swap would let the runner grow past its limit: memory+swap gets the same cap.
+                with contextlib.suppress(OSError):
+                    (cg / "memory.memsw.limit_in_bytes").write_text(str(memory))
+            if (cg / "memory.max").exists():  # v2
+                (cg / "memory.max").write_text(str(memory))
+                with contextlib.suppress(OSError):
+                    (cg / "memory.swap.max").write_text("0")
+            if (cg / "pids.max").exists():
+                (cg / "pids.max").write_text(str(self.config.max_processes))
+        return made
+
+    @property
+    def has_cgroups(self) -> bool:
+        return bool(self._cgroup_parents)
+
+    # ---- the view ------------------------------------------------------------------------
+
+    def staged(self, jail: Jail, path: str) -> bool:
+        """Whether ``path`` needs no staging (already in the view, or not a component file).
+        Cheap: no system call."""
+        prefix = f"{self.config.components_dir}/"
+        if not path.startswith(prefix):
+            return True
+        return path[len(prefix) :].split("/", 1)[0] in jail.staged
+
+    def stage(self, jail: Jail, paths: list[str]) -> None:
+        """Make the component trees behind ``paths`` (entry files) and the npm sets they link
+        to visible in the jail. Blocking; cheap once a tree is staged."""
+        store = self.config.components_dir
+        for raw in paths:
+            path = Path(raw)
+            try:
+                rel = path.relative_to(store)
+            except ValueError:
+                continue  # the runtime's own files, mounted for every jail
+            if not rel.parts or rel.parts[0] in jail.staged:
+                continue
+            code_hash = rel.parts[0]
+            source = store / code_hash
+            if not source.is_dir():
+                continue
+            modules = source / "node_modules"
+            if modules.is_symlink():
+                target = Path(os.readlink(modules))
+                with contextlib.suppress(ValueError):
+                    key = target.relative_to(self.config.npm_store_dir.resolve()).parts[0]
+                    _link_tree(self.config.npm_store_dir / key, jail.view / "npm" / key)
+            _link_tree(source, jail.view / "components" / code_hash)
+            jail.staged.add(code_hash)
+
+    # ---- the command ---------------------------------------------------------------------
+
+    def command(self, jail: Jail, argv: list[str], pass_fd: int | None) -> list[str]:
+        """The argv that starts ``argv`` (a Node command) inside ``jail``.
+
+        ``pass_fd`` is the runner's protocol descriptor: bubblewrap leaves inherited
+        descriptors open, so it reaches Node under the same number.
+        """
+        assert self.root is not None
+        cfg = self.config
+        bw = [
+            self._bwrap,
+            "--unshare-all",
+            "--die-with-parent",
+            "--new-session",
+            "--clearenv",
+            "--setenv",
+            "PATH",
+            "/usr/local/bin:/usr/bin:/bin",
+            "--setenv",
+            "HOME",
+            "/tmp",
+            "--cap-drop",
+            "ALL",
+            "--ro-bind",
+            "/usr",
+            "/usr",
+        ]
+        for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+            if os.path.islink(top):
+                bw += ["--symlink", os.readlink(top), top]
+            elif os.path.isdir(top):
+                bw += ["--ro-bind", top, top]
+        node_prefix = Path(self._node).resolve().parent.parent
+        if not str(node_prefix).startswith("/usr"):
+            bw += ["--ro-bind", str(node_prefix), str(node_prefix)]
+        for name in _ETC:
+            bw += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+        bw += [
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--size",
+            str(cfg.tmp_mb * 1024 * 1024),
+            "--tmpfs",
+            "/tmp",
+            "--ro-bind",
+            str(self.root / "runtime"),
+            str(JS_DIR),
+            "--ro-bind",
+            str(jail.view / "components"),
+            str(cfg.components_dir),
+            "--ro-bind",
+            str(jail.view / "npm"),
+            str(cfg.npm_store_dir),
+            "--chdir",
+            "/tmp",
+            "--",
+            *argv,
+        ]
+        limits = ["prlimit", "--core=0", "--nofile=4096"]
+        if jail.uid is not None and not jail.cgroups:
+            # RLIMIT_NPROC counts the real uid's processes: meaningful with a uid of its own.
+            limits.append(f"--nproc={cfg.max_processes}")
+        cmd = [*limits, "--", *bw]
+        if jail.uid is not None:
+            cmd = [
+                "setpriv",
+                f"--reuid={jail.uid}",
+                f"--regid={jail.uid}",
+                "--clear-groups",
+                "--inh-caps=-all",
+                "--",
+                *cmd,
+            ]
+        if jail.cgroups:
+            # Join the cgroups before anything else runs: every process the runner ever starts
+            # is born inside them. ``sh`` is still root here; setpriv drops to the jail's uid.
+            joins = " && ".join(
+                f"echo $$ > {shlex.quote(str(cg / 'cgroup.procs'))}" for cg in jail.cgroups
+            )
+            cmd = ["/bin/sh", "-c", f'{joins} && exec "$@"', "sluice-jail", *cmd]
+        del pass_fd  # inherited as is; named for the reader
+        return cmd
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def _link_tree(source: Path, target: Path) -> None:
+    """Hard-link ``source`` into ``target`` (copy across filesystems), atomically: a
+    concurrent reader sees the whole tree or none."""
+    if target.exists():
+        return
+    tmp = target.parent / f".tmp-{target.name}-{os.getpid()}-{id(target)}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        shutil.copytree(source, tmp, symlinks=True, copy_function=_link_or_copy)
+        os.rename(tmp, target)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY) or not target.exists():
+            raise
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
