@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -116,6 +117,7 @@ def serve(
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    _check_sandbox(settings)
     if settings.role == "worker":
         typer.echo(f"Sluice worker  data: {settings.data_dir}", err=True)
         asyncio.run(_work(settings))
@@ -132,6 +134,41 @@ def serve(
         log_level=settings.log_level.lower(),
         access_log=False,
     )
+
+
+def _check_sandbox(settings: Settings) -> None:
+    """Make sure user code can be jailed before serving: install bubblewrap where we can (root
+    with apt-get), else stop with a one-line instruction. SLUICE_SANDBOX=off skips this."""
+    import shutil
+    import subprocess
+
+    from sluice.runtime import sandbox
+
+    if settings.sandbox == "off":
+        return
+    if shutil.which("bwrap") is None and os.geteuid() == 0 and shutil.which("apt-get"):
+        typer.echo("Installing bubblewrap (the sandbox for user code) with apt-get ...", err=True)
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        install = ["apt-get", "install", "-y", "-q", "bubblewrap"]
+        out = subprocess.DEVNULL
+        if subprocess.run(install, env=env, stdout=out, check=False).returncode != 0:
+            # A fresh machine's package lists may be empty: refresh once, then try again.
+            subprocess.run(["apt-get", "update", "-q"], env=env, stdout=out, check=False)
+            subprocess.run(install, env=env, stdout=out, check=False)
+    probe = sandbox.Sandbox(
+        sandbox.SandboxConfig(
+            node=settings.node,
+            components_dir=settings.components_dir,
+            npm_store_dir=settings.npm_store_dir,
+        )
+    )
+    try:
+        probe.open()
+    except errors.SandboxUnavailable as exc:
+        typer.echo(f"error: {exc.message}", err=True)
+        raise typer.Exit(1) from None
+    finally:
+        probe.close()
 
 
 async def _work(settings: Settings) -> None:

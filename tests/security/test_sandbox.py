@@ -1,0 +1,288 @@
+"""The attack suite for the runner sandbox (issue 10): each test is an attacker's component,
+deployed by an ordinary account and run through the REST API of a real platform with the
+sandbox on. Every attack here succeeded before the sandbox; each must now be contained.
+
+The platform is SQLite-only (the jail does not depend on the dialect) with a small memory
+limit so the memory attack is cheap. Network probes go only to loopback servers this module
+starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from sluice.platform import Platform
+from tests.conftest import Api, account_client, make_settings
+
+pytestmark = pytest.mark.skipif(
+    os.environ.get("SLUICE_SANDBOX") == "off", reason="the sandbox is off in this environment"
+)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def jailed(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Platform]:
+    data_dir = tmp_path_factory.mktemp("jailed")
+    settings = make_settings(data_dir, runner_memory_mb=320, memory_mb=64, sandbox="on")
+    async with Platform.open(settings, background=False) as platform:
+        yield platform
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def attacker(jailed: Platform) -> AsyncIterator[Api]:
+    async with account_client(jailed, f"mallory-{secrets.token_hex(3)}", "m@example.com") as a:
+        yield a
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def victim(jailed: Platform) -> AsyncIterator[Api]:
+    async with account_client(jailed, f"alice-{secrets.token_hex(3)}", "a@example.com") as a:
+        yield a
+
+
+async def _run(api: Api, code: str, event: Any = None) -> dict[str, Any]:
+    """Deploy ``code`` as a source of ``api``'s account and run it once by hand."""
+    created = await api.client.post("/v1/sources", json={"component_code": code})
+    assert created.status_code == 200, created.text
+    source_id = created.json()["data"]["id"]
+    ran = await api.client.post(f"/v1/sources/{source_id}/run", json={"event": event or {}})
+    assert ran.status_code == 200, ran.text
+    data: dict[str, Any] = ran.json()["data"]
+    return data
+
+
+def _source(body: str) -> str:
+    return (
+        'import fs from "node:fs";\nimport cp from "node:child_process";\n'
+        'import net from "node:net";\n'
+        'export default { name: "Probe", version: "1",\n'
+        "  async run(event) {\n"
+        "    const tryIt = (f) => { try { return { ok: true, value: f() }; }"
+        " catch (e) { return { ok: false, code: e.code ?? e.name, msg: String(e.message) }; } };\n"
+        f"{body}\n"
+        "  } };\n"
+    )
+
+
+def _descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        with contextlib.suppress(OSError):
+            for task in os.listdir(f"/proc/{p}/task"):
+                kids = Path(f"/proc/{p}/task/{task}/children").read_text().split()
+                out.extend(int(k) for k in kids)
+                todo.extend(int(k) for k in kids)
+    return out
+
+
+def _uid(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Uid:"):
+            return int(line.split()[1])
+    raise AssertionError("no Uid line")
+
+
+async def test_the_data_dir_and_its_secrets_are_not_there(attacker: Api, jailed: Platform) -> None:
+    data = jailed.settings.data_dir
+    paths = [
+        str(data / "secret.key"),
+        str(data / "sluice.db"),
+        str(data),
+        str(jailed.settings.components_dir),
+    ]
+    code = _source(
+        f"const paths = {paths!r};\n"
+        "return paths.map((p) => tryIt(() => fs.readFileSync(p, 'latin1').slice(0, 40)));"
+    )
+    result = await _run(attacker, code)
+    key, db, data_dir, components = result["value"]
+    assert key == {"ok": False, "code": "ENOENT", "msg": key["msg"]}
+    assert db["ok"] is False and db["code"] == "ENOENT"
+    # The data directory does not exist in the jail; the component store holds only this
+    # account's own trees (reading a directory as a file is EISDIR, never its content).
+    assert data_dir["ok"] is False and data_dir["code"] in ("ENOENT", "EISDIR")
+    assert components["ok"] is False
+
+
+async def test_another_accounts_component_files_are_invisible(
+    attacker: Api, victim: Api, jailed: Platform
+) -> None:
+    secret = f"victim-secret-{secrets.token_hex(4)}"
+    victim_code = (
+        f'export default {{ name: "Mine", version: "1", async run() {{ return "{secret}"; }} }};'
+    )
+    assert (await _run(victim, victim_code))["value"] == secret
+    store = str(jailed.settings.components_dir)
+    code = _source(
+        f"const store = {store!r};\n"
+        "const found = [];\n"
+        "const walk = (d) => { for (const e of fs.readdirSync(d, { withFileTypes: true })) {\n"
+        "  const p = `${d}/${e.name}`;\n"
+        "  if (e.isDirectory() && e.name !== 'node_modules') walk(p);\n"
+        "  else if (e.isFile()) found.push(fs.readFileSync(p, 'utf8')); } };\n"
+        "walk(store);\n"
+        "return found.join('\\n');"
+    )
+    seen = (await _run(attacker, code))["value"]
+    assert "name: \"Probe\"" in seen  # it does see its own component
+    assert secret not in seen
+
+
+async def test_code_and_dependencies_are_read_only(
+    attacker: Api, victim: Api, jailed: Platform
+) -> None:
+    from sluice.runtime.sandbox import JS_DIR
+
+    worker = JS_DIR / "worker.mjs"
+    before = worker.read_bytes()
+    code = _source(
+        f"const targets = [{str(worker)!r}, import.meta.url.replace('file://', '')];\n"
+        "return targets.map((p) => tryIt(() => fs.appendFileSync(p, '\\n// pwned')));"
+    )
+    results = (await _run(attacker, code))["value"]
+    # Read-only mounts (EROFS), and files of another uid (EACCES) as root: either way, no write.
+    assert all(r["ok"] is False and r["code"] in ("EROFS", "EACCES") for r in results), results
+    assert worker.read_bytes() == before
+    for entry in jailed.settings.components_dir.rglob("*.mjs"):
+        assert not entry.read_bytes().endswith(b"// pwned")
+
+
+async def test_no_host_processes_environment_or_server(attacker: Api) -> None:
+    server = os.getpid()
+    code = _source(
+        f"const server = {server};\n"
+        "const pids = fs.readdirSync('/proc').filter((n) => /^\\d+$/.test(n)).map(Number);\n"
+        "return {\n"
+        "  env: { ...process.env },\n"
+        "  pids,\n"
+        "  environ: tryIt(() => fs.readFileSync(`/proc/${server}/environ`, 'latin1')),\n"
+        "  stop: tryIt(() => process.kill(server, 'SIGSTOP')),\n"
+        "  term: tryIt(() => process.kill(server, 'SIGTERM')),\n"
+        "  init: tryIt(() => fs.readFileSync('/proc/1/environ', 'latin1')),\n"
+        "  id: tryIt(() => cp.execFileSync('/usr/bin/id', ['-u']).toString().trim()),\n"
+        "};"
+    )
+    value = (await _run(attacker, code))["value"]
+    assert set(value["env"]) <= {"PD_COMPONENT"}
+    # Its own PID namespace: the jail's init (1), the runner and the probe's `id`, if alive.
+    assert all(pid < 10 for pid in value["pids"]), value["pids"]
+    assert value["environ"]["ok"] is False
+    assert value["stop"]["ok"] is False and value["stop"]["code"] == "ESRCH"
+    assert value["term"]["ok"] is False and value["term"]["code"] == "ESRCH"
+    assert value["init"]["ok"] is False or "SLUICE" not in value["init"]["value"]
+    # child_process works, inside the jail only.
+    assert value["id"]["ok"] is True
+
+
+async def test_each_account_runs_under_its_own_unprivileged_uid(
+    attacker: Api, victim: Api, jailed: Platform
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("distinct uids per account need root (namespaces alone otherwise)")
+    code = 'export default { name: "Pid", version: "1", async run() { return 1; } };'
+    uids = []
+    for api in (attacker, victim):
+        await _run(api, code)
+        runner = jailed.pool.runner(api.account_id)
+        assert runner is not None and runner.pid is not None
+        node = [p for p in _descendants(runner.pid) if b"node" in _cmdline(p)]
+        assert node, "no node process under the runner"
+        uids.append(_uid(node[-1]))
+    assert 0 not in uids and uids[0] != uids[1]
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+async def test_child_processes_die_with_their_invocation(
+    attacker: Api, jailed: Platform
+) -> None:
+    code = _source(
+        "if (event.spawn) {\n"
+        "  for (let i = 0; i < 20; i++) cp.spawn('/usr/bin/sleep', ['600'], "
+        "{ detached: true, stdio: 'ignore' }).unref();\n"
+        "  return 'spawned';\n"
+        "}\n"
+        "// Killed children may linger as zombies until reaped: count the living only.\n"
+        "const alive = (n) => !/^\\d+ \\(.*\\) Z/.test(tryIt(() => "
+        "fs.readFileSync(`/proc/${n}/stat`, 'utf8')).value ?? '0 (x) Z');\n"
+        "return fs.readdirSync('/proc').filter((n) => /^\\d+$/.test(n) && alive(n)).map(Number);"
+    )
+    created = await attacker.client.post("/v1/sources", json={"component_code": code})
+    source_id = created.json()["data"]["id"]
+    first = await attacker.client.post(
+        f"/v1/sources/{source_id}/run", json={"event": {"spawn": True}}
+    )
+    assert first.json()["data"]["value"] == "spawned"
+    second = await attacker.client.post(f"/v1/sources/{source_id}/run", json={"event": {}})
+    pids = second.json()["data"]["value"]
+    assert len(pids) <= 2, pids  # the jail's init and the runner: no sleeper survived
+    runner = jailed.pool.runner(attacker.account_id)
+    assert runner is not None and runner.pid is not None
+    assert not [p for p in _descendants(runner.pid) if b"sleep" in _cmdline(p)]
+
+
+async def test_memory_is_limited_for_the_whole_process(attacker: Api, victim: Api) -> None:
+    # Off-heap: Buffer memory is not covered by V8's heap limit; the jail's limit covers it.
+    hog = _source(
+        "const chunks = [];\n"
+        "for (let i = 0; i < 64; i++) chunks.push(Buffer.alloc(64 * 1024 * 1024, 1));\n"
+        "return chunks.length;"
+    )
+    created = await attacker.client.post("/v1/sources", json={"component_code": hog})
+    source_id = created.json()["data"]["id"]
+    ran = await attacker.client.post(f"/v1/sources/{source_id}/run", json={})
+    body = ran.json()
+    error = body.get("error") or (body.get("data") or {}).get("error")
+    assert error is not None, body
+    assert "OUT_OF_MEMORY" in str(error), error
+    # The attacker's next run and another account are unaffected.
+    ok = 'export default { name: "Ok", version: "1", async run() { return "fine"; } };'
+    assert (await _run(victim, ok))["value"] == "fine"
+    assert (await _run(attacker, ok))["value"] == "fine"
+
+
+async def test_user_code_cannot_reach_this_hosts_services(attacker: Api) -> None:
+    hits: list[bytes] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        hits.append(await reader.read(100))
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nhi")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0, family=socket.AF_INET)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        code = _source(
+            f"const port = {port};\n"
+            "const raw = await new Promise((resolve) => {\n"
+            "  const s = net.connect(port, '127.0.0.1');\n"
+            "  s.on('connect', () => { s.destroy(); resolve('connected'); });\n"
+            "  s.on('error', (e) => resolve(e.code)); });\n"
+            "let fetched;\n"
+            "try { fetched = (await fetch(`http://127.0.0.1:${port}/`)).status; }"
+            " catch (e) { fetched = String(e.cause?.code ?? e.message); }\n"
+            "return { raw, fetched };"
+        )
+        value = (await _run(attacker, code))["value"]
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert value["raw"] != "connected", value
+    assert value["fetched"] != 200, value
+    assert hits == []
