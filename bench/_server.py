@@ -93,6 +93,9 @@ class Server:
 
     def _env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_")}
+        # SLUICE_SANDBOX passes through, so bench/sandbox.py can run a bench both ways.
+        if "SLUICE_SANDBOX" in os.environ:
+            env["SLUICE_SANDBOX"] = os.environ["SLUICE_SANDBOX"]
         env.update(self.env)
         env["SLUICE_DATA_DIR"] = str(self.data_dir)
         env.setdefault("SLUICE_LOG_LEVEL", "warning")

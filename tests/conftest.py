@@ -40,6 +40,9 @@ def make_settings(data_dir: Path, **overrides: object) -> Settings:
         "source_timeout_seconds": 20.0,
         "action_timeout_seconds": 20.0,
         "max_runners": 8,
+        # The suite runs with the sandbox on (as CI does); SLUICE_SANDBOX=off for a machine
+        # without namespaces.
+        "sandbox": os.environ.get("SLUICE_SANDBOX", "on"),
     }
     values.update(overrides)
     return Settings.from_env({}, **values)
