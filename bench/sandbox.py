@@ -113,8 +113,9 @@ async def _measure(n: int, cold: int) -> dict[str, dict[str, Any]]:
 
 def _bench(script: str, args: list[str], sandbox: str) -> dict[str, Any]:
     env = {**os.environ, "SLUICE_SANDBOX": sandbox}
-    subprocess.run([sys.executable, str(HERE / script), *args], env=env, check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, str(HERE / script), *args], env=env, check=True, stdout=subprocess.DEVNULL
+    )
     name = script.removesuffix(".py")
     data: dict[str, Any] = json.loads((RESULTS_DIR / f"{name}.json").read_text())
     return data
@@ -144,8 +145,13 @@ def main() -> int:
     figures = asyncio.run(_measure(args.n, args.cold))
     print(f"Sandbox cost, RunnerPool direct (uid {os.geteuid()}; cpus {env['cpus']})")
     print(f"{'':24}{'sandbox on':>14}{'off':>12}{'on - off':>12}{'on / off':>10}")
-    rows = [("runner start p50 (ms)", "start"), ("cold start p50 (ms)", "cold"), ("warm p50 (ms)", "warm"), ("warm p99 (ms)", "warm"),
-            ("runner RSS p50 (MB)", "rss")]
+    rows = [
+        ("runner start p50 (ms)", "start"),
+        ("cold start p50 (ms)", "cold"),
+        ("warm p50 (ms)", "warm"),
+        ("warm p99 (ms)", "warm"),
+        ("runner RSS p50 (MB)", "rss"),
+    ]
     for label, key in rows:
         pct = "p99" if "p99" in label else "p50"
         on, off = figures["on"][key][pct], figures["off"][key][pct]

@@ -134,7 +134,7 @@ async def test_another_accounts_component_files_are_invisible(
         "return found.join('\\n');"
     )
     seen = (await _run(attacker, code))["value"]
-    assert "name: \"Probe\"" in seen  # it does see its own component
+    assert 'name: "Probe"' in seen  # it does see its own component
     assert secret not in seen
 
 
@@ -208,9 +208,7 @@ def _cmdline(pid: int) -> bytes:
         return b""
 
 
-async def test_child_processes_die_with_their_invocation(
-    attacker: Api, jailed: Platform
-) -> None:
+async def test_child_processes_die_with_their_invocation(attacker: Api, jailed: Platform) -> None:
     code = _source(
         "if (event.spawn) {\n"
         "  for (let i = 0; i < 20; i++) cp.spawn('/usr/bin/sleep', ['600'], "
@@ -286,3 +284,27 @@ async def test_user_code_cannot_reach_this_hosts_services(attacker: Api) -> None
     assert value["raw"] != "connected", value
     assert value["fetched"] != 200, value
     assert hits == []
+
+
+async def test_namespace_and_kernel_attack_surface_is_filtered(
+    attacker: Api, jailed: Platform
+) -> None:
+    """The seccomp filter: no new user namespace (the first step of most container escapes),
+    no mounts; ordinary child processes still work."""
+    if jailed.pool.sandbox is None or jailed.pool.sandbox.seccomp_path is None:
+        pytest.skip("libseccomp is not available: the jail runs without a filter")
+    code = _source(
+        "const run = (cmd, args) => { const r = cp.spawnSync(cmd, args, { encoding: 'utf8' });\n"
+        "  return { status: r.status, err: (r.stderr || '').trim().slice(0, 200) }; };\n"
+        "return {\n"
+        "  userns: run('/usr/bin/unshare', ['--user', '/usr/bin/true']),\n"
+        "  netns: run('/usr/bin/unshare', ['--user', '--net', '/usr/bin/true']),\n"
+        "  plain: run('/usr/bin/true', []),\n"
+        "};"
+    )
+    value = (await _run(attacker, code))["value"]
+    assert value["plain"]["status"] == 0
+    # Without the filter `unshare --user` succeeds in the jail (nested user namespaces).
+    for name in ("userns", "netns"):
+        assert value[name]["status"] != 0, value
+        assert "unshare failed: Operation not permitted" in value[name]["err"], value

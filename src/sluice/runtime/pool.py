@@ -1,7 +1,8 @@
 """The supervised pool of Node runners: one process per account, started on first use.
 
 Accounts never share a process, and with a sandbox (``sandbox.py``) each runner lives in its
-account's jail, seeing only the component files that account's invocations use. A runner that died is replaced on the next invocation. Past
+account's jail, seeing only the component files that account's invocations use. A runner that
+died is replaced on the next invocation. Past
 ``max_runners`` the least recently used runner with nothing in flight is stopped, so idle
 accounts cost no memory (its warm workers go with it; the next call starts them again).
 """

@@ -90,9 +90,11 @@ class Runner:
         ours, theirs = socket.socketpair()
         argv = [*self._argv, "--protocol-fd", str(theirs.fileno())]
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+        filter_fd: int | None = None
         if self.sandbox is not None:
             self.jail = self.sandbox.jail(self.name)
-            argv = self.sandbox.command(self.jail, [*argv, "--reap-children"], theirs.fileno())
+            filter_fd = self.sandbox.open_seccomp()
+            argv = self.sandbox.command(self.jail, [*argv, "--reap-children"], filter_fd)
             env = {}
         try:
             self._proc = await asyncio.create_subprocess_exec(
@@ -100,7 +102,7 @@ class Runner:
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                pass_fds=(theirs.fileno(),),
+                pass_fds=(theirs.fileno(),) if filter_fd is None else (theirs.fileno(), filter_fd),
                 env=env,
                 start_new_session=True,
             )
@@ -110,6 +112,8 @@ class Runner:
             raise
         finally:
             theirs.close()
+            if filter_fd is not None:
+                os.close(filter_fd)
         reader, self._writer = await asyncio.open_unix_connection(sock=ours, limit=1 << 27)
         self._tasks = [
             asyncio.create_task(self._read_protocol(self._proc, reader)),
@@ -262,8 +266,9 @@ class Runner:
                 now = time.monotonic()
                 if now - self._out_window > _OUTPUT_WINDOW_S:
                     if self._out_dropped:
-                        log.warning("runner %s: %d output lines not logged", self.name,
-                                    self._out_dropped)
+                        log.warning(
+                            "runner %s: %d output lines not logged", self.name, self._out_dropped
+                        )
                     self._out_window, self._out_count, self._out_dropped = now, 0, 0
                 if self._out_count >= _OUTPUT_LINES:
                     self._out_dropped += 1

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sluice import errors
+from sluice.runtime import seccomp
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,8 @@ INSTALL_HINT = (
 _CGROUP_ROOT = Path("/sys/fs/cgroup")
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]")
 # /etc entries Node may read: CA bundles for TLS, the time zone. Nothing with secrets.
+#: The jail's own tmpfs (private to the jail, never the host's /tmp).
+_JAIL_TMP = "/tmp"  # noqa: S108
 _ETC = ("ssl/certs", "ca-certificates", "localtime", "nsswitch.conf")
 
 
@@ -107,6 +110,8 @@ class Sandbox:
         self._cgroup_parents: list[Path] = []
         self._uids: dict[int, str] = {}
         self._node = shutil.which(config.node) or config.node
+        #: The compiled seccomp filter, when libseccomp could build it.
+        self.seccomp_path: Path | None = None
         self._bwrap = shutil.which(config.bwrap) or config.bwrap
 
     # ---- lifecycle -----------------------------------------------------------------------
@@ -130,6 +135,11 @@ class Sandbox:
         for path in [runtime, *runtime.rglob("*")]:
             path.chmod(0o755 if path.is_dir() else 0o644)
         (root / "accounts").mkdir(mode=0o711)
+        try:
+            seccomp.build(root / "seccomp.bpf")
+            self.seccomp_path = root / "seccomp.bpf"
+        except seccomp.SeccompUnavailable as exc:
+            log.warning("runners start without a seccomp filter: %s", exc)
         self._cgroup_parents = self._make_cgroup_parents()
         self._probe()
 
@@ -149,10 +159,20 @@ class Sandbox:
         """Start a trivial jail once, so a host without user namespaces fails at startup with
         a clear message, not at the first invocation."""
         jail = self.jail("probe")
-        argv = self.command(jail, [self._node, "-e", "0"], pass_fd=None)
+        filter_fd = self.open_seccomp()
+        argv = self.command(jail, [self._node, "-e", "0"], seccomp_fd=filter_fd)
         try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+            done = subprocess.run(
+                argv,
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=False,
+                pass_fds=() if filter_fd is None else (filter_fd,),
+            )
         finally:
+            if filter_fd is not None:
+                os.close(filter_fd)
             self.release(jail)
         if done.returncode != 0:
             raise errors.SandboxUnavailable(
@@ -291,11 +311,16 @@ class Sandbox:
 
     # ---- the command ---------------------------------------------------------------------
 
-    def command(self, jail: Jail, argv: list[str], pass_fd: int | None) -> list[str]:
+    def open_seccomp(self) -> int | None:
+        """A descriptor of the compiled filter for one jail's start (bubblewrap reads it to
+        the end), or None without a filter. The caller passes it on and closes it."""
+        return None if self.seccomp_path is None else os.open(self.seccomp_path, os.O_RDONLY)
+
+    def command(self, jail: Jail, argv: list[str], seccomp_fd: int | None = None) -> list[str]:
         """The argv that starts ``argv`` (a Node command) inside ``jail``.
 
-        ``pass_fd`` is the runner's protocol descriptor: bubblewrap leaves inherited
-        descriptors open, so it reaches Node under the same number.
+        Descriptors the caller passes (the runner's protocol socket, ``seccomp_fd``) stay
+        open through bubblewrap, so they reach Node under the same numbers.
         """
         assert self.root is not None
         cfg = self.config
@@ -310,7 +335,7 @@ class Sandbox:
             "/usr/local/bin:/usr/bin:/bin",
             "--setenv",
             "HOME",
-            "/tmp",
+            _JAIL_TMP,
             "--cap-drop",
             "ALL",
             "--ro-bind",
@@ -335,7 +360,7 @@ class Sandbox:
             "--size",
             str(cfg.tmp_mb * 1024 * 1024),
             "--tmpfs",
-            "/tmp",
+            _JAIL_TMP,
             "--ro-bind",
             str(self.root / "runtime"),
             str(JS_DIR),
@@ -346,7 +371,8 @@ class Sandbox:
             str(jail.view / "npm"),
             str(cfg.npm_store_dir),
             "--chdir",
-            "/tmp",
+            _JAIL_TMP,
+            *(["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []),
             "--",
             *argv,
         ]
@@ -372,7 +398,6 @@ class Sandbox:
                 f"echo $$ > {shlex.quote(str(cg / 'cgroup.procs'))}" for cg in jail.cgroups
             )
             cmd = ["/bin/sh", "-c", f'{joins} && exec "$@"', "sluice-jail", *cmd]
-        del pass_fd  # inherited as is; named for the reader
         return cmd
 
 
