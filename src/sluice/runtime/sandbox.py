@@ -234,6 +234,8 @@ class Sandbox:
             _CGROUP_ROOT / "cgroup.subtree_control"
         ):
             candidates = [_CGROUP_ROOT / tag]
+        for path in candidates:
+            _remove_stale(path.parent)
         made: list[Path] = []
         try:
             for path in candidates:
@@ -399,6 +401,20 @@ class Sandbox:
             )
             cmd = ["/bin/sh", "-c", f'{joins} && exec "$@"', "sluice-jail", *cmd]
         return cmd
+
+
+def _remove_stale(controller: Path) -> None:
+    """Remove the empty cgroups of Sluice processes that died without closing their sandbox."""
+    for parent in controller.glob("sluice-*"):
+        pid = parent.name.removeprefix("sluice-")
+        if not pid.isdigit() or Path(f"/proc/{pid}").exists():
+            continue
+        for child in parent.iterdir():
+            if child.is_dir():
+                with contextlib.suppress(OSError):
+                    child.rmdir()
+        with contextlib.suppress(OSError):
+            parent.rmdir()
 
 
 def _read(path: Path) -> str:
