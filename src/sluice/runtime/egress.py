@@ -189,15 +189,10 @@ class EgressProxy:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
+        full = len(self._tasks) >= self.limits.max_tunnels
+        self._tasks.add(task)
         try:
-            if len(self._tasks) >= self.limits.max_tunnels:
-                log.warning(
-                    "egress proxy is full", extra={"action": "egress_full", "label": self.label}
-                )
-                await _answer(writer, 503, "too many connections through the egress proxy")
-                return
-            self._tasks.add(task)
-            await self._handle(reader, writer)
+            await self._handle(reader, writer, full=full)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass  # the client went away
         finally:
@@ -206,12 +201,22 @@ class EgressProxy:
             with contextlib.suppress(ConnectionError):
                 await writer.wait_closed()
 
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _handle(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, full: bool
+    ) -> None:
         try:
             async with asyncio.timeout(self.limits.head_timeout):
                 head = await reader.readuntil(b"\r\n\r\n")
         except (TimeoutError, asyncio.LimitOverrunError):
             await _answer(writer, 400, "the request head is too slow or too large")
+            return
+        if full:
+            # Answered after reading the head: closing on unread bytes would reset the
+            # connection, and the client would see an error instead of the reason.
+            log.warning(
+                "egress proxy is full", extra={"action": "egress_full", "label": self.label}
+            )
+            await _answer(writer, 503, "too many connections through the egress proxy")
             return
         lines = head.decode("latin-1").split("\r\n")
         try:
