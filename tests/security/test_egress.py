@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import secrets
 import subprocess
@@ -338,3 +339,55 @@ async def test_netns_host_is_refused_unless_allow_listed(
     assert tunnel.status == 200 and tunnel.body.endswith(b"hello from the namespace\n")
     sent = await destinations.send_http({"url": url}, time_limit=5, policy=policy)
     assert sent["status"] == "sent" and sent["http_status"] == 200
+
+
+# --- Node through the real proxy ---------------------------------------------------------------
+
+EGRESS_MJS = Path(__file__).resolve().parents[2] / "src/sluice/runtime/js/egress.mjs"
+
+NODE_SCRIPT = """
+import http from "node:http";
+const { installEgress } = await import(process.argv[1]);
+installEgress(process.argv[2]);
+const out = {};
+const get = (url) => new Promise((resolve) => {
+  http.get(url, (res) => { let b = ""; res.on("data", (c) => (b += c));
+    res.on("end", () => resolve(`${res.statusCode} ${b}`)); })
+    .on("error", (e) => resolve(`${e.code} ${e.message}`));
+});
+const viaFetch = (url) => fetch(url).then(async (r) => `${r.status} ${await r.text()}`,
+  (e) => `${e.cause?.code} ${e.cause?.message}`);
+for (const [name, url] of Object.entries(JSON.parse(process.argv[3]))) {
+  out[`get ${name}`] = await get(url);
+  out[`fetch ${name}`] = await viaFetch(url);
+}
+console.log(JSON.stringify(out));
+process.exit(0);
+"""
+
+
+async def test_node_code_goes_through_the_proxy(tmp_path: Path) -> None:
+    async with http_server() as srv, http_server() as other:
+        policy = allowing(f"evil.test:{srv.port}")
+        async with proxy(tmp_path, policy) as sock:
+            urls = {
+                "allowed": f"http://evil.test:{srv.port}/in",
+                "loopback": f"http://127.0.0.1:{other.port}/no",
+                "by name": f"http://evil.test:{other.port}/no",
+            }
+            node = await asyncio.create_subprocess_exec(
+                "node", "--input-type=module", "-e", NODE_SCRIPT,
+                str(EGRESS_MJS), str(sock), json.dumps(urls),
+                stdout=asyncio.subprocess.PIPE,
+            )  # fmt: skip
+            async with asyncio.timeout(30):
+                out, _ = await node.communicate()
+    results = json.loads(out)
+    assert results["get allowed"] == results["fetch allowed"] == "200 ok"
+    for name in ("loopback", "by name"):
+        for how in ("get", "fetch"):
+            assert results[f"{how} {name}"].startswith("EGRESS_REFUSED sluice egress: refused: ")
+    assert "127.0.0.1 is a loopback address" in results["get loopback"]
+    assert "evil.test resolves to 127.0.0.1" in results["fetch by name"]
+    assert [r.target for r in srv.received] == ["/in", "/in"]
+    assert other.received == []
