@@ -94,11 +94,13 @@ class Refusal:
 @dataclass(frozen=True)
 class Verdict:
     """``allowed`` with the vetted ``addresses`` to connect to, or a ``reason`` for refusing
-    (one line, fit for a 403 body or a run's error: no secrets, it names only host and port)."""
+    (one line, fit for a 403 body or a run's error: no secrets, it names only host and port);
+    ``final``: no allow-list entry could lift the refusal."""
 
     allowed: bool
     reason: str = ""
     addresses: tuple[IPAddress, ...] = ()
+    final: bool = False
 
 
 @dataclass(frozen=True)
@@ -283,8 +285,10 @@ class EgressPolicy:
             ):
                 continue
             if isinstance(target, str):
-                return Verdict(False, f"{target} resolves to {address}, {why.what}")
-            return Verdict(False, f"{address} is {why.what}")
+                return Verdict(
+                    False, f"{target} resolves to {address}, {why.what}", final=why.final
+                )
+            return Verdict(False, f"{address} is {why.what}", final=why.final)
         return Verdict(True, addresses=addresses)
 
 

@@ -193,7 +193,7 @@ async def send_http(
         else:
             status = await _request(client, send, time_limit)
     except errors.EgressRefused as exc:
-        error = f"$.send.http: {send.shown} refused: {exc.message}; {outbound.HINT}"
+        error = f"$.send.http: {send.shown} refused: {outbound.explain(exc)}"
         return _failed_http(error, started)
     except (TimeoutError, httpx.TimeoutException):
         error = f"$.send.http: {send.shown} timed out after {time_limit:g} s"

@@ -79,8 +79,8 @@ async def fetch_text(
             raise errors.FetchFailed(f"too many redirects fetching {url}", field="component_url")
     except errors.EgressRefused as exc:
         raise errors.FetchFailed(
-            f"component_url: {exc.message}; Sluice fetches components only from public "
-            f"addresses ({outbound.HINT})",
+            f"component_url: {outbound.explain(exc)} (Sluice fetches components only from "
+            "public addresses)",
             field="component_url",
         ) from exc
     except TimeoutError as exc:

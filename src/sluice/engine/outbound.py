@@ -39,6 +39,13 @@ log = logging.getLogger(__name__)
 HINT = "SLUICE_EGRESS_ALLOW can allow it"
 
 
+def explain(refused: errors.EgressRefused) -> str:
+    """The refusal's reason, with the ``HINT`` unless no allow-list entry could lift it."""
+    if refused.details.get("final"):
+        return refused.message
+    return f"{refused.message}; {HINT}"
+
+
 class _VettingBackend(httpcore.AsyncNetworkBackend):
     def __init__(self, policy: egress.EgressPolicy, resolver: Resolver) -> None:
         self._policy = policy
@@ -62,7 +69,7 @@ class _VettingBackend(httpcore.AsyncNetworkBackend):
                 "egress refused",
                 extra={"action": "egress_refused", "host": host, "port": port},
             )
-            raise errors.EgressRefused(verdict.reason)
+            raise errors.EgressRefused(verdict.reason, details={"final": verdict.final})
         last: Exception = httpcore.ConnectError(f"cannot connect to {host}:{port}")
         for address in verdict.addresses:
             try:
