@@ -85,10 +85,16 @@ class Settings:
     #: How long a ``customResponse`` source has to call ``respond()`` before its client gets
     #: 504, seconds. 0: the source time-out (``source_timeout_seconds``).
     http_response_timeout_seconds: float = 0.0
-    #: Fetching ``component_url``: time limit (s), size limit (bytes), hosts allowed though private.
+    #: Fetching ``component_url``: time limit (s), size limit (bytes), and (deprecated: use
+    #: ``egress_allow``) hosts allowed though private, for ``component_url`` only.
     fetch_timeout_seconds: float = 10.0
     fetch_max_bytes: int = 2_000_000
     fetch_allow_hosts: str = ""
+    #: Destinations reachable though loopback, private, link-local or reserved, for user code
+    #: (through the egress proxy), ``$.send.http`` and ``component_url``: comma-separated
+    #: ``host:port`` entries (a name, ``*.suffix``, IPv4, CIDR or ``[IPv6]``; port or ``*``),
+    #: e.g. ``db.internal:5432,10.1.0.0/16:443`` (docs/runtime.md, "Network egress").
+    egress_allow: str = ""
     #: ``reject`` (the spec: ``default`` only on optional props) or ``accept`` (as Pipedream's
     #: registry does: such a prop is treated as optional, and the save answer warns).
     required_prop_defaults: str = "reject"

@@ -11,6 +11,7 @@ classes to HTTP statuses (``sluice.api.errors``).
     │   └── InvalidProps          configured prop values do not match the prop definitions
     ├── Unauthorized              missing or wrong API key
     ├── Forbidden                 the key is valid but may not do this
+    │   └── EgressRefused         the egress policy refuses that destination
     ├── NotFound                  no such resource (or it belongs to another account)
     ├── Conflict                  the resource exists or is in a state that forbids this
     ├── PayloadTooLarge           a body or value over a configured size limit
@@ -75,6 +76,12 @@ class Forbidden(SluiceError):
     """This API key may not do that."""
 
     code = "forbidden"
+
+
+class EgressRefused(Forbidden):
+    """The egress policy refuses that destination."""
+
+    code = "egress_refused"
 
 
 class NotFound(SluiceError):

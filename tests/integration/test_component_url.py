@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from sluice import errors
+from sluice.domain import egress
 from sluice.engine import fetch
 from tests.conftest import Api
 from tests.integration.test_api_basics import assert_error
@@ -49,7 +50,8 @@ async def test_loopback_is_refused_through_the_api(api: Api, server: str) -> Non
         400,
         "fetch_failed",
     )
-    assert "private or local address" in body["error"] and body["field"] == "component_url"
+    assert "127.0.0.1 is a loopback address" in body["error"]
+    assert "SLUICE_EGRESS_ALLOW can allow it" in body["error"] and body["field"] == "component_url"
     body = assert_error(
         await api.client.post("/v1/components", json={"component_url": "file:///etc/passwd"}),
         400,
@@ -58,22 +60,23 @@ async def test_loopback_is_refused_through_the_api(api: Api, server: str) -> Non
     assert "http(s)" in body["error"]
 
 
+LOOPBACK = egress.EgressPolicy.parse("127.0.0.1:*")
+
+
 async def test_allowed_hosts_are_fetched_with_limits(server: str) -> None:
     text = await fetch.fetch_text(
-        f"{server}/c.mjs", time_limit=5, max_bytes=10_000, allow_hosts="127.0.0.1"
+        f"{server}/c.mjs", time_limit=5, max_bytes=10_000, policy=LOOPBACK
     )
     assert text == CODE
     assert (
         await fetch.fetch_text(
-            f"{server}/redirect", time_limit=5, max_bytes=10_000, allow_hosts="127.0.0.1"
+            f"{server}/redirect", time_limit=5, max_bytes=10_000, policy=LOOPBACK
         )
         == CODE
     )
     with pytest.raises(errors.PayloadTooLarge):
-        await fetch.fetch_text(
-            f"{server}/big", time_limit=5, max_bytes=1000, allow_hosts="127.0.0.1"
-        )
-    with pytest.raises(errors.FetchFailed, match="private or local"):
+        await fetch.fetch_text(f"{server}/big", time_limit=5, max_bytes=1000, policy=LOOPBACK)
+    with pytest.raises(errors.FetchFailed, match="a loopback address"):
         await fetch.fetch_text(f"{server}/c.mjs", time_limit=5, max_bytes=1000)
 
 

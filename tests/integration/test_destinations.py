@@ -23,7 +23,8 @@ from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 
 from sluice import errors
 from sluice.clock import FakeClock
-from sluice.engine import destinations, mailer
+from sluice.domain import egress
+from sluice.engine import destinations, mailer, outbound
 from tests.conftest import make_settings
 from tests.integration.test_mailer import free_port, read_eml
 
@@ -91,6 +92,9 @@ async def http_server(**kwargs: Any) -> AsyncIterator[HttpServer]:
 
 # --- $.send.http ---------------------------------------------------------------------------
 
+#: The test servers listen on loopback, which the egress policy refuses unless listed.
+LOOPBACK = egress.EgressPolicy.parse("127.0.0.1:*")
+
 
 async def test_http_posts_json_with_headers_params_and_basic_auth() -> None:
     async with http_server() as srv:
@@ -104,6 +108,7 @@ async def test_http_posts_json_with_headers_params_and_basic_auth() -> None:
                 "auth": {"username": "ada", "password": "hunter2"},
             },
             time_limit=5,
+            policy=LOOPBACK,
         )
     assert outcome["status"] == "sent"
     assert outcome["http_status"] == 200
@@ -141,7 +146,9 @@ async def test_http_methods_and_bodies(
     config: dict[str, Any], method: str, content_type: str | None, body: bytes
 ) -> None:
     async with http_server() as srv:
-        outcome = await destinations.send_http({"url": srv.url, **config}, time_limit=5)
+        outcome = await destinations.send_http(
+            {"url": srv.url, **config}, time_limit=5, policy=LOOPBACK
+        )
     assert outcome["status"] == "sent"
     (req,) = srv.received
     assert (req.method, req.headers.get("content-type"), req.body) == (method, content_type, body)
@@ -149,7 +156,9 @@ async def test_http_methods_and_bodies(
 
 async def test_http_head_request() -> None:
     async with http_server() as srv:
-        outcome = await destinations.send_http({"method": "HEAD", "url": srv.url}, time_limit=5)
+        outcome = await destinations.send_http(
+            {"method": "HEAD", "url": srv.url}, time_limit=5, policy=LOOPBACK
+        )
     assert outcome["http_status"] == 200
     assert srv.received[0].method == "HEAD"
 
@@ -157,7 +166,9 @@ async def test_http_head_request() -> None:
 @pytest.mark.parametrize("status", [302, 404, 503])
 async def test_http_non_2xx_is_delivered_but_not_ok(status: int) -> None:
     async with http_server(status=status) as srv:
-        outcome = await destinations.send_http({"url": srv.url, "data": "x"}, time_limit=5)
+        outcome = await destinations.send_http(
+            {"url": srv.url, "data": "x"}, time_limit=5, policy=LOOPBACK
+        )
     assert outcome["status"] == "sent"
     assert (outcome["http_status"], outcome["ok"]) == (status, False)
     assert len(srv.received) == 1  # no retries, no redirect followed
@@ -167,7 +178,9 @@ async def test_http_times_out_without_retrying() -> None:
     async with http_server(answer=False) as srv:
         started = time.monotonic()
         outcome = await destinations.send_http(
-            {"method": "POST", "url": f"{srv.url}/slow?token=abc", "data": {}}, time_limit=0.2
+            {"method": "POST", "url": f"{srv.url}/slow?token=abc", "data": {}},
+            time_limit=0.2,
+            policy=LOOPBACK,
         )
         elapsed = time.monotonic() - started
     assert outcome["status"] == "failed"
@@ -179,7 +192,9 @@ async def test_http_times_out_without_retrying() -> None:
 async def test_http_refused_connection_is_a_failed_outcome() -> None:
     port = free_port()
     outcome = await destinations.send_http(
-        {"url": f"http://ada:hunter2@127.0.0.1:{port}/x?token=secret-token"}, time_limit=5
+        {"url": f"http://ada:hunter2@127.0.0.1:{port}/x?token=secret-token"},
+        time_limit=5,
+        policy=LOOPBACK,
     )
     assert outcome["status"] == "failed"
     assert outcome["error"].startswith(f"$.send.http: GET http://127.0.0.1:{port}/x failed: ")
@@ -188,7 +203,10 @@ async def test_http_refused_connection_is_a_failed_outcome() -> None:
 
 
 async def test_http_uses_the_given_client_and_leaves_it_open() -> None:
-    async with http_server() as srv, httpx.AsyncClient(headers={"X-Client": "mine"}) as client:
+    async with (
+        http_server() as srv,
+        outbound.client(LOOPBACK, headers={"X-Client": "mine"}) as client,
+    ):
         first = await destinations.send_http({"url": srv.url}, time_limit=5, client=client)
         second = await destinations.send_http({"url": srv.url}, time_limit=5, client=client)
         assert not client.is_closed

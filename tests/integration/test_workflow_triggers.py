@@ -16,6 +16,7 @@ import pytest_asyncio
 import sqlalchemy as sa
 
 from sluice.clock import FakeClock, SystemClock
+from sluice.domain import egress
 from sluice.engine.deliveries import Deliveries
 from sluice.engine.jobs import JobWorker
 from sluice.engine.scheduler import Scheduler
@@ -311,7 +312,16 @@ async def test_action_steps(api: Api, platform: Platform) -> None:
     assert result["steps"][1]["return_value"] == {"text": "hello world", "token": 12}
 
 
-async def test_sends(api: Api) -> None:
+@pytest.fixture
+def loopback_sends(platform: Platform) -> Any:
+    """$.send.http may reach the test's loopback Gate (the egress policy refuses loopback)."""
+    before = platform.executor.egress
+    platform.executor.egress = egress.EgressPolicy.parse("127.0.0.1:*")
+    yield
+    platform.executor.egress = before
+
+
+async def test_sends(api: Api, loopback_sends: Any) -> None:
     async with Gate() as gate:
         listener = await create(
             api, [step("keep", "async run({ steps }) { return steps.trigger.event; }")]
@@ -525,7 +535,7 @@ async def test_send_http_passwords_are_not_echoed(api: Api) -> None:
     assert "hunter2-secret" not in json.dumps(raw)  # encrypted at rest
 
 
-async def test_send_http_with_a_password_is_sent_with_it(api: Api) -> None:
+async def test_send_http_with_a_password_is_sent_with_it(api: Api, loopback_sends: Any) -> None:
     async with Gate() as gate:
         workflow = await create(
             api,

@@ -31,7 +31,7 @@ from sluice.config import Settings
 from sluice.domain import components as rules
 from sluice.domain import imports
 from sluice.domain import registry as registry_rules
-from sluice.engine import fetch
+from sluice.engine import fetch, outbound
 from sluice.runtime import protocol
 from sluice.runtime.deps import DependencyStore
 from sluice.runtime.pool import Invocation, RunnerPool
@@ -83,6 +83,8 @@ class Components:
         self.pool = pool
         self.deps = deps
         self.settings = settings
+        #: Parsed once: a bad SLUICE_EGRESS_ALLOW fails at start, not at the first fetch.
+        self.egress = outbound.fetch_policy(settings)
         self.clock = clock
         # Saved components are immutable rows (an update saves a new one), so a process-local
         # cache by id is always right; it spares the hot path a database round trip.
@@ -119,7 +121,7 @@ class Components:
                 url,
                 time_limit=self.settings.fetch_timeout_seconds,
                 max_bytes=self.settings.fetch_max_bytes,
-                allow_hosts=self.settings.fetch_allow_hosts,
+                policy=self.egress,
             )
             entry_name = posixpath.basename(fetch.raw_url(url).split("?")[0])
             source = ComponentInput(

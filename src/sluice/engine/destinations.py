@@ -36,6 +36,8 @@ import httpx
 
 from sluice import errors
 from sluice.config import Settings
+from sluice.domain import egress
+from sluice.engine import outbound
 from sluice.engine.mailer import DeliveryFailed, Mailer
 
 log = logging.getLogger(__name__)
@@ -167,22 +169,32 @@ def check_http(config: object) -> HttpSend:
 
 
 async def send_http(
-    config: dict[str, Any], *, time_limit: float, client: httpx.AsyncClient | None = None
+    config: dict[str, Any],
+    *,
+    time_limit: float,
+    policy: egress.EgressPolicy = egress.EgressPolicy(),
+    client: httpx.AsyncClient | None = None,
 ) -> dict[str, Any]:
-    """Make the request once.
+    """Make the request once, to a destination ``policy`` allows.
 
     ``{"status": "sent", "http_status": 503, "ok": False, "duration_ms": 12}`` (``ok``: 2xx), or
     ``{"status": "failed", "error": "...", "duration_ms": 5000}`` when no response came (time-out,
-    refused connection, TLS). ``client`` is used as given and not closed.
+    refused connection, TLS, or the egress policy refused the destination:
+    ``$.send.http: GET http://127.0.0.1:8080/x refused: 127.0.0.1 is a loopback address; ...``).
+    ``client`` is used as given and not closed (and ``policy`` ignored): build it with
+    ``outbound.client(policy)``.
     """
     send = check_http(config)
     started = time.monotonic()
     try:
         if client is None:
-            async with httpx.AsyncClient(follow_redirects=False) as own:
+            async with outbound.client(policy, follow_redirects=False) as own:
                 status = await _request(own, send, time_limit)
         else:
             status = await _request(client, send, time_limit)
+    except errors.EgressRefused as exc:
+        error = f"$.send.http: {send.shown} refused: {outbound.explain(exc)}"
+        return _failed_http(error, started)
     except (TimeoutError, httpx.TimeoutException):
         error = f"$.send.http: {send.shown} timed out after {time_limit:g} s"
         return _failed_http(error, started)

@@ -38,7 +38,7 @@ from sluice.clock import Clock, iso_ms
 from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain import routing
-from sluice.engine import destinations, streams
+from sluice.engine import destinations, outbound, streams
 from sluice.engine.broker import Broker
 from sluice.engine.jobs import Finish, Retry
 from sluice.engine.mailer import Mailer
@@ -99,6 +99,8 @@ class Executor:
         self.workflows = workflows
         self.broker = broker
         self.settings = settings
+        #: Parsed once: a bad SLUICE_EGRESS_ALLOW fails at start, not at the first send.
+        self.egress = outbound.policy(settings)
         self.clock = clock
         self.writer = database.Writer(db)
         self._paths = re.compile(
@@ -530,7 +532,7 @@ class Executor:
         try:
             if kind == "http":
                 outcome = await destinations.send_http(
-                    config, time_limit=self.settings.send_http_timeout_seconds
+                    config, time_limit=self.settings.send_http_timeout_seconds, policy=self.egress
                 )
             elif kind == "s3":
                 outcome = await destinations.send_s3(self.settings, config, now_ms=now_ms)

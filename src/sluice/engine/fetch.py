@@ -1,21 +1,24 @@
-"""Fetching ``component_url``: http(s) only, public addresses only, bounded size and time.
+"""Fetching ``component_url``: http(s) only, destinations the egress policy allows, bounded size
+and time.
 
-Every hop of a redirect is checked again. A host resolving to a private, loopback, link-local or
-otherwise non-global address is refused unless ``SLUICE_FETCH_ALLOW_HOSTS`` names it. GitHub
+Every connection, so every hop of a redirect, is checked by the policy (``outbound.client``):
+a host resolving to a loopback, private, link-local or otherwise non-public address is refused
+unless ``SLUICE_EGRESS_ALLOW`` (or the deprecated ``SLUICE_FETCH_ALLOW_HOSTS``) names it. GitHub
 "blob" URLs are read from their raw form, as Pipedream accepts them.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import re
-import socket
 from urllib.parse import urljoin, urlsplit
 
 import httpx
 
 from sluice import errors
+from sluice.domain import egress
+from sluice.engine import outbound
+from sluice.runtime.egress import Resolver
 
 _BLOB = re.compile(r"^https://github\.com/([^/]+)/([^/]+)/blob/(.+)$")
 
@@ -27,33 +30,26 @@ def raw_url(url: str) -> str:
     return url
 
 
-async def check_host(host: str, port: int, allow: frozenset[str]) -> None:
-    if host.lower() in allow:
-        return
-    try:
-        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except OSError as exc:
-        raise errors.FetchFailed(f"cannot resolve {host}: {exc}", field="component_url") from exc
-    for info in infos:
-        address = ipaddress.ip_address(str(info[4][0]).split("%")[0])
-        mapped = getattr(address, "ipv4_mapped", None)
-        if not (mapped or address).is_global:
-            raise errors.FetchFailed(
-                f"{host} resolves to {address}, a private or local address; Sluice fetches "
-                "components only from public addresses (SLUICE_FETCH_ALLOW_HOSTS can allow it)",
-                field="component_url",
-            )
-
-
 async def fetch_text(
-    url: str, *, time_limit: float, max_bytes: int, allow_hosts: str = "", max_redirects: int = 5
+    url: str,
+    *,
+    time_limit: float,
+    max_bytes: int,
+    policy: egress.EgressPolicy = egress.EgressPolicy(),
+    max_redirects: int = 5,
+    resolver: Resolver | None = None,
 ) -> str:
-    allow = frozenset(h.strip().lower() for h in allow_hosts.split(",") if h.strip())
+    """The body of ``url`` (following at most ``max_redirects`` redirects) as text.
+
+    Raises ``FetchFailed`` (a refusal by ``policy`` included) or ``PayloadTooLarge``.
+    """
     current = raw_url(url)
     try:
         async with (
             asyncio.timeout(time_limit),
-            httpx.AsyncClient(follow_redirects=False, timeout=time_limit) as client,
+            outbound.client(
+                policy, resolver=resolver, follow_redirects=False, timeout=time_limit
+            ) as client,
         ):
             for _ in range(max_redirects + 1):
                 parts = urlsplit(current)
@@ -62,8 +58,6 @@ async def fetch_text(
                         f"component_url must be an http(s) URL, not {current!r}",
                         field="component_url",
                     )
-                port = parts.port or (443 if parts.scheme == "https" else 80)
-                await check_host(parts.hostname, port, allow)
                 async with client.stream("GET", current) as response:
                     if response.is_redirect and "location" in response.headers:
                         current = urljoin(current, response.headers["location"])
@@ -83,6 +77,12 @@ async def fetch_text(
                             )
                     return body.decode("utf-8", errors="replace")
             raise errors.FetchFailed(f"too many redirects fetching {url}", field="component_url")
+    except errors.EgressRefused as exc:
+        raise errors.FetchFailed(
+            f"component_url: {outbound.explain(exc)} (Sluice fetches components only from "
+            "public addresses)",
+            field="component_url",
+        ) from exc
     except TimeoutError as exc:
         raise errors.FetchFailed(
             f"fetching {url} took longer than {time_limit:g} s", field="component_url"
