@@ -192,6 +192,7 @@ def _sandbox(settings: Settings) -> Sandbox | None:
             memory_mb=settings.runner_memory_mb,
             max_processes=settings.runner_max_processes,
             tmp_mb=settings.sandbox_tmp_mb,
+            egress_allow=settings.egress_allow,
         )
     )
     if settings.sandbox == "off":

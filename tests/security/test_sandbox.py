@@ -30,9 +30,36 @@ pytestmark = pytest.mark.skipif(
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def jailed(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Platform]:
+async def allowed() -> AsyncIterator[tuple[int, list[bytes]]]:
+    """A loopback HTTP server the operator allow-listed (SLUICE_EGRESS_ALLOW), and its hits."""
+    hits: list[bytes] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        hits.append(await reader.readuntil(b"\r\n\r\n"))
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 7\r\nconnection: close\r\n\r\nallowed")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0, family=socket.AF_INET)
+    try:
+        yield server.sockets[0].getsockname()[1], hits
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def jailed(
+    tmp_path_factory: pytest.TempPathFactory, allowed: tuple[int, list[bytes]]
+) -> AsyncIterator[Platform]:
     data_dir = tmp_path_factory.mktemp("jailed")
-    settings = make_settings(data_dir, runner_memory_mb=320, memory_mb=64, sandbox="on")
+    settings = make_settings(
+        data_dir,
+        runner_memory_mb=320,
+        memory_mb=64,
+        sandbox="on",
+        egress_allow=f"127.0.0.1:{allowed[0]}",
+    )
     async with Platform.open(settings, background=False) as platform:
         yield platform
 
@@ -308,3 +335,33 @@ async def test_namespace_and_kernel_attack_surface_is_filtered(
     for name in ("userns", "netns"):
         assert value[name]["status"] != 0, value
         assert "unshare failed: Operation not permitted" in value[name]["err"], value
+
+
+async def test_egress_goes_through_the_proxy_only_where_allowed(
+    attacker: Api, allowed: tuple[int, list[bytes]]
+) -> None:
+    """http, https and fetch() leave the jail through the account's egress proxy: an
+    allow-listed loopback server is reached, the same host on another port is refused."""
+    port, hits = allowed
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    other = closed.getsockname()[1]
+    closed.close()
+    code = _source(
+        'const http = await import("node:http");\n'
+        f"const port = {port}, other = {other};\n"
+        "const viaFetch = async (p) => { try { const r = await fetch(`http://127.0.0.1:${p}/f`);"
+        " return [r.status, await r.text()]; } catch (e) { return [e.cause?.code ?? e.code, "
+        "String(e.cause?.message ?? e.message).slice(0, 200)]; } };\n"
+        "const viaHttp = (p) => new Promise((resolve) => http.get(`http://127.0.0.1:${p}/h`, "
+        "(res) => { let b = ''; res.on('data', (c) => b += c); res.on('end', () => "
+        "resolve([res.statusCode, b])); }).on('error', (e) => resolve([e.code, e.message])));\n"
+        "return { fetchOk: await viaFetch(port), httpOk: await viaHttp(port),"
+        " fetchNo: await viaFetch(other), httpNo: await viaHttp(other) };"
+    )
+    value = (await _run(attacker, code))["value"]
+    assert value["fetchOk"] == [200, "allowed"], value
+    assert value["httpOk"] == [200, "allowed"], value
+    assert value["fetchNo"][0] == "EGRESS_REFUSED", value
+    assert value["httpNo"][0] == "EGRESS_REFUSED", value
+    assert len(hits) == 2 and all(b"127.0.0.1" in h for h in hits)

@@ -24,7 +24,8 @@ from typing import Any
 
 from sluice.runtime import protocol
 from sluice.runtime.protocol import Response, Result
-from sluice.runtime.sandbox import Jail, Sandbox
+from sluice.runtime.egress import EgressProxy
+from sluice.runtime.sandbox import EGRESS_SOCKET, Jail, Sandbox
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,7 @@ class Runner:
         self._out_window = 0.0
         self._oom = False
         self._watcher: asyncio.Task[None] | None = None
+        self._proxy: EgressProxy | None = None
         self._pending: dict[int, tuple[asyncio.Future[Result], RespondCallback | None]] = {}
         self._next_id = 0
         self._write_lock = asyncio.Lock()
@@ -92,9 +94,14 @@ class Runner:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
         filter_fd: int | None = None
         if self.sandbox is not None:
-            self.jail = self.sandbox.jail(self.name)
+            self.jail = jail = self.sandbox.jail(self.name)
+            self._proxy = EgressProxy(jail.egress_socket, self.name, self.sandbox.egress_policy)
+            await self._proxy.__aenter__()
+            if jail.uid is not None:
+                os.chown(jail.egress_socket, jail.uid, jail.uid)
             filter_fd = self.sandbox.open_seccomp()
-            argv = self.sandbox.command(self.jail, [*argv, "--reap-children"], filter_fd)
+            node_argv = [*argv, "--reap-children", "--egress-socket", EGRESS_SOCKET]
+            argv = self.sandbox.command(jail, node_argv, filter_fd)
             env = {}
         try:
             self._proc = await asyncio.create_subprocess_exec(
@@ -108,7 +115,7 @@ class Runner:
             )
         except BaseException:
             ours.close()
-            self._release_jail()
+            await self._release_jail()
             raise
         finally:
             theirs.close()
@@ -192,7 +199,7 @@ class Runner:
             if self._writer is not None:
                 self._writer.close()
             oom = self._oom or (self.jail is not None and self.jail.oom_killed())
-            self._release_jail()
+            await self._release_jail()
             if self._pending:
                 log.warning(
                     "runner %s exited (code %s%s) with %d invocations in flight",
@@ -222,7 +229,11 @@ class Runner:
                 if not future.done():
                     future.set_result(failure)
 
-    def _release_jail(self) -> None:
+    async def _release_jail(self) -> None:
+        if self._proxy is not None:
+            proxy, self._proxy = self._proxy, None
+            # The proxy's tunnels belong to this runner: they end with it.
+            await proxy.__aexit__(None, None, None)
         if self.jail is not None and self.sandbox is not None:
             self.sandbox.release(self.jail)
 

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sluice import errors
+from sluice.domain import egress
 from sluice.runtime import seccomp
 
 log = logging.getLogger(__name__)
@@ -71,6 +72,11 @@ class SandboxConfig:
     tmp_mb: int = 64
     #: As root, runners run as ``uid_base + n`` (n < 2**24), one uid per live account.
     uid_base: int = 1_000_000_000
+    #: ``SLUICE_EGRESS_ALLOW``: where user code may connect besides the public internet.
+    egress_allow: str = ""
+
+#: Where the account's egress proxy socket appears inside the jail.
+EGRESS_SOCKET = "/run/sluice/egress.sock"
 
 
 @dataclass
@@ -80,6 +86,8 @@ class Jail:
     owner_id: str
     view: Path
     uid: int | None
+    #: The host path of this jail's egress proxy socket (bound at ``EGRESS_SOCKET``).
+    egress_socket: Path
     cgroups: list[Path] = field(default_factory=list)
     staged: set[str] = field(default_factory=set)
 
@@ -109,6 +117,9 @@ class Sandbox:
         self.is_root = os.geteuid() == 0
         self._cgroup_parents: list[Path] = []
         self._uids: dict[int, str] = {}
+        self._sockets = 0
+        #: Parsed once: a bad ``SLUICE_EGRESS_ALLOW`` stops Sluice at start.
+        self.egress_policy = egress.EgressPolicy.parse(config.egress_allow)
         self._node = shutil.which(config.node) or config.node
         #: The compiled seccomp filter, when libseccomp could build it.
         self.seccomp_path: Path | None = None
@@ -135,6 +146,7 @@ class Sandbox:
         for path in [runtime, *runtime.rglob("*")]:
             path.chmod(0o755 if path.is_dir() else 0o644)
         (root / "accounts").mkdir(mode=0o711)
+        (root / "egress").mkdir(mode=0o711)
         try:
             seccomp.build(root / "seccomp.bpf")
             self.seccomp_path = root / "seccomp.bpf"
@@ -195,7 +207,9 @@ class Sandbox:
             if uid is not None:
                 os.chown(view, uid, uid)
             view.chmod(0o700)
-        jail = Jail(owner_id, view, uid)
+        # Short names: a Unix socket path has at most 107 bytes.
+        self._sockets += 1
+        jail = Jail(owner_id, view, uid, self.root / "egress" / f"{self._sockets}.sock")
         staged = view / "components"
         jail.staged = {p.name for p in staged.iterdir()} if staged.exists() else set()
         jail.cgroups = self._make_cgroups(name)
@@ -204,6 +218,8 @@ class Sandbox:
     def release(self, jail: Jail) -> None:
         """Forget the jail's uid and cgroups (its runner has exited). The view is kept for the
         account's next runner."""
+        with contextlib.suppress(OSError):
+            jail.egress_socket.unlink()
         if jail.uid is not None and self._uids.get(jail.uid) == jail.owner_id:
             del self._uids[jail.uid]
         for cg in jail.cgroups:
@@ -372,6 +388,10 @@ class Sandbox:
             "--ro-bind",
             str(jail.view / "npm"),
             str(cfg.npm_store_dir),
+            # The only way out: no interface but the jail's own lo (docs/runtime.md).
+            "--ro-bind-try",
+            str(jail.egress_socket),
+            EGRESS_SOCKET,
             "--chdir",
             _JAIL_TMP,
             *(["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []),

@@ -4,7 +4,7 @@
 // the flag it runs on stdin/stdout (the JS tests). Diagnostics go to stderr. Every request gets
 // exactly one `result` line, whatever happens to its worker.
 
-import { readdirSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import net from "node:net";
 import { performance } from "node:perf_hooks";
 import util from "node:util";
@@ -28,12 +28,17 @@ const activeIds = new Set();
 let nextSeq = 1;
 
 function parseArgs(argv) {
-  const opts = { maxWorkers: 32, idleMs: 300_000, protocolFd: null, reapChildren: false };
+  const opts = { maxWorkers: 32, idleMs: 300_000, protocolFd: null, reapChildren: false, egressSocket: null };
   const names = { "--max-workers": "maxWorkers", "--idle-ms": "idleMs", "--protocol-fd": "protocolFd" };
   for (let i = 0; i < argv.length; i++) {
     let [flag, value] = argv[i].split("=", 2);
     if (flag === "--reap-children") {
       opts.reapChildren = true;
+      continue;
+    }
+    if (flag === "--egress-socket") {
+      // The sandbox's only way out (egress.mjs): every worker sends http(s) and fetch there.
+      opts.egressSocket = value ?? argv[++i];
       continue;
     }
     if (!(flag in names)) {
@@ -71,20 +76,43 @@ function writeLine(text) {
  * child process dies with its invocation (or, for overlapping ones, with the last of them). */
 function reapIfIdle() {
   if (!options.reapChildren || activeIds.size > 0) return;
-  let pids;
-  try {
-    pids = readdirSync("/proc").filter((n) => /^\d+$/.test(n)).map(Number);
-  } catch {
-    return;
-  }
-  for (const pid of pids) {
-    if (pid === 1 || pid === process.pid) continue;
-    try {
-      process.kill(pid, "SIGKILL");
-    } catch {
-      // already gone
+  // A process being created as /proc is read can be missed: pass again until nothing but
+  // zombies (already dead, waiting to be collected) is left. Bounded.
+  for (let pass = 0; pass < 20; pass++) {
+    const others = jailProcesses();
+    if (others.length === 0) return;
+    for (const pid of others) {
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {
+        // already gone
+      }
     }
   }
+}
+
+/** Live processes of the jail other than its init and this runner. */
+function jailProcesses() {
+  let names;
+  try {
+    names = readdirSync("/proc");
+  } catch {
+    return [];
+  }
+  const out = [];
+  for (const name of names) {
+    if (!/^\d+$/.test(name)) continue;
+    const pid = Number(name);
+    if (pid === 1 || pid === process.pid) continue;
+    let stat = "";
+    try {
+      stat = readFileSync(`/proc/${pid}/stat`, "latin1");
+    } catch {
+      continue; // gone
+    }
+    if (!/\) Z /.test(stat)) out.push(pid);
+  }
+  return out;
 }
 if (options.reapChildren) setInterval(reapIfIdle, 1000).unref();
 
@@ -238,7 +266,7 @@ class WorkerHandle {
     this.loadFailed = false;
     this.idleTimer = null;
     this.worker = new Worker(WORKER_URL, {
-      workerData: { entry },
+      workerData: { entry, egressSocket: options.egressSocket },
       env,
       resourceLimits: {
         maxOldGenerationSizeMb: memoryMb,

@@ -23,6 +23,7 @@ import { parentPort, workerData } from "node:worker_threads";
 import {
   buildInstance, callOptions, END_NEEDLE, flowExitSignal, isFlowExit, makeDollar, notSupported,
 } from "./instance.mjs";
+import { installEgress } from "./egress.mjs";
 import { safeStringify, toJsonSafe } from "./jsonsafe.mjs";
 import { describeComponent, isObject } from "./props.mjs";
 import { runWorkflow } from "./steps.mjs";
@@ -273,6 +274,10 @@ globalThis.defineComponent = (component) => component;
 globalThis.$end = (reason) => {
   throw flowExitSignal(reason);
 };
+
+// In the sandbox, http(s) and fetch() leave through the account's egress proxy, before any
+// user code can capture an agent (docs/runtime.md, "Network egress").
+if (workerData.egressSocket) installEgress(workerData.egressSocket);
 
 const entry = workerData.entry;
 let format = "esm";
