@@ -122,7 +122,9 @@ async def test_http_trigger_respond(api: Api) -> None:
     assert runs[0]["response"]["status"] == 201 and runs[0]["status"] == "success"
 
 
-async def test_immediate_respond_answers_before_the_run_ends(api: Api) -> None:
+async def test_immediate_respond_answers_before_the_run_ends(
+    api: Api, loopback_egress: Any
+) -> None:
     async with Gate(hold=1) as gate:
         workflow = await create(
             api,
@@ -313,6 +315,20 @@ async def test_action_steps(api: Api, platform: Platform) -> None:
 
 
 @pytest.fixture
+def loopback_egress(platform: Platform) -> Any:
+    """User code may reach the test's loopback Gate through the sandbox's egress proxy (a new
+    account's runner starts its proxy with the policy in force then)."""
+    sandbox = platform.pool.sandbox
+    if sandbox is None:
+        yield
+        return
+    before = sandbox.egress_policy
+    sandbox.egress_policy = egress.EgressPolicy.parse("127.0.0.1:*")
+    yield
+    sandbox.egress_policy = before
+
+
+@pytest.fixture
 def loopback_sends(platform: Platform) -> Any:
     """$.send.http may reach the test's loopback Gate (the egress policy refuses loopback)."""
     before = platform.executor.egress
@@ -405,7 +421,10 @@ async def fake_worker(platform: Platform) -> AsyncIterator[tuple[FakeClock, JobW
 
 
 async def test_a_killed_runner_delivers_the_error_again(
-    api: Api, platform: Platform, fake_worker: tuple[FakeClock, JobWorker]
+    api: Api,
+    platform: Platform,
+    fake_worker: tuple[FakeClock, JobWorker],
+    loopback_egress: Any,
 ) -> None:
     clock, worker = fake_worker
     async with Gate(hold=1) as gate:

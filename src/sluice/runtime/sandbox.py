@@ -75,6 +75,7 @@ class SandboxConfig:
     #: ``SLUICE_EGRESS_ALLOW``: where user code may connect besides the public internet.
     egress_allow: str = ""
 
+
 #: Where the account's egress proxy socket appears inside the jail.
 EGRESS_SOCKET = "/run/sluice/egress.sock"
 
