@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from sluice.runtime import protocol
-from sluice.runtime.protocol import Response, Result
 from sluice.runtime.egress import EgressProxy
+from sluice.runtime.protocol import Response, Result
 from sluice.runtime.sandbox import EGRESS_SOCKET, Jail, Sandbox
 
 log = logging.getLogger(__name__)
