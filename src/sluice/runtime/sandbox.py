@@ -247,6 +247,8 @@ class Sandbox:
         candidates: list[Path] = []
         if (_CGROUP_ROOT / "memory" / "memory.limit_in_bytes").exists():
             candidates = [_CGROUP_ROOT / "memory" / tag, _CGROUP_ROOT / "pids" / tag]
+            if (_CGROUP_ROOT / "cpu" / "cpu.shares").exists():
+                candidates.append(_CGROUP_ROOT / "cpu" / tag)
         elif "memory" in _read(_CGROUP_ROOT / "cgroup.subtree_control") and "pids" in _read(
             _CGROUP_ROOT / "cgroup.subtree_control"
         ):
@@ -258,8 +260,19 @@ class Sandbox:
             for path in candidates:
                 path.mkdir(exist_ok=True)
                 made.append(path)
-            if len(made) == 1:  # v2: let the children use both controllers
-                (made[0] / "cgroup.subtree_control").write_text("+memory +pids")
+            if len(made) == 1:  # v2: let the children use the controllers
+                cpu = "cpu" in _read(_CGROUP_ROOT / "cgroup.subtree_control")
+                (made[0] / "cgroup.subtree_control").write_text(
+                    "+memory +pids" + (" +cpu" if cpu else "")
+                )
+            # CPU: all jails together weigh half of this server's process when the cores are
+            # busy (the API and endpoints stay responsive), and each jail weighs the same as
+            # any other (an account with many busy invocations gets no more than one with one).
+            for path in made:
+                if (path / "cpu.shares").exists():
+                    (path / "cpu.shares").write_text("512")
+                if (path / "cpu.weight").exists():
+                    (path / "cpu.weight").write_text("50")
         except OSError as exc:
             log.warning("cgroups not usable (%s): memory is watched through RSS instead", exc)
             for path in made:
