@@ -228,7 +228,7 @@ class JobWorker:
         try:
             await self.writer(lambda conn: jobs.release_sync(conn, ids, worker_id=self.worker_id))
         except Exception:
-            log.exception("could not release %d claimed jobs; they run after their leases", len(ids))
+            log.exception("could not release %d jobs; they run after their leases", len(ids))
 
     async def _execute(self, job: Job) -> None:
         handler = self.handlers[job.kind]
