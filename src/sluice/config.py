@@ -63,6 +63,9 @@ class Settings:
     max_workers_per_runner: int = 16
     #: A warm worker unused this long is stopped, seconds.
     worker_idle_seconds: float = 300.0
+    #: ``$emit`` calls one invocation may make; past it the invocation fails with
+    #: ``EMIT_LIMIT`` and only the first ones are kept (Pipedream documents no number).
+    max_emits_per_invocation: int = 1000
     #: Largest component upload (all files together), bytes.
     max_component_bytes: int = 2_000_000
     #: Largest configured prop value, bytes (Pipedream: 64 KB).
@@ -85,6 +88,10 @@ class Settings:
     #: How long a ``customResponse`` source has to call ``respond()`` before its client gets
     #: 504, seconds. 0: the source time-out (``source_timeout_seconds``).
     http_response_timeout_seconds: float = 0.0
+    #: Wall-clock limit of the run of a source behind an HTTP endpoint *without*
+    #: ``customResponse`` (its client is answered at once), seconds. 0: the source time-out
+    #: (``source_timeout_seconds``, 300: what Pipedream documents for every source).
+    http_source_timeout_seconds: float = 0.0
     #: Fetching ``component_url``: time limit (s), size limit (bytes), and (deprecated: use
     #: ``egress_allow``) hosts allowed though private, for ``component_url`` only.
     fetch_timeout_seconds: float = 10.0
@@ -130,6 +137,10 @@ class Settings:
     #: ``worker`` (the job worker and the scheduler, no HTTP). Several processes of any role
     #: share one database (PostgreSQL for more than one machine).
     role: str = "all"
+    #: Jobs of one account a job worker runs at once, of its 8 slots: the other slots stay free
+    #: for other accounts (a share per worker process, docs/runtime.md). Its other jobs wait,
+    #: queued in order. 0 or 8 and more: no share.
+    account_max_concurrency: int = 6
     #: How often an idle job worker looks for jobs enqueued by other processes, seconds.
     job_poll_seconds: float = 1.0
     #: Requests first: while the HTTP endpoints are saturated (many requests share each

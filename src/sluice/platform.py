@@ -108,6 +108,7 @@ class Platform:
                             lease_ms=int((settings.source_timeout_seconds + 60) * 1000),
                             poll_seconds=settings.job_poll_seconds,
                             retention_ms=settings.job_retention_seconds * 1000,
+                            account_share=settings.account_max_concurrency,
                         ),
                     ),
                     scheduler=Scheduler(db, clock, invoker, reader=reader),

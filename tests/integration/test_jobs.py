@@ -270,3 +270,59 @@ async def test_requests_first_is_on_by_default_and_can_be_turned_off(platform: P
     settings = dataclasses.replace(platform.settings, requests_first=False)
     async with Platform.open(settings, background=False) as other:
         assert other.jobs.pressure is None
+
+
+async def test_an_account_over_its_share_waits_queued_in_order(
+    platform: Platform, kind: str
+) -> None:
+    """With a share of 2 of 3 slots, the flooding account runs 2 jobs at once; its others go
+    back to the queue (not failed, not reordered) while another account's job starts."""
+    import asyncio
+
+    clock = FakeClock()
+    worker = JobWorker(
+        platform.db, clock, WorkerConfig(concurrency=3, account_share=2, poll_seconds=30)
+    )
+    started: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
+    release = asyncio.Event()
+
+    async def handler(job: Job, finish: Finish) -> None:
+        await started.put((job.owner_id, job.payload["i"]))
+        if job.owner_id == "u_flood":
+            await release.wait()
+
+    worker.register(kind, handler)
+    async with platform.db.begin() as conn:
+        flood = [
+            await jobs.enqueue(
+                conn,
+                kind=kind,
+                owner_id="u_flood",
+                target_id="dc_f",
+                payload={"i": i},
+                now_ms=clock.now_ms(),
+            )
+            for i in range(5)
+        ]
+        await jobs.enqueue(
+            conn,
+            kind=kind,
+            owner_id="u_other",
+            target_id="dc_o",
+            payload={"i": 0},
+            now_ms=clock.now_ms(),
+        )
+    await worker.start()
+    worker.notify()
+    try:
+        first = {await asyncio.wait_for(started.get(), 30) for _ in range(3)}
+        assert first == {("u_flood", 0), ("u_flood", 1), ("u_other", 0)}
+        assert [(await _status(platform, i))[0] for i in flood] == ["running"] * 2 + ["queued"] * 3
+        release.set()
+        rest = [await asyncio.wait_for(started.get(), 30) for _ in range(3)]
+        assert [i for _, i in rest] == [2, 3, 4]  # the account's order is kept
+        while worker._running:
+            await asyncio.gather(*list(worker._running))
+    finally:
+        await worker.stop()
+    assert [await _status(platform, i) for i in flood] == [("done", 1)] * 5

@@ -56,6 +56,8 @@ class Limits:
     rate_per_second: float
     burst: int
     response_timeout_seconds: float
+    #: The run of a source without ``customResponse`` (answered at once); 0: the source's.
+    run_timeout_seconds: float = 0.0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Limits:
@@ -65,6 +67,7 @@ class Limits:
             burst=settings.http_rate_burst,
             response_timeout_seconds=settings.http_response_timeout_seconds
             or settings.source_timeout_seconds,
+            run_timeout_seconds=settings.http_source_timeout_seconds,
         )
 
 
@@ -269,12 +272,20 @@ class Ingress:
             self._settle(job.id, Ended("the source was deleted or deactivated before it ran"))
             return
         deployment, snapshot = found
+        timeout_s = None
+        if self.limits.run_timeout_seconds > 0:
+            # Its client was answered at once: its run gets the HTTP source time-out. A
+            # customResponse source's client waits for it, up to the response time-out.
+            component = await self.invoker.components.by_id(deployment.component_id)
+            if not http_events.custom_response(component.configurable_props):
+                timeout_s = self.limits.run_timeout_seconds
         outcome = await self.invoker.invoke(
             deployment,
             {"kind": "run", "event": http_events.event_of(job.payload)},
             on_respond=lambda response: self._settle(job.id, response),
             snapshot=snapshot,
             also=finish,
+            timeout_seconds=timeout_s,
         )
         error = outcome.result.error or {}
         code = error.get("code")

@@ -3,10 +3,16 @@
 Before: props decrypted, ``$auth`` loaded, the db snapshot read (no transaction is held while
 Node runs). After, in one transaction with the deployment's row locked: dedupe, events stored,
 db writes applied, logs kept. A run's emits are durable when ``invoke`` returns.
+
+Limits (``domain/limits.py``) are enforced here, on what the runner returned: emits past
+``max_emits_per_invocation`` are dropped and fail the invocation (``EMIT_LIMIT``); db writes
+that would make the store larger than ``max_db_bytes`` are not applied, none of them, and fail
+it (``DB_LIMIT``), checked against the store as it is in the transaction.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Callable
@@ -21,7 +27,7 @@ from sluice.clock import Clock, iso_ms
 from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain import components as rules
-from sluice.domain import dedupe
+from sluice.domain import dedupe, limits
 from sluice.engine import deliveries, streams
 from sluice.engine.broker import Broker
 from sluice.engine.components import Components, scrub_paths
@@ -49,6 +55,8 @@ class _Stored:
     lines: list[dict[str, Any]]
     log_lines: list[events.LogLine]
     routed: int
+    #: The invocation's error: the runner's, or a limit's found in the transaction.
+    error: dict[str, Any] | None
 
 
 @dataclass
@@ -71,6 +79,15 @@ class Outcome:
             "logs": r.logs,
             "duration_ms": r.duration_ms,
         }
+
+
+def _error_line(error: dict[str, Any]) -> str:
+    """A failed invocation's log line: its stack, else its name, code and message."""
+    if error.get("stack"):
+        return str(error["stack"])
+    name, code = error.get("name") or "Error", error.get("code")
+    label = f"{name} [{code}]" if code and code != name else name
+    return f"{label}: {error.get('message')}"
 
 
 def secret_aad(deployment_id: str, prop: str) -> str:
@@ -130,10 +147,12 @@ class Invoker:
         on_respond: RespondCallback | None = None,
         snapshot: dict[str, Any] | None = None,
         also: Finish | None = None,
+        timeout_seconds: float | None = None,
     ) -> Outcome:
         """``call`` is ``{"kind": "run", "event": …}`` or ``{"kind": "hook", "hook": …}``.
 
-        ``snapshot`` is the db state when the caller read it with the deployment."""
+        ``snapshot`` is the db state when the caller read it with the deployment;
+        ``timeout_seconds`` replaces the source time-out (HTTP sources answered at once)."""
         component = await self.components.by_id(deployment.component_id)
         props = await self.props_for(deployment, component)
         if snapshot is None:
@@ -141,16 +160,19 @@ class Invoker:
                 snapshot = await sources.read_state(conn, deployment.id)
         entry = await self.components.materialize(component)
         invocation_id = ids.random_token(27)
+        max_emits = self.settings.max_emits_per_invocation
         result = await self.pool.invoke(
             Invocation(
                 owner_id=deployment.owner_id,
                 worker_key=worker_key(deployment, component),
                 entry=str(entry),
                 env={"PD_COMPONENT": deployment.id},
-                timeout_ms=int(self.settings.source_timeout_seconds * 1000),
+                timeout_ms=int((timeout_seconds or self.settings.source_timeout_seconds) * 1000),
                 memory_mb=self.settings.memory_mb,
                 call={
                     **call,
+                    # The runner keeps one emit past it, no more (docs/runner-protocol.md).
+                    **({"max_emits": max_emits} if max_emits > 0 else {}),
                     "props": props,
                     "db": snapshot,
                     "context": {
@@ -170,8 +192,12 @@ class Invoker:
             # handler raises Retry and the job runs again.
             also = None
         failed_run = None
-        if call.get("kind") == "run" and result.error and not crashed:
-            failed_run = self.error_event(deployment, invocation_id, call.get("event"), result)
+        if call.get("kind") == "run" and not crashed:
+            event = call.get("event")
+
+            def failed_run(failed: Result) -> dict[str, Any]:
+                return self.error_event(deployment, invocation_id, event, failed)
+
         return await self.persist(
             deployment, component, invocation_id, result, also, error_event=failed_run
         )
@@ -238,22 +264,23 @@ class Invoker:
         result: Result,
         also: Finish | None = None,
         *,
-        error_event: dict[str, Any] | None = None,
+        error_event: Callable[[Result], dict[str, Any]] | None = None,
     ) -> Outcome:
         """Keep what the invocation did, in one transaction run by the writer (inline on
         SQLite: no per-statement thread hand-offs; ``run_sync`` on PostgreSQL). ``also`` runs in
-        that transaction: a job marking itself done together with its results."""
+        that transaction: a job marking itself done together with its results. A failed run
+        (``error_event`` builds its ``$errors`` event) is kept like any other: emits and logs."""
         outcome = Outcome(invocation_id, result)
         now_ms = self.clock.now_ms()
+        result.emits, over = limits.cap_emits(result.emits, self.settings.max_emits_per_invocation)
+        if over is not None and result.error is None:
+            result.ok, result.error = False, over
         logs = list(result.logs)
         busy = result.emits or result.db_writes or result.db_deletes or logs or result.error
         if also is None and not busy:
             return outcome  # nothing to keep: no transaction at all
-        if result.error:
-            error = result.error
-            message = error.get("stack") or f"{error.get('name')}: {error.get('message')}"
-            logs.append({"ts": now_ms, "level": "error", "msg": message})
         strategy = component.shape.get("dedupe")
+        max_db_bytes = self.settings.max_db_bytes
         trim_events = self.settings.event_retention
         trim_logs = self.settings.log_retention
 
@@ -263,18 +290,33 @@ class Invoker:
             current = sources.lock_sync(conn, deployment.id)
             if current is None:
                 return None  # deleted while it ran: nothing to keep
+            error, db_error = result.error, None
+            if result.db_writes or result.db_deletes:
+                # The store as it is now (the row is locked): concurrent runs cannot add up.
+                state = sources.read_state_sync(conn, deployment.id)
+                db_error = limits.check_db(state, result.db_writes, result.db_deletes, max_db_bytes)
+                if db_error is None:
+                    sources.write_state_sync(
+                        conn, deployment.id, result.db_writes, result.db_deletes
+                    )
+                elif error is None:
+                    error = db_error
             decision = dedupe.apply(strategy, current.dedupe_state, list(result.emits), now_ms)
             dropped = [reason for _emit, reason in decision.dropped]
             lines = logs + [{"ts": now_ms, "level": "warn", "msg": r} for r in dropped]
+            for failure in (error, db_error if db_error is not error else None):
+                if failure is not None:
+                    lines.append({"ts": now_ms, "level": "error", "msg": _error_line(failure)})
             if strategy is not None and decision.state != current.dedupe_state:
                 sources.set_dedupe_state_sync(conn, deployment.id, decision.state)
             items = [
                 (str(e["meta"].get("name") or ""), e.get("event"), dict(e.get("meta") or {}))
                 for e in decision.emitted
             ]
-            if error_event is not None:
+            if error_event is not None and error is not None:
                 # Its subscribers (a workflow archiving the source's errors) hear it like an emit.
-                items.append((events.ERRORS, error_event, {}))
+                failed = dataclasses.replace(result, ok=False, error=error)
+                items.append((events.ERRORS, error_event(failed), {}))
             event_ids = events.append_sync(
                 conn,
                 emitter_id=deployment.id,
@@ -284,8 +326,6 @@ class Invoker:
             )
             # Same transaction: an emit is never stored without its deliveries.
             routed = deliveries.enqueue_sync(conn, deployment, event_ids, items, now_ms)
-            if result.db_writes or result.db_deletes:
-                sources.write_state_sync(conn, deployment.id, result.db_writes, result.db_deletes)
             log_lines = events.append_logs_sync(
                 conn,
                 emitter_id=deployment.id,
@@ -299,11 +339,13 @@ class Invoker:
                 events.trim_sync(conn, deployment.id, trim_events)
             if self._due_for_trim("logs", deployment.id, len(lines), trim_logs):
                 events.trim_logs_sync(conn, deployment.id, trim_logs)
-            return _Stored(event_ids, items, dropped, lines, log_lines, routed)
+            return _Stored(event_ids, items, dropped, lines, log_lines, routed, error)
 
         stored = await self.writer(transaction)
         if stored is None:
             return outcome
+        if stored.error is not None:
+            result.ok, result.error = False, stored.error
         emitted = [
             i
             for i, item in zip(stored.event_ids, stored.items, strict=True)

@@ -7,6 +7,12 @@ job marked done afterwards (nothing to store, e.g. its source was deleted). A ha
 raises ``Retry`` (a runner crashed) or any other exception has its job queued again with
 backoff, until ``max_attempts``; a process that dies mid-job leaves the lease to expire and the
 job to be claimed again. Tests drive it with ``run_once``/``drain`` and a fake clock.
+
+Fair sharing: one account runs at most ``account_share`` jobs at once in a worker (its other
+jobs stay queued, in order; ``domain/shares.py``), so the other slots stay free for other
+accounts whatever one account queues. The share is per worker process, not counted in the
+database: each process keeps slots free for other accounts on its own, at no cost per claim, and
+nothing has to be corrected when a process dies with its count (docs/runtime.md).
 """
 
 from __future__ import annotations
@@ -17,14 +23,16 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sluice import ids
 from sluice.clock import Clock
+from sluice.domain import shares
 from sluice.storage import database, jobs
 from sluice.storage.jobs import Job
 
@@ -56,6 +64,9 @@ class WorkerConfig:
     #: While ``JobWorker.pressure()`` says the endpoints are saturated: one job at a time, and
     #: this pause after each (see the class docstring).
     pressed_pause_ms: float = 10.0
+    #: Jobs of one account run at once, at most (``domain/shares.py``); 0, or ``concurrency``
+    #: and more: no share.
+    account_share: int = 0
 
 
 #: Rows deleted per pruning transaction: short write locks on SQLite.
@@ -100,6 +111,11 @@ class JobWorker:
         self._last_done = 0.0
         #: Jobs the loop runs at once now: ``concurrency``, or 1 under pressure.
         self._limit = self.config.concurrency
+        self._share = shares.effective(self.config.account_share, self.config.concurrency)
+        #: Jobs of each account running or waiting for a slot (counted before their task runs).
+        self._busy: collections.Counter[str] = collections.Counter()
+        #: Each busy account's slots (``account_share`` of them), when there is a share.
+        self._gates: dict[str, asyncio.Semaphore] = {}
 
     async def prune(self) -> int:
         """Delete the done jobs past their retention; the number deleted."""
@@ -128,6 +144,8 @@ class JobWorker:
     async def _claim(self, limit: int) -> list[Job]:
         if not self.handlers:
             return []
+        # The accounts at their share: their jobs stay queued (in order) until a slot frees.
+        skip = tuple(sorted(shares.full(self._busy, self._share)))
         now_ms, kinds = self.clock.now_ms(), tuple(self.handlers)
         expired = (
             self._expired_at is None or now_ms - self._expired_at >= self.config.expired_every_ms
@@ -143,6 +161,7 @@ class JobWorker:
                 limit=limit,
                 kinds=kinds,
                 expired=expired,
+                skip_owners=skip,
             )
         )
 
@@ -177,7 +196,41 @@ class JobWorker:
         await self._run(job)
         return True
 
-    async def _run(self, job: Job) -> None:
+    def _run(self, job: Job) -> Coroutine[Any, Any, None]:
+        """The job's run, counted against its account now (not when its task starts), so the
+        loop sees the account's count when it picks the next job. Waits for one of the
+        account's slots, then one of the worker's."""
+        self._busy[job.owner_id] += 1
+        gate = None
+        if self._share:
+            gate = self._gates.get(job.owner_id)
+            if gate is None:
+                gate = self._gates[job.owner_id] = asyncio.Semaphore(self._share)
+        return self._run_counted(job, gate)
+
+    async def _run_counted(self, job: Job, gate: asyncio.Semaphore | None) -> None:
+        try:
+            if gate is None:
+                await self._execute(job)
+            else:
+                async with gate:
+                    await self._execute(job)
+        finally:
+            self._busy[job.owner_id] -= 1
+            if self._busy[job.owner_id] <= 0:
+                del self._busy[job.owner_id]
+                self._gates.pop(job.owner_id, None)
+
+    async def _release(self, queued: list[Job]) -> None:
+        """Queue again claimed jobs that will not start here now (their account is at its
+        share): other workers may take them, and their leases do not run out in our hands."""
+        ids = [job.id for job in queued]
+        try:
+            await self.writer(lambda conn: jobs.release_sync(conn, ids, worker_id=self.worker_id))
+        except Exception:
+            log.exception("could not release %d jobs; they run after their leases", len(ids))
+
+    async def _execute(self, job: Job) -> None:
         handler = self.handlers[job.kind]
         finished = False
 
@@ -236,18 +289,26 @@ class JobWorker:
                     self._queue.extend(await self._claim(self.config.batch))
                 except Exception:
                     log.exception("the job worker failed to claim jobs")
-            started = 0
-            while started < free and self._queue:
-                task = asyncio.create_task(self._run(self._queue.popleft()))
-                self._running.add(task)
-                task.add_done_callback(self._done)
-                started += 1
+            started = released = 0
+            if free > 0 and self._queue:
+                claimed = list(self._queue)
+                owners = [job.owner_id for job in claimed]
+                pick = shares.pick(owners, self._busy, free, self._share)
+                started, released = len(pick.start), len(pick.release)
+                self._queue = collections.deque(claimed[position] for position in pick.keep)
+                if released:
+                    await self._release([claimed[position] for position in pick.release])
+                for position in pick.start:
+                    task = asyncio.create_task(self._run(claimed[position]))
+                    self._running.add(task)
+                    task.add_done_callback(self._done)
             if self.clock.now_ms() - self._pruned_at >= self.config.prune_every_ms:
                 try:
                     await self.prune()
                 except Exception:
                     log.exception("the job worker failed to prune done jobs")
-            if started and len(self._running) < limit:
+            # Slots left: claim again (jobs released just now are skipped by that claim).
+            if (started or released) and len(self._running) < limit:
                 continue
             # asyncio.timeout, not wait_for: no task per wait, and a cancel (stop()) that meets a
             # wake-up cannot leave the loop waiting on its inner task (seen on Python 3.11).

@@ -206,42 +206,32 @@ def claim_sync(
     limit: int,
     kinds: tuple[str, ...] | None = None,
     expired: bool = True,
+    skip_owners: tuple[str, ...] = (),
 ) -> list[Job]:
     """Take up to ``limit`` ready jobs, oldest first, leased to ``worker_id``: first those whose
     lease passed (their worker died or hung; unless ``expired`` is False), then queued ones.
     Each pick walks the ``(status, id)`` index from the oldest job of that status and stops at
-    ``limit``: the cost does not grow with the done jobs kept, nor with the queue behind."""
+    ``limit``: the cost does not grow with the done jobs kept, nor with the queue behind (but
+    it walks past the jobs of ``skip_owners``, the accounts at their share, which stay queued).
+    """
     claimed: list[Job] = []
+    until = now_ms + lease_ms
     if expired:
-        claimed = _take(
-            conn,
-            True,
-            now_ms,
-            limit,
-            kinds,
-            worker_id,
-            now_ms + lease_ms,
-        )
+        claimed = _take(conn, True, now_ms, limit, kinds, worker_id, until, skip_owners)
     if len(claimed) < limit:
         claimed += _take(
-            conn,
-            False,
-            now_ms,
-            limit - len(claimed),
-            kinds,
-            worker_id,
-            now_ms + lease_ms,
+            conn, False, now_ms, limit - len(claimed), kinds, worker_id, until, skip_owners
         )
     return sorted(claimed, key=lambda j: j.id)
 
 
-#: Claim statements, built once per (expired?, kinds?, dialect): building one per call was most
-#: of a claim's CPU (SQLAlchemy's expression and cache-key work, ~0.4 ms).
-_TAKE: dict[tuple[bool, bool, bool], sa.Update] = {}
+#: Claim statements, built once per (expired?, kinds?, skipped owners?, dialect): building one
+#: per call was most of a claim's CPU (SQLAlchemy's expression and cache-key work).
+_TAKE: dict[tuple[bool, bool, bool, bool], sa.Update] = {}
 
 
-def _take_statement(expired: bool, kinds: bool, postgres: bool) -> sa.Update:
-    key = (expired, kinds, postgres)
+def _take_statement(expired: bool, kinds: bool, skip: bool, postgres: bool) -> sa.Update:
+    key = (expired, kinds, skip, postgres)
     statement = _TAKE.get(key)
     if statement is None:
         ready = (
@@ -252,6 +242,8 @@ def _take_statement(expired: bool, kinds: bool, postgres: bool) -> sa.Update:
         pick = sa.select(t.c.id).where(*ready).order_by(t.c.id).limit(sa.bindparam("b_limit"))
         if kinds:
             pick = pick.where(t.c.kind.in_(sa.bindparam("b_kinds", expanding=True)))
+        if skip:
+            pick = pick.where(t.c.owner_id.not_in(sa.bindparam("b_skip", expanding=True)))
         if postgres:
             pick = pick.with_for_update(skip_locked=True)
         statement = _TAKE[key] = (
@@ -276,8 +268,10 @@ def _take(
     kinds: tuple[str, ...] | None,
     worker_id: str,
     locked_until_ms: int,
+    skip_owners: tuple[str, ...] = (),
 ) -> list[Job]:
-    statement = _take_statement(expired, bool(kinds), conn.dialect.name == "postgresql")
+    postgres = conn.dialect.name == "postgresql"
+    statement = _take_statement(expired, bool(kinds), bool(skip_owners), postgres)
     params: dict[str, Any] = {
         "b_now": now_ms,
         "b_limit": limit,
@@ -286,11 +280,14 @@ def _take(
     }
     if kinds:
         params["b_kinds"] = list(kinds)
+    if skip_owners:
+        params["b_skip"] = list(skip_owners)
     return [_job(r) for r in conn.execute(statement, params)]
 
 
 def release_sync(conn: Connection, job_ids: list[int], *, worker_id: str) -> None:
-    """Queue again jobs this worker claimed but never started (it is stopping)."""
+    """Queue again jobs this worker claimed but never started (it is stopping, or their
+    account is at its share): as if never claimed, their place in the queue unchanged."""
     conn.execute(
         t.update()
         .where(t.c.id.in_(job_ids), t.c.worker_id == worker_id, t.c.status == RUNNING)

@@ -154,13 +154,17 @@ async def set_dedupe_state(
     return await conn.run_sync(set_dedupe_state_sync, deployment_id, state)
 
 
-async def read_state(conn: AsyncConnection, deployment_id: str) -> dict[str, Any]:
-    rows = await conn.execute(
+def read_state_sync(conn: Connection, deployment_id: str) -> dict[str, Any]:
+    rows = conn.execute(
         sa.select(component_state.c.key, component_state.c.value).where(
             component_state.c.deployment_id == deployment_id
         )
     )
     return {r.key: r.value for r in rows}
+
+
+async def read_state(conn: AsyncConnection, deployment_id: str) -> dict[str, Any]:
+    return await conn.run_sync(read_state_sync, deployment_id)
 
 
 def write_state_sync(

@@ -198,7 +198,9 @@ class Call {
         this.stepId = null;
         break;
       case "emit":
-        this.emits.push(m.json);
+        // At most call.max_emits + 1 kept: one past the cap tells Python the cap was passed
+        // (it fails the invocation with EMIT_LIMIT); the rest are never sent to it.
+        if (!(this.emits.length > this.request.call.max_emits)) this.emits.push(m.json);
         break;
       case "export":
         this.exports.set(m.name, m.json);

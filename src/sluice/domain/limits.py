@@ -1,0 +1,77 @@
+"""Limits on what one invocation may leave behind: ``$emit`` calls and the ``$.service.db``
+store. Pure: the invocation's output in, the part to keep and the error out.
+
+Both are checked by Python where the output is applied, so a runner that lies cannot get past
+them (the Node runner also stops collecting emits one past the cap, so Python never decodes a
+flood). The errors have the runtime's shape ``{name, code, message, stack}``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Mapping
+from typing import Any
+
+EMIT_LIMIT = "EMIT_LIMIT"
+DB_LIMIT = "DB_LIMIT"
+
+
+def _error(name: str, code: str, message: str) -> dict[str, Any]:
+    return {"name": name, "code": code, "message": message, "stack": None}
+
+
+def cap_emits(
+    emits: list[dict[str, Any]], cap: int
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The emits kept (the first ``cap``) and the error when there were more; ``cap`` 0: none.
+
+    >>> kept, error = cap_emits([{"event": i} for i in range(3)], 2)
+    >>> len(kept), error["code"]
+    (2, 'EMIT_LIMIT')
+    """
+    if cap <= 0 or len(emits) <= cap:
+        return emits, None
+    return emits[:cap], _error(
+        "EmitLimitError",
+        EMIT_LIMIT,
+        f"the invocation called $emit more than {cap} times (the limit per invocation); "
+        f"the first {cap} were kept",
+    )
+
+
+def store_bytes(state: Mapping[str, Any]) -> int:
+    """The store's size: its UTF-8 JSON text, as it is sent to the next invocation.
+
+    >>> store_bytes({"a": 1})
+    7
+    """
+    text = json.dumps(state, separators=(",", ":"), ensure_ascii=False)
+    return len(text.encode())
+
+
+def check_db(
+    state: Mapping[str, Any],
+    writes: Mapping[str, Any],
+    deletes: Collection[str],
+    max_bytes: int,
+) -> dict[str, Any] | None:
+    """The error when applying ``writes`` and ``deletes`` to ``state`` makes the store larger
+    than ``max_bytes`` (and larger than it was: a store over the limit from before may always
+    shrink); None when they may be applied. ``max_bytes`` 0: no limit.
+
+    >>> check_db({}, {"k": "x" * 10}, [], 16)["code"], check_db({}, {"k": 1}, [], 16)
+    ('DB_LIMIT', None)
+    """
+    if max_bytes <= 0 or not (writes or deletes):
+        return None
+    after = {k: v for k, v in state.items() if k not in writes and k not in deletes}
+    after.update(writes)
+    size = store_bytes(after)
+    if size <= max_bytes or size <= store_bytes(state):
+        return None
+    return _error(
+        "DbLimitError",
+        DB_LIMIT,
+        f"this.db would hold {size} bytes, over the limit of {max_bytes} bytes; none of the "
+        "invocation's db writes were saved",
+    )
