@@ -89,9 +89,10 @@ class Settings:
     #: 504, seconds. 0: the source time-out (``source_timeout_seconds``).
     http_response_timeout_seconds: float = 0.0
     #: Wall-clock limit of the run of a source behind an HTTP endpoint *without*
-    #: ``customResponse`` (its client is answered at once), seconds. 0: the source time-out
-    #: (``source_timeout_seconds``, 300: what Pipedream documents for every source).
-    http_source_timeout_seconds: float = 0.0
+    #: ``customResponse`` (its client is answered at once), seconds: short, so a source that
+    #: never resolves cannot hold a job slot for long. 0: the source time-out
+    #: (``source_timeout_seconds``, 300, what Pipedream documents for every source).
+    http_source_timeout_seconds: float = 30.0
     #: Fetching ``component_url``: time limit (s), size limit (bytes), and (deprecated: use
     #: ``egress_allow``) hosts allowed though private, for ``component_url`` only.
     fetch_timeout_seconds: float = 10.0
