@@ -194,8 +194,8 @@ async def test_a_flood_of_emits_fails_at_the_cap(attacker: Api) -> None:
 
 async def test_a_store_over_max_db_bytes_is_refused(attacker: Api) -> None:
     """A 5 MB ``this.db.set`` used to be stored (the 60 KB ``max_db_bytes`` was never checked).
-    Now the invocation fails with DB_LIMIT and none of its db writes are saved; its emit is kept,
-    as for any failed run."""
+    Now the set() throws DB_LIMIT in the user's code (the value never reaches Python), the
+    invocation fails and none of its db writes are saved."""
     platform = attacker.platform
     hog_id, _ = await _deploy(attacker, HOG)
     response = await attacker.client.post(f"/v1/sources/{hog_id}/run", json={})
@@ -205,7 +205,8 @@ async def test_a_store_over_max_db_bytes_is_refused(attacker: Api) -> None:
     assert str(platform.settings.max_db_bytes) in data["error"]["message"]
     async with platform.db.connect() as conn:
         assert await sources.read_state(conn, hog_id) == {}
-    assert await _events(attacker, hog_id) == [{"wrote": True}]
+    # The worker refuses the set() itself, so the run stops there: the emit after it never ran.
+    assert await _events(attacker, hog_id) == []
     assert "DB_LIMIT" in await _log_text(attacker, hog_id)
 
     # A forged runner result cannot bypass it: the limit is checked where writes are applied.

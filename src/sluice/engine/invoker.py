@@ -173,6 +173,8 @@ class Invoker:
                     **call,
                     # The runner keeps one emit past it, no more (docs/runner-protocol.md).
                     **({"max_emits": max_emits} if max_emits > 0 else {}),
+                    # The worker refuses a set() past it at once (Python checks it again).
+                    "max_db_bytes": self.settings.max_db_bytes,
                     "props": props,
                     "db": snapshot,
                     "context": {
@@ -275,6 +277,10 @@ class Invoker:
         result.emits, over = limits.cap_emits(result.emits, self.settings.max_emits_per_invocation)
         if over is not None and result.error is None:
             result.ok, result.error = False, over
+        if result.error is not None and result.error.get("code") == limits.DB_LIMIT:
+            # The worker refused a set() past the limit: as when Python refuses it, none of the
+            # invocation's db writes are kept.
+            result.db_writes, result.db_deletes = {}, []
         logs = list(result.logs)
         busy = result.emits or result.db_writes or result.db_deletes or logs or result.error
         if also is None and not busy:

@@ -35,7 +35,7 @@ export function isFlowExit(err) {
  */
 export async function buildInstance(component, call, inv) {
   const configured = isObject(call.props) ? call.props : {};
-  const state = { self: {}, defs: {}, values: {}, apps: [], db: makeDb(call.db, inv), configured, inv };
+  const state = { self: {}, defs: {}, values: {}, apps: [], db: makeDb(call.db, inv, call.max_db_bytes), configured, inv };
   const self = state.self;
   const props = isObject(component.props) ? component.props : {};
   assignProps(state, props);
@@ -172,11 +172,22 @@ function makeTimer(configured) {
 }
 
 // Synchronous on purpose: registry components call `this.db.get()` without await.
-function makeDb(snapshot, inv) {
+// `maxBytes` (the store's size limit) refuses a set() early, in the user's code, so a huge
+// value never travels to Python; Python checks the limit itself (domain/limits.py). The
+// measure here (characters of the values' JSON) is never more than Python's, so nothing Python
+// would accept is refused here.
+function makeDb(snapshot, inv, maxBytes = 0) {
   const store = new Map();
   if (isObject(snapshot)) {
     for (const [k, v] of Object.entries(snapshot)) if (v !== undefined) store.set(k, JSON.stringify(v));
   }
+  const size = () => {
+    let n = 0;
+    for (const text of store.values()) n += text.length;
+    return n;
+  };
+  const initial = size();
+  let total = initial;
   return {
     get(key) {
       const text = store.get(String(key));
@@ -185,11 +196,20 @@ function makeDb(snapshot, inv) {
     set(key, value) {
       key = String(key);
       if (value === undefined) {
+        total -= store.get(key)?.length ?? 0;
         store.delete(key);
         inv.dbDelete(key);
         return undefined;
       }
       const text = serializeForDb(key, value);
+      const after = total - (store.get(key)?.length ?? 0) + text.length;
+      if (maxBytes > 0 && after > maxBytes && after > initial) {
+        const err = new Error(`DB_LIMIT: this.db would hold more than its limit of ${maxBytes} bytes (set ${JSON.stringify(key)})`);
+        err.name = "DbLimitError";
+        err.code = "DB_LIMIT";
+        throw err;
+      }
+      total = after;
       store.set(key, text);
       inv.dbSet(key, text);
       return undefined;
