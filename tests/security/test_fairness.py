@@ -19,7 +19,7 @@ from sluice.api.app import create_app
 from sluice.engine.jobs import Finish, JobWorker
 from sluice.platform import Platform
 from sluice.runtime.protocol import Result
-from sluice.storage import jobs, sources
+from sluice.storage import jobs, runs, sources
 from sluice.storage.jobs import Job
 from sluice.storage.tables import jobs as jobs_table
 from tests.conftest import Api, account_client
@@ -232,3 +232,27 @@ async def test_an_http_source_without_custom_response_has_its_own_time_out(
     await asyncio.wait_for(platform.jobs.drain(), 10)
     assert await _statuses(platform, hang_id) == ["done"]
     assert "TIMEOUT" in await _log_text(attacker, hang_id)
+
+
+async def test_a_workflow_steps_store_over_max_db_bytes_is_refused(attacker: Api) -> None:
+    """A code step's ``this.db`` has the same limit: the set() throws DB_LIMIT, the run fails
+    at that step, and the store keeps what it had."""
+    from tests.integration.test_workflows import create, run, step
+
+    hog = step(
+        "hog",
+        'props: { db: "$.service.db" }, async run() { this.db.set("n", 1); '
+        'if (this.db.get("big") === undefined) this.db.set("big", "x".repeat(200000)); '
+        "return 1; }",
+    )
+    workflow = await create(attacker, [hog])
+    result = await run(attacker, workflow["id"], {})
+    assert result["status"] != "success", result
+    assert "DB_LIMIT" in str(result), result
+    platform = attacker.platform
+    step_id = (await attacker.client.get(f"/v1/workflows/{workflow['id']}")).json()["data"][
+        "steps"
+    ][0]["id"]
+    async with platform.db.connect() as conn:
+        states = await conn.run_sync(runs.step_states_sync, [step_id])
+    assert "big" not in states[step_id]

@@ -37,7 +37,7 @@ from sluice import PLATFORM_VERSION, ids
 from sluice.clock import Clock, iso_ms
 from sluice.config import Settings
 from sluice.crypto import Cipher
-from sluice.domain import routing
+from sluice.domain import limits, routing
 from sluice.engine import destinations, outbound, streams
 from sluice.engine.broker import Broker
 from sluice.engine.jobs import Finish, Retry
@@ -158,7 +158,11 @@ class Executor:
                 "entry": str(await self.workflows.step_entry(step)),
                 "props": await self.workflows.step_props(workflow, step),
                 "timeout_ms": int(step_s * 1000),
-                **({"db": states.get(step["id"], {})} if step.get("uses_db") else {}),
+                **(
+                    {"db": states.get(step["id"], {}), "max_db_bytes": self.settings.max_db_bytes}
+                    if step.get("uses_db")
+                    else {}
+                ),
             }
             for step in workflow.steps
         ]
@@ -345,9 +349,18 @@ class Executor:
                 return None  # deleted while it ran
             runs.insert_sync(conn, run)
             for step_id, db in (db_writes or {}).items():
-                runs.write_step_state_sync(
-                    conn, workflow.id, step_id, db.get("writes") or {}, db.get("deletes") or []
-                )
+                writes, deletes = db.get("writes") or {}, db.get("deletes") or []
+                # The worker refuses a set() past the limit; this is the backstop for a result
+                # that did not come from it (the store as it is now, under this transaction).
+                state = runs.step_states_sync(conn, [step_id]).get(step_id, {})
+                if limits.check_db(state, writes, deletes, self.settings.max_db_bytes):
+                    log.warning(
+                        "step %s's db writes are over max_db_bytes: not saved",
+                        step_id,
+                        extra={"action": "db_limit", "workflow": workflow.id, "step": step_id},
+                    )
+                    continue
+                runs.write_step_state_sync(conn, workflow.id, step_id, writes, deletes)
             if trim_runs:
                 runs.trim_sync(conn, workflow.id, self.settings.run_retention)
                 events.trim_sync(conn, workflow.id, self.settings.event_retention)

@@ -34,7 +34,7 @@ export async function runWorkflow(call, inv, serializeError) {
       const raw = step.props ?? {};
       const props = resolveRefs(raw, steps, `step "${step.name}"`);
       checkResolved(component, raw, props, step.name);
-      const state = await buildInstance(component, { props, db: step.db ?? {} }, inv);
+      const state = await buildInstance(component, { props, db: step.db ?? {}, max_db_bytes: step.max_db_bytes }, inv);
       const self = state.self;
       const before = new Set(Object.keys(self));
       const $ = makeDollar({ context: { ...steps.trigger.context, step_id: step.id, step_name: step.name } }, inv);
