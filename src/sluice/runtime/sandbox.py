@@ -40,7 +40,7 @@ from pathlib import Path
 
 from sluice import errors
 from sluice.domain import egress
-from sluice.runtime import seccomp
+from sluice.runtime import cgroups, seccomp
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,6 @@ INSTALL_HINT = (
     "the sandbox needs bubblewrap: install it (Debian/Ubuntu: apt-get install bubblewrap) "
     "or set SLUICE_SANDBOX=off to run user code unsandboxed (development only)"
 )
-_CGROUP_ROOT = Path("/sys/fs/cgroup")
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]")
 # /etc entries Node may read: CA bundles for TLS, the time zone. Nothing with secrets.
 #: The jail's own tmpfs (private to the jail, never the host's /tmp).
@@ -94,14 +93,7 @@ class Jail:
 
     def oom_killed(self) -> bool:
         """Whether the kernel killed something in this jail for exceeding its memory."""
-        for cg in self.cgroups:
-            for name in ("memory.oom_control", "memory.events"):
-                with contextlib.suppress(OSError, ValueError):
-                    for line in (cg / name).read_text().splitlines():
-                        key, _, value = line.partition(" ")
-                        if key == "oom_kill" and int(value) > 0:
-                            return True
-        return False
+        return cgroups.oom_killed(self.cgroups)
 
 
 class Sandbox:
@@ -116,7 +108,9 @@ class Sandbox:
         self.config = config
         self.root: Path | None = None
         self.is_root = os.geteuid() == 0
-        self._cgroup_parents: list[Path] = []
+        self._cgroups = cgroups.Controllers(
+            memory_mb=config.memory_mb, max_processes=config.max_processes
+        )
         self._uids: dict[int, str] = {}
         self._sockets = 0
         #: Parsed once: a bad ``SLUICE_EGRESS_ALLOW`` stops Sluice at start.
@@ -153,17 +147,12 @@ class Sandbox:
             self.seccomp_path = root / "seccomp.bpf"
         except seccomp.SeccompUnavailable as exc:
             log.warning("runners start without a seccomp filter: %s", exc)
-        self._cgroup_parents = self._make_cgroup_parents()
+        if self.is_root:
+            self._cgroups.open(f"sluice-{os.getpid()}")
         self._probe()
 
     def close(self) -> None:
-        for parent in self._cgroup_parents:
-            for child in sorted(parent.glob("*"), reverse=True):
-                if child.is_dir():
-                    with contextlib.suppress(OSError):
-                        child.rmdir()
-            with contextlib.suppress(OSError):
-                parent.rmdir()
+        self._cgroups.close()
         if self.root is not None:
             shutil.rmtree(self.root, ignore_errors=True)
             self.root = None
@@ -213,7 +202,7 @@ class Sandbox:
         jail = Jail(owner_id, view, uid, self.root / "egress" / f"{self._sockets}.sock")
         staged = view / "components"
         jail.staged = {p.name for p in staged.iterdir()} if staged.exists() else set()
-        jail.cgroups = self._make_cgroups(name)
+        jail.cgroups = self._cgroups.make(name)
         return jail
 
     def release(self, jail: Jail) -> None:
@@ -236,75 +225,9 @@ class Sandbox:
         self._uids[uid] = owner_id
         return uid
 
-    # ---- cgroups -------------------------------------------------------------------------
-
-    def _make_cgroup_parents(self) -> list[Path]:
-        """One directory per controller for this process's jails, when cgroups are writable
-        (root, cgroup v1 controllers or a v2 tree with memory and pids enabled)."""
-        if not self.is_root:
-            return []
-        tag = f"sluice-{os.getpid()}"
-        candidates: list[Path] = []
-        if (_CGROUP_ROOT / "memory" / "memory.limit_in_bytes").exists():
-            candidates = [_CGROUP_ROOT / "memory" / tag, _CGROUP_ROOT / "pids" / tag]
-            if (_CGROUP_ROOT / "cpu" / "cpu.shares").exists():
-                candidates.append(_CGROUP_ROOT / "cpu" / tag)
-        elif "memory" in _read(_CGROUP_ROOT / "cgroup.subtree_control") and "pids" in _read(
-            _CGROUP_ROOT / "cgroup.subtree_control"
-        ):
-            candidates = [_CGROUP_ROOT / tag]
-        for path in candidates:
-            _remove_stale(path.parent)
-        made: list[Path] = []
-        try:
-            for path in candidates:
-                path.mkdir(exist_ok=True)
-                made.append(path)
-            if len(made) == 1:  # v2: let the children use the controllers
-                cpu = "cpu" in _read(_CGROUP_ROOT / "cgroup.subtree_control")
-                (made[0] / "cgroup.subtree_control").write_text(
-                    "+memory +pids" + (" +cpu" if cpu else "")
-                )
-            # CPU: all jails together weigh half of this server's process when the cores are
-            # busy (the API and endpoints stay responsive), and each jail weighs the same as
-            # any other (an account with many busy invocations gets no more than one with one).
-            for path in made:
-                if (path / "cpu.shares").exists():
-                    (path / "cpu.shares").write_text("512")
-                if (path / "cpu.weight").exists():
-                    (path / "cpu.weight").write_text("50")
-        except OSError as exc:
-            log.warning("cgroups not usable (%s): memory is watched through RSS instead", exc)
-            for path in made:
-                with contextlib.suppress(OSError):
-                    path.rmdir()
-            return []
-        return made
-
-    def _make_cgroups(self, name: str) -> list[Path]:
-        made: list[Path] = []
-        memory = self.config.memory_mb * 1024 * 1024
-        for parent in self._cgroup_parents:
-            cg = parent / name
-            with contextlib.suppress(FileExistsError):
-                cg.mkdir()
-            made.append(cg)
-            if (cg / "memory.limit_in_bytes").exists():  # v1
-                (cg / "memory.limit_in_bytes").write_text(str(memory))
-                # Swap would let the runner grow past its limit: memory+swap gets the same cap.
-                with contextlib.suppress(OSError):
-                    (cg / "memory.memsw.limit_in_bytes").write_text(str(memory))
-            if (cg / "memory.max").exists():  # v2
-                (cg / "memory.max").write_text(str(memory))
-                with contextlib.suppress(OSError):
-                    (cg / "memory.swap.max").write_text("0")
-            if (cg / "pids.max").exists():
-                (cg / "pids.max").write_text(str(self.config.max_processes))
-        return made
-
     @property
     def has_cgroups(self) -> bool:
-        return bool(self._cgroup_parents)
+        return bool(self._cgroups.parents)
 
     # ---- the view ------------------------------------------------------------------------
 
@@ -435,27 +358,6 @@ class Sandbox:
             )
             cmd = ["/bin/sh", "-c", f'{joins} && exec "$@"', "sluice-jail", *cmd]
         return cmd
-
-
-def _remove_stale(controller: Path) -> None:
-    """Remove the empty cgroups of Sluice processes that died without closing their sandbox."""
-    for parent in controller.glob("sluice-*"):
-        pid = parent.name.removeprefix("sluice-")
-        if not pid.isdigit() or Path(f"/proc/{pid}").exists():
-            continue
-        for child in parent.iterdir():
-            if child.is_dir():
-                with contextlib.suppress(OSError):
-                    child.rmdir()
-        with contextlib.suppress(OSError):
-            parent.rmdir()
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text()
-    except OSError:
-        return ""
 
 
 def _link_tree(source: Path, target: Path) -> None:
