@@ -182,6 +182,17 @@ async def create_account_offline(
         await db.dispose()
 
 
+def check_sandbox(settings: Settings) -> None:
+    """Start one empty jail and stop it: raises ``SandboxUnavailable`` (with the fix in its
+    message) when user code cannot be jailed here. Blocking."""
+    sandbox = _sandbox(settings)
+    if sandbox is not None:
+        try:
+            sandbox.open()
+        finally:
+            sandbox.close()
+
+
 def _sandbox(settings: Settings) -> Sandbox | None:
     """The jails user code runs in; None with ``SLUICE_SANDBOX=off`` (warned about loudly)."""
     sandbox = Sandbox(

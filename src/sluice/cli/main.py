@@ -142,7 +142,7 @@ def _check_sandbox(settings: Settings) -> None:
     import shutil
     import subprocess
 
-    from sluice.runtime import sandbox
+    from sluice import platform
 
     if settings.sandbox == "off":
         return
@@ -155,20 +155,11 @@ def _check_sandbox(settings: Settings) -> None:
             # A fresh machine's package lists may be empty: refresh once, then try again.
             subprocess.run(["apt-get", "update", "-q"], env=env, stdout=out, check=False)
             subprocess.run(install, env=env, stdout=out, check=False)
-    probe = sandbox.Sandbox(
-        sandbox.SandboxConfig(
-            node=settings.node,
-            components_dir=settings.components_dir,
-            npm_store_dir=settings.npm_store_dir,
-        )
-    )
     try:
-        probe.open()
-    except errors.SandboxUnavailable as exc:
+        platform.check_sandbox(settings)
+    except errors.SluiceError as exc:  # the sandbox, or SLUICE_EGRESS_ALLOW
         typer.echo(f"error: {exc.message}", err=True)
         raise typer.Exit(1) from None
-    finally:
-        probe.close()
 
 
 async def _work(settings: Settings) -> None:

@@ -11,12 +11,11 @@ Triggers: ``http`` (an endpoint, ``custom_response`` when its steps answer with
 subscription to a source's channel) and ``manual`` (runs started over the API only).
 
 Each account has a global error workflow (``accounts.error_workflow_id``), created with it: one
-code step that e-mails a summary of each error (``DEFAULT_ERROR_STEP``).
+code step that e-mails a summary of each error (``domain/error_workflow.py``).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from dataclasses import dataclass, replace
@@ -30,9 +29,9 @@ from sluice.clock import Clock
 from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain import components as rules
+from sluice.domain import error_workflow, schedules
 from sluice.domain import props as prop_rules
 from sluice.domain import registry as registry_rules
-from sluice.domain import schedules
 from sluice.domain.routing import Link
 from sluice.engine.components import ComponentInput, Components
 from sluice.storage import apps, runs, sources, subscriptions, timers
@@ -46,44 +45,6 @@ STEP_NAME = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$]{0,63}$")
 MAX_STEPS = 100
 _REF = "{{"
 _RESPOND = re.compile(r"\$\.?respond\s*\(")
-ERROR_WORKFLOW_NAME = "Global error workflow"
-
-#: The default global error workflow's step: an e-mail per error, at most one per workflow and
-#: error code per throttle window (``dedupe_key``; see engine/executor.py, sends).
-DEFAULT_ERROR_STEP = """\
-// The default global error workflow of a Sluice account: every error a workflow of the
-// account throws arrives here as steps.trigger.event = {error, original_event,
-// original_context}. Replace this step (or the whole workflow) to send errors elsewhere.
-export default defineComponent({
-  props: {
-    base_url: { type: "string", label: "Sluice URL", description: "For links to the errors" },
-  },
-  async run({ steps, $ }) {
-    const { error = {}, original_context: ctx = {} } = steps.trigger.event ?? {};
-    const name = ctx.workflow_name;
-    const workflow = name ? `${name} (${ctx.workflow_id})` : ctx.workflow_id;
-    const errorId = steps.trigger.context.event_id;
-    const errors = `/v1/workflows/${ctx.workflow_id}/$errors/event_summaries`;
-    const link = `${this.base_url}${errors}?expand=event`;
-    const text = [
-      `Workflow: ${workflow}`,
-      `Step: ${error.step_name ?? "?"} (${error.cellId})`,
-      `Error: ${error.code}: ${error.msg ?? ""}`,
-      `Time: ${error.ts}`,
-      `Error id: ${errorId} (run ${ctx.id})`,
-      `See: ${link}`,
-      "",
-      error.stack ?? "",
-    ].join("\\n");
-    $.send.email({
-      subject: `[Sluice] ${error.code} in ${ctx.workflow_name || ctx.workflow_id}`,
-      text,
-      dedupe_key: `${ctx.workflow_id}:${error.code}`,
-    });
-    return { workflow_id: ctx.workflow_id, code: error.code };
-  },
-});
-"""
 
 
 @dataclass(frozen=True)
@@ -102,39 +63,10 @@ def step_secret_aad(workflow_id: str, step_id: str, prop: str) -> str:
     return f"workflows:{workflow_id}:{step_id}:props.{prop}"
 
 
-def code_hash(entry_path: str, code: str) -> str:
-    """As ``Components.prepare`` names a tree with no other files."""
-    files = {entry_path: code}
-    return hashlib.sha256(
-        json.dumps({"entry": entry_path, "files": files}, sort_keys=True).encode()
-    ).hexdigest()
-
-
 def default_error_workflow(owner_id: str, *, base_url: str, now_s: int) -> Workflow:
     """The global error workflow an account starts with (stored without running Node: its
     code step is laid out on disk at its first run)."""
-    entry = "error-email.mjs"
-    step = {
-        "id": ids.new_id("c"),
-        "name": "email",
-        "type": "code",
-        "code": DEFAULT_ERROR_STEP,
-        "entry_path": entry,
-        "code_hash": code_hash(entry, DEFAULT_ERROR_STEP),
-        "props": {"base_url": base_url},
-    }
-    return Workflow(
-        id=ids.new_id("p"),
-        owner_id=owner_id,
-        name=ERROR_WORKFLOW_NAME,
-        active=True,
-        trigger={"type": "manual"},
-        steps=[step],
-        deployment_id=ids.new_id("d"),
-        endpoint_id=None,
-        created_at=now_s,
-        updated_at=now_s,
-    )
+    return Workflow(**error_workflow.fields(owner_id, base_url=base_url, now_s=now_s))
 
 
 async def create_default_error_workflow(

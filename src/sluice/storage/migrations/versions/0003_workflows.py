@@ -141,7 +141,7 @@ def _error_workflows_for_existing_accounts() -> None:
     import os
     import time
 
-    from sluice.engine.workflows import default_error_workflow
+    from sluice.domain import error_workflow
 
     base_url = (os.environ.get("SLUICE_PUBLIC_URL") or "http://127.0.0.1:8000").rstrip("/")
     conn = op.get_bind()
@@ -161,23 +161,10 @@ def _error_workflows_for_existing_accounts() -> None:
     )
     now_s = int(time.time())
     for (account_id,) in conn.execute(sa.select(accounts.c.id)).all():
-        w = default_error_workflow(account_id, base_url=base_url, now_s=now_s)
+        w = error_workflow.fields(account_id, base_url=base_url, now_s=now_s)
+        conn.execute(workflows.insert().values(**w))
         conn.execute(
-            workflows.insert().values(
-                id=w.id,
-                owner_id=w.owner_id,
-                name=w.name,
-                active=w.active,
-                trigger=w.trigger,
-                steps=w.steps,
-                deployment_id=w.deployment_id,
-                endpoint_id=None,
-                created_at=now_s,
-                updated_at=now_s,
-            )
-        )
-        conn.execute(
-            accounts.update().where(accounts.c.id == account_id).values(error_workflow_id=w.id)
+            accounts.update().where(accounts.c.id == account_id).values(error_workflow_id=w["id"])
         )
 
 

@@ -1,0 +1,86 @@
+"""The global error workflow every account starts with, as plain values (no I/O).
+
+Shared by the engine (new accounts) and migration 0003 (accounts created before workflows), so
+a migration never imports the engine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from sluice import ids
+
+NAME = "Global error workflow"
+
+#: The default global error workflow's step: an e-mail per error, at most one per workflow and
+#: error code per throttle window (``dedupe_key``; see engine/executor.py, sends).
+STEP_CODE = """\
+// The default global error workflow of a Sluice account: every error a workflow of the
+// account throws arrives here as steps.trigger.event = {error, original_event,
+// original_context}. Replace this step (or the whole workflow) to send errors elsewhere.
+export default defineComponent({
+  props: {
+    base_url: { type: "string", label: "Sluice URL", description: "For links to the errors" },
+  },
+  async run({ steps, $ }) {
+    const { error = {}, original_context: ctx = {} } = steps.trigger.event ?? {};
+    const name = ctx.workflow_name;
+    const workflow = name ? `${name} (${ctx.workflow_id})` : ctx.workflow_id;
+    const errorId = steps.trigger.context.event_id;
+    const errors = `/v1/workflows/${ctx.workflow_id}/$errors/event_summaries`;
+    const link = `${this.base_url}${errors}?expand=event`;
+    const text = [
+      `Workflow: ${workflow}`,
+      `Step: ${error.step_name ?? "?"} (${error.cellId})`,
+      `Error: ${error.code}: ${error.msg ?? ""}`,
+      `Time: ${error.ts}`,
+      `Error id: ${errorId} (run ${ctx.id})`,
+      `See: ${link}`,
+      "",
+      error.stack ?? "",
+    ].join("\\n");
+    $.send.email({
+      subject: `[Sluice] ${error.code} in ${ctx.workflow_name || ctx.workflow_id}`,
+      text,
+      dedupe_key: `${ctx.workflow_id}:${error.code}`,
+    });
+    return { workflow_id: ctx.workflow_id, code: error.code };
+  },
+});
+"""
+
+
+def code_hash(entry_path: str, code: str) -> str:
+    """As ``Components.prepare`` names a tree with no other files."""
+    files = {entry_path: code}
+    return hashlib.sha256(
+        json.dumps({"entry": entry_path, "files": files}, sort_keys=True).encode()
+    ).hexdigest()
+
+
+def fields(owner_id: str, *, base_url: str, now_s: int) -> dict[str, Any]:
+    """The workflow's stored fields (``storage.workflows.Workflow``'s)."""
+    entry = "error-email.mjs"
+    step = {
+        "id": ids.new_id("c"),
+        "name": "email",
+        "type": "code",
+        "code": STEP_CODE,
+        "entry_path": entry,
+        "code_hash": code_hash(entry, STEP_CODE),
+        "props": {"base_url": base_url},
+    }
+    return {
+        "id": ids.new_id("p"),
+        "owner_id": owner_id,
+        "name": NAME,
+        "active": True,
+        "trigger": {"type": "manual"},
+        "steps": [step],
+        "deployment_id": ids.new_id("d"),
+        "endpoint_id": None,
+        "created_at": now_s,
+        "updated_at": now_s,
+    }
