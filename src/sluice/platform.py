@@ -16,11 +16,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sluice.clock import Clock, SystemClock
 from sluice.config import Settings
 from sluice.crypto import Cipher
+from sluice.domain.states import JobKind
 from sluice.engine.actions import Actions
 from sluice.engine.components import Components
 from sluice.engine.deliveries import Deliveries
 from sluice.engine.directory import EndpointDirectory
-from sluice.engine.executor import SEND_KIND, Executor
+from sluice.engine.executor import Executor
 from sluice.engine.ingress import Ingress
 from sluice.engine.invoker import Invoker
 from sluice.engine.jobs import JobWorker, WorkerConfig
@@ -124,7 +125,7 @@ class Platform:
                     platform.jobs.pressure = platform.ingress.enqueuer.pressed
                 # "workflow" jobs: workflow endpoints, manual runs, replays
                 platform.ingress.attach_workflows(executor, workflows)
-                platform.jobs.register(SEND_KIND, executor.handle_send)  # $.send.http/email/s3
+                platform.jobs.register(JobKind.SEND, executor.handle_send)  # $.send.http/email/s3
                 # "emit" jobs: subscriptions (to sources and workflows)
                 Deliveries(invoker, platform.jobs, executor).install()
                 if background:

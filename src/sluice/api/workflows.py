@@ -17,8 +17,9 @@ from sluice import errors, ids
 from sluice.api import paging
 from sluice.api.auth import AccountDep, PlatformDep
 from sluice.api.schemas import ErrorWorkflow, WorkflowCreate, WorkflowRun
+from sluice.domain import states
+from sluice.domain.states import JobKind
 from sluice.engine import streams
-from sluice.engine.executor import ERRORS, RUN_KIND, SSE
 from sluice.engine.workflows import WorkflowInput
 from sluice.platform import Platform
 from sluice.storage import runs
@@ -110,7 +111,7 @@ def _redact(run: Run) -> dict[str, Any]:
 async def _run_now(platform: Platform, workflow: Workflow, payload: dict[str, Any]) -> Run:
     run_id = ids.random_token(27)
     await platform.ingress.run_now_and_wait(
-        NewJob(RUN_KIND, workflow.owner_id, workflow.id, {**payload, "run_id": run_id}),
+        NewJob(JobKind.WORKFLOW, workflow.owner_id, workflow.id, {**payload, "run_id": run_id}),
         platform.settings.workflow_timeout_seconds + 5,
     )
     async with platform.db.connect() as conn:
@@ -201,14 +202,18 @@ async def error_summaries(
     expanded = paging.check_expand(expand)
     workflow = await platform.workflows.get(account.id, workflow_id)
     page = await paging.event_page(
-        platform.db, workflow.id, channel=ERRORS, limit=limit, before=before, after=after
+        platform.db, workflow.id, channel=states.ERRORS, limit=limit, before=before, after=after
     )
     items = []
     for event in page.items:
         item: dict[str, Any] = {
             "id": event.id,
             "indexed_at_ms": event.ts_ms,
-            "metadata": {"emitter_id": event.emitter_id, "emit_id": event.emit_id, "name": ERRORS},
+            "metadata": {
+                "emitter_id": event.emitter_id,
+                "emit_id": event.emit_id,
+                "name": states.ERRORS,
+            },
         }
         payload = event.payload or {}
         if expanded:
@@ -254,14 +259,14 @@ async def emit_summaries(
 @router.get("/v1/workflows/{workflow_id}/sse", response_class=EventSourceResponse)
 async def sse(workflow_id: str, account: AccountDep, platform: PlatformDep) -> EventSourceResponse:
     """``$.send.sse({channel, payload})`` of the workflow: on connect the newest 100, then
-    live; the SSE ``event:`` field is the channel, ``data:`` the payload as JSON."""
+    live; the states.SSE ``event:`` field is the channel, ``data:`` the payload as JSON."""
     workflow = await platform.workflows.get(account.id, workflow_id)
     stream = streams.open_emits(
         platform.db,
         platform.invoker.broker,
         workflow.id,
         after=(0, 0),
-        channel=SSE,
+        channel=states.SSE,
         poll_seconds=platform.settings.resolved_stream_poll_seconds,
     )
 

@@ -21,12 +21,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sluice import errors
+from sluice.domain import states
 
 #: Emitter globs: every source, every workflow of the account.
 SOURCES_GLOB = "dc_*"
 WORKFLOWS_GLOB = "p_*"
 #: The channel of a workflow's errors.
-ERRORS = "$errors"
 MAX_EVENT_NAME = 300
 
 
@@ -82,10 +82,12 @@ def check_link(emitter_id: str, listener_id: str, event_name: str) -> None:
             field="event_name",
         )
 
-    if listener_id == emitter_id and (event_name in ("", ERRORS) or emitter_id.startswith("p_")):
+    if listener_id == emitter_id and (
+        event_name in ("", states.ERRORS) or emitter_id.startswith("p_")
+    ):
         raise errors.InvalidRequest(
             f"{listener_id} cannot listen to its own "
-            + ("errors" if event_name == ERRORS else "events")
+            + ("errors" if event_name == states.ERRORS else "events")
             + ": each run would trigger the next"
             + ("" if emitter_id.startswith("p_") else "; subscribe it to a named channel instead"),
             field="listener_id",

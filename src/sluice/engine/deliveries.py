@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.engine import Connection
 
 from sluice.domain import routing
+from sluice.domain.states import JobKind
 from sluice.engine import broker
 from sluice.engine.jobs import Finish, JobWorker, Retry
 from sluice.runtime import protocol
@@ -28,8 +29,6 @@ if TYPE_CHECKING:  # the invoker calls ``enqueue``; only the handler needs the i
     from sluice.engine.invoker import Invoker
 
 log = logging.getLogger(__name__)
-
-KIND = "emit"
 
 
 def enqueue_sync(
@@ -51,7 +50,7 @@ def enqueue_sync(
         for listener_id in routing.listeners(links, emitter.id, channel):
             jobs.enqueue_sync(
                 conn,
-                kind=KIND,
+                kind=JobKind.EMIT,
                 owner_id=emitter.owner_id,
                 target_id=listener_id,
                 payload={
@@ -79,7 +78,7 @@ class Deliveries:
         self.workflows = workflows
 
     def install(self) -> None:
-        self.worker.register(KIND, self.handle)
+        self.worker.register(JobKind.EMIT, self.handle)
         self.invoker.broker.on(broker.JOBS, lambda _items: self.worker.notify())
 
     async def handle(self, job: Job, finish: Finish) -> None:

@@ -37,7 +37,8 @@ from sluice import PLATFORM_VERSION, ids
 from sluice.clock import Clock, iso_ms
 from sluice.config import Settings
 from sluice.crypto import Cipher
-from sluice.domain import limits, routing
+from sluice.domain import limits, routing, states
+from sluice.domain.states import JobKind, SendStatus
 from sluice.engine import destinations, outbound, streams
 from sluice.engine.broker import Broker
 from sluice.engine.jobs import Finish, Retry
@@ -54,15 +55,8 @@ from sluice.storage.workflows import Workflow
 log = logging.getLogger(__name__)
 
 WORKFLOW_ENTRY = Path(__file__).resolve().parent.parent / "runtime" / "js" / "workflow-entry.mjs"
-ERRORS = "$errors"
-#: The channel under which ``$.send.sse`` events are stored (the workflow's live stream).
-SSE = "$sse"
-#: Job kinds: run a workflow on an event; perform one ``$.send``.
-RUN_KIND = "workflow"
-SEND_KIND = "send"
 #: Sends performed by a job after the run is stored; the others are stored with the run.
 DEFERRED_SENDS = ("http", "email", "s3")
-EMIT_KIND = "emit"
 #: Marks an encrypted value in a stored send config.
 SEALED = "$sealed"
 
@@ -282,7 +276,7 @@ class Executor:
                     "type": kind,
                     "step": send.get("step"),
                     "config": self._seal(send.get("config"), context["id"], idx),
-                    "status": runs.QUEUED if kind in DEFERRED_SENDS else "done",
+                    "status": SendStatus.QUEUED if kind in DEFERRED_SENDS else "done",
                 }
             )
         run = Run(
@@ -391,13 +385,21 @@ class Executor:
                     "original_event": run.event,
                     "original_context": run.context,
                 }
-                event_id = append(ERRORS, payload)
-                listeners = routing.listeners(links or [], workflow.id, ERRORS)
+                event_id = append(states.ERRORS, payload)
+                listeners = routing.listeners(links or [], workflow.id, states.ERRORS)
                 error_workflow = store.error_workflow_id_sync(conn, workflow.owner_id)
                 if workflow.global_errors and error_workflow and error_workflow not in listeners:
                     listeners.append(error_workflow)
                 queued += self._forward(
-                    conn, workflow, listeners, chain, max_hops, event_id, ERRORS, payload, now_ms
+                    conn,
+                    workflow,
+                    listeners,
+                    chain,
+                    max_hops,
+                    event_id,
+                    states.ERRORS,
+                    payload,
+                    now_ms,
                 )
             for idx, send in enumerate(run.sends):
                 config = send.get("config") or {}
@@ -411,13 +413,14 @@ class Executor:
                     )
                 elif send["type"] == "sse":
                     append(
-                        SSE, {"channel": config.get("channel"), "payload": config.get("payload")}
+                        states.SSE,
+                        {"channel": config.get("channel"), "payload": config.get("payload")},
                     )
                 elif send["type"] in DEFERRED_SENDS:
                     queued += 1
                     jobs.enqueue_sync(
                         conn,
-                        kind=SEND_KIND,
+                        kind=JobKind.SEND,
                         owner_id=workflow.owner_id,
                         target_id=workflow.id,
                         payload={"run_id": run.id, "idx": idx},
@@ -458,7 +461,7 @@ class Executor:
                 return count
             jobs.enqueue_sync(
                 conn,
-                kind=EMIT_KIND,
+                kind=JobKind.EMIT,
                 owner_id=workflow.owner_id,
                 target_id=listener,
                 payload={
@@ -501,7 +504,7 @@ class Executor:
             return None
         channel = str(payload.get("channel") or "")
         emitter = str(payload.get("emitter_id") or "")
-        if channel == ERRORS:
+        if channel == states.ERRORS:
             source_type = "ERRORS"
         elif emitter.startswith("p_"):
             source_type = "EMIT"
@@ -536,7 +539,7 @@ class Executor:
         async with self.db.connect() as conn:
             send = await runs.get_send(conn, run_id, idx)
             email = await runs.account_email(conn, job.owner_id)
-        if send is None or send["status"] != runs.QUEUED:
+        if send is None or send["status"] != SendStatus.QUEUED:
             return  # the run was trimmed or deleted, or the send was done already
         config = self._unseal(send["config"], run_id, idx)
         kind = send["type"]

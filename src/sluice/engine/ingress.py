@@ -31,9 +31,10 @@ from sluice.clock import Clock
 from sluice.config import Settings
 from sluice.domain import http_events
 from sluice.domain.http_events import Answer, Bucket, Refusal
+from sluice.domain.states import JobKind
 from sluice.engine.directory import EndpointDirectory
 from sluice.engine.enqueuer import Enqueuer
-from sluice.engine.executor import RUN_KIND, Executor
+from sluice.engine.executor import Executor
 from sluice.engine.invoker import Invoker
 from sluice.engine.jobs import Finish, JobWorker, Retry
 from sluice.engine.workflows import Workflows
@@ -45,7 +46,6 @@ from sluice.storage.jobs import Job, NewJob
 
 log = logging.getLogger(__name__)
 
-KIND = "http"
 #: Past this many buckets, those that have refilled (the same as none) are forgotten.
 _PRUNE_AT = 4096
 
@@ -120,13 +120,13 @@ class Ingress:
     def attach(self, worker: JobWorker) -> None:
         """Run ``http`` jobs on ``worker``, and wake it or run a job at once through it."""
         self._worker = worker
-        worker.register(KIND, self.run_job)
+        worker.register(JobKind.HTTP, self.run_job)
 
     def attach_workflows(self, executor: Executor, workflows: Workflows) -> None:
         """Serve workflow endpoints, and run ``workflow`` jobs (HTTP, manual runs, replays)."""
         self._executor = executor
         self._workflows = workflows
-        self.worker.register(RUN_KIND, self.run_workflow_job)
+        self.worker.register(JobKind.WORKFLOW, self.run_workflow_job)
 
     @property
     def worker(self) -> JobWorker:
@@ -164,7 +164,7 @@ class Ingress:
             payload = http_events.raw_request(
                 request.method, request.path, request.query_string, request.headers, raw
             )
-            job = NewJob(KIND, endpoint.owner_id, endpoint.deployment_id, payload)
+            job = NewJob(JobKind.HTTP, endpoint.owner_id, endpoint.deployment_id, payload)
             custom = entry.custom
         if not custom:
             await self.enqueuer.enqueue(job)
@@ -318,7 +318,9 @@ class Ingress:
         if workflow is None or not workflow.active or workflow.endpoint_id != endpoint.endpoint_id:
             raise errors.NotFound(f"no active endpoint {endpoint.endpoint_id!r}")
         custom = await self._workflows.custom_response(workflow)
-        job = NewJob(RUN_KIND, owner_id, workflow_id, {"event": event, "source_type": "HTTP"})
+        job = NewJob(
+            JobKind.WORKFLOW, owner_id, workflow_id, {"event": event, "source_type": "HTTP"}
+        )
         return job, custom
 
     async def run_workflow_job(self, job: Job, finish: Finish) -> None:

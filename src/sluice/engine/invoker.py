@@ -27,7 +27,7 @@ from sluice.clock import Clock, iso_ms
 from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain import components as rules
-from sluice.domain import dedupe, limits
+from sluice.domain import dedupe, limits, states
 from sluice.engine import deliveries, streams
 from sluice.engine.broker import Broker
 from sluice.engine.components import Components, scrub_paths
@@ -322,7 +322,7 @@ class Invoker:
             if error_event is not None and error is not None:
                 # Its subscribers (a workflow archiving the source's errors) hear it like an emit.
                 failed = dataclasses.replace(result, ok=False, error=error)
-                items.append((events.ERRORS, error_event(failed), {}))
+                items.append((states.ERRORS, error_event(failed), {}))
             event_ids = events.append_sync(
                 conn,
                 emitter_id=deployment.id,
@@ -355,7 +355,7 @@ class Invoker:
         emitted = [
             i
             for i, item in zip(stored.event_ids, stored.items, strict=True)
-            if item[0] != events.ERRORS
+            if item[0] != states.ERRORS
         ]
         outcome.event_ids, outcome.dropped = emitted, stored.dropped
         # After the commit, never before: live streams show only durable events.

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sluice.clock import Clock
+from sluice.domain.states import JobKind
 from sluice.engine.invoker import Invoker
 from sluice.engine.jobs import Finish, JobWorker, Retry
 from sluice.runtime import protocol
@@ -65,7 +66,7 @@ class Scheduler:
 
     def attach(self, worker: JobWorker) -> None:
         """Run ticks on ``worker``, and wake it when ticks are enqueued."""
-        worker.register(timers.KIND, self.handle)
+        worker.register(JobKind.TIMER, self.handle)
         self.on_enqueued = worker.notify
 
     async def tick(self) -> int:

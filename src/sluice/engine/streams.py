@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from sluice.domain import states
 from sluice.engine import broker
 from sluice.engine.broker import Broker, Subscription
 from sluice.storage import events
@@ -128,7 +129,7 @@ def open_emits(
         keep=(
             (lambda item: item["name"] == channel)
             if channel is not None
-            else (lambda item: item["name"] != events.ERRORS)
+            else (lambda item: item["name"] != states.ERRORS)
         ),
         poll=poll,
         poll_seconds=poll_seconds,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from sluice import errors
-from sluice.domain import routing
+from sluice.domain import routing, states
 from sluice.domain.routing import Link
 from sluice.storage import sources, subscriptions, workflows
 from sluice.storage.subscriptions import Subscription
@@ -31,7 +31,7 @@ async def create_auto(
 ) -> subscriptions.AutoSubscription:
     """Subscribe ``listener_id`` to ``event_name`` of every workflow created from now on."""
     routing.check_link(routing.WORKFLOWS_GLOB, listener_id, event_name)
-    if event_name != routing.ERRORS:
+    if event_name != states.ERRORS:
         raise errors.InvalidRequest(
             "event_name must be $errors: new workflows are subscribed for their errors",
             field="event_name",

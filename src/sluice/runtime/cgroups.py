@@ -2,7 +2,7 @@
 
 Used as root only (``sandbox.py``), with cgroup v1 controllers (``/sys/fs/cgroup/memory``,
 ``pids``, ``cpu``) or a v2 tree whose root enables ``memory`` and ``pids``. Each Sluice process
-gets one parent per controller (``sluice-<pid>``), and each jail a child of it named for its
+gets one parent per controller and sandbox (``sluice-<pid>-<random>``), and each jail a child of it named for its
 account. Empty parents of dead Sluice processes are removed at open.
 """
 
@@ -106,7 +106,7 @@ def oom_killed(groups: list[Path]) -> bool:
 def _remove_stale(controller: Path) -> None:
     """Remove the empty cgroups of Sluice processes that died without closing their sandbox."""
     for parent in controller.glob("sluice-*"):
-        pid = parent.name.removeprefix("sluice-")
+        pid = parent.name.removeprefix("sluice-").split("-")[0]
         if pid.isdigit() and not Path(f"/proc/{pid}").exists():
             _remove_tree(parent)
 

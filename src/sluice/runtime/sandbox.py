@@ -31,6 +31,7 @@ import hashlib
 import logging
 import os
 import re
+import secrets
 import shlex
 import shutil
 import subprocess
@@ -148,7 +149,9 @@ class Sandbox:
         except seccomp.SeccompUnavailable as exc:
             log.warning("runners start without a seccomp filter: %s", exc)
         if self.is_root:
-            self._cgroups.open(f"sluice-{os.getpid()}")
+            # One parent per sandbox (a process may hold several: tests open platforms side
+            # by side), named for its process so that a dead process's are found and removed.
+            self._cgroups.open(f"sluice-{os.getpid()}-{secrets.token_hex(3)}")
         self._probe()
 
     def close(self) -> None:

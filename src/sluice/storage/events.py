@@ -14,11 +14,11 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from sluice import ids
+from sluice.domain import states
 from sluice.storage.tables import events as t
 from sluice.storage.tables import logs as lt
 
 #: The channel of errors (a workflow's, or a source's ``run()`` that threw).
-ERRORS = "$errors"
 
 
 @dataclass(frozen=True)
@@ -155,7 +155,7 @@ async def page(
     if channel is not None:
         scope.append(t.c.channel == channel)
     else:
-        scope.append(t.c.channel != ERRORS)
+        scope.append(t.c.channel != states.ERRORS)
     newest = (
         sa.select(t.c.pk).where(*scope).order_by(t.c.ts_ms.desc(), t.c.seq.desc()).limit(window)
     ).subquery()

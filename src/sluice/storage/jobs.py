@@ -17,9 +17,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from sluice.domain.states import JobState
 from sluice.storage.tables import jobs as t
-
-QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
 
 
 @dataclass(frozen=True)
@@ -56,7 +55,7 @@ def enqueue_sync(
             owner_id=owner_id,
             target_id=target_id,
             payload=payload,
-            status=QUEUED,
+            status=JobState.QUEUED,
             attempts=0,
             run_after_ms=run_after_ms or now_ms,
             created_ms=now_ms,
@@ -101,7 +100,7 @@ def _row(job: NewJob, now_ms: int) -> dict[str, Any]:
         "owner_id": job.owner_id,
         "target_id": job.target_id,
         "payload": job.payload,
-        "status": QUEUED,
+        "status": JobState.QUEUED,
         "attempts": 0,
         "run_after_ms": now_ms,
         "created_ms": now_ms,
@@ -191,9 +190,9 @@ def add_batch(
 
 def _ready(now_ms: int) -> sa.ColumnElement[bool]:
     return sa.or_(
-        sa.and_(t.c.status == QUEUED, t.c.run_after_ms <= now_ms),
+        sa.and_(t.c.status == JobState.QUEUED, t.c.run_after_ms <= now_ms),
         # A lease that passed: the worker died or hung; run the job again.
-        sa.and_(t.c.status == RUNNING, t.c.locked_until_ms < now_ms),
+        sa.and_(t.c.status == JobState.RUNNING, t.c.locked_until_ms < now_ms),
     )
 
 
@@ -235,9 +234,9 @@ def _take_statement(expired: bool, kinds: bool, skip: bool, postgres: bool) -> s
     statement = _TAKE.get(key)
     if statement is None:
         ready = (
-            (t.c.status == RUNNING, t.c.locked_until_ms < sa.bindparam("b_now"))
+            (t.c.status == JobState.RUNNING, t.c.locked_until_ms < sa.bindparam("b_now"))
             if expired
-            else (t.c.status == QUEUED, t.c.run_after_ms <= sa.bindparam("b_now"))
+            else (t.c.status == JobState.QUEUED, t.c.run_after_ms <= sa.bindparam("b_now"))
         )
         pick = sa.select(t.c.id).where(*ready).order_by(t.c.id).limit(sa.bindparam("b_limit"))
         if kinds:
@@ -250,7 +249,7 @@ def _take_statement(expired: bool, kinds: bool, skip: bool, postgres: bool) -> s
             t.update()
             .where(t.c.id.in_(pick.scalar_subquery()))
             .values(
-                status=RUNNING,
+                status=JobState.RUNNING,
                 locked_until_ms=sa.bindparam("b_until"),
                 worker_id=sa.bindparam("b_worker"),
                 attempts=t.c.attempts + 1,
@@ -290,8 +289,10 @@ def release_sync(conn: Connection, job_ids: list[int], *, worker_id: str) -> Non
     account is at its share): as if never claimed, their place in the queue unchanged."""
     conn.execute(
         t.update()
-        .where(t.c.id.in_(job_ids), t.c.worker_id == worker_id, t.c.status == RUNNING)
-        .values(status=QUEUED, locked_until_ms=None, worker_id=None, attempts=t.c.attempts - 1)
+        .where(t.c.id.in_(job_ids), t.c.worker_id == worker_id, t.c.status == JobState.RUNNING)
+        .values(
+            status=JobState.QUEUED, locked_until_ms=None, worker_id=None, attempts=t.c.attempts - 1
+        )
     )
 
 
@@ -300,7 +301,7 @@ def prune_sync(conn: Connection, *, finished_before_ms: int, limit: int) -> int:
     are stored elsewhere: events, runs); the number deleted. Failed jobs are kept."""
     old = (
         sa.select(t.c.id)
-        .where(t.c.status == DONE, t.c.finished_ms < finished_before_ms)
+        .where(t.c.status == JobState.DONE, t.c.finished_ms < finished_before_ms)
         .order_by(t.c.id)
         .limit(limit)
     )
@@ -329,7 +330,7 @@ def claim_one_sync(
         t.update()
         .where(t.c.id == job_id, _ready(now_ms))
         .values(
-            status=RUNNING,
+            status=JobState.RUNNING,
             locked_until_ms=now_ms + lease_ms,
             worker_id=worker_id,
             attempts=t.c.attempts + 1,
@@ -344,9 +345,9 @@ _COMPLETE = (
     .where(
         t.c.id == sa.bindparam("b_id"),
         t.c.worker_id == sa.bindparam("b_worker"),
-        t.c.status == RUNNING,
+        t.c.status == JobState.RUNNING,
     )
-    .values(status=DONE, finished_ms=sa.bindparam("b_now"), locked_until_ms=None)
+    .values(status=JobState.DONE, finished_ms=sa.bindparam("b_now"), locked_until_ms=None)
 )
 
 
@@ -372,9 +373,9 @@ async def retry_or_fail(
     """Queue again at ``retry_at_ms``, or fail for good when it is None."""
     values: dict[str, Any] = {"last_error": error[:4000], "locked_until_ms": None}
     if retry_at_ms is None:
-        values.update(status=FAILED, finished_ms=now_ms)
+        values.update(status=JobState.FAILED, finished_ms=now_ms)
     else:
-        values.update(status=QUEUED, run_after_ms=retry_at_ms)
+        values.update(status=JobState.QUEUED, run_after_ms=retry_at_ms)
     await conn.execute(
         t.update().where(t.c.id == job_id, t.c.worker_id == worker_id).values(**values)
     )

@@ -14,11 +14,10 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from sluice.domain.states import SendStatus
 from sluice.storage.tables import accounts, mail_throttle, step_state
 from sluice.storage.tables import run_sends as st
 from sluice.storage.tables import runs as t
-
-QUEUED = "queued"
 
 
 @dataclass
@@ -108,7 +107,7 @@ def insert_sync(conn: Connection, run: Run) -> None:
                     "type": s["type"],
                     "step_id": s.get("step"),
                     "config": s.get("config"),
-                    "status": s.get("status", QUEUED),
+                    "status": s.get("status", SendStatus.QUEUED),
                     "outcome": s.get("outcome"),
                     "updated_ms": run.started_ms,
                 }

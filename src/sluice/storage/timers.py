@@ -20,12 +20,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from sluice.domain import schedules
 from sluice.domain.schedules import Schedule
-from sluice.storage import jobs
+from sluice.domain.states import JobKind, JobState
 from sluice.storage.tables import jobs as jobs_table
 from sluice.storage.tables import timers as t
 
 #: The job kind of a tick; its payload is the event ``run(event)`` gets.
-KIND = "timer"
 
 
 @dataclass(frozen=True)
@@ -132,11 +131,11 @@ async def claim_due(
         moves.append({"d": timer.deployment_id, "next_ms": next_ms, "tick_ms": timer.next_run_ms})
         new_jobs.append(
             {
-                "kind": KIND,
+                "kind": JobKind.TIMER,
                 "owner_id": timer.owner_id,
                 "target_id": timer.deployment_id,
                 "payload": schedules.tick_event(timer.schedule, timer.next_run_ms),
-                "status": jobs.QUEUED,
+                "status": JobState.QUEUED,
                 "attempts": 0,
                 "run_after_ms": now_ms,
                 "created_ms": now_ms,

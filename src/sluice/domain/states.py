@@ -1,0 +1,54 @@
+"""The names every layer shares: job kinds, job and run states, channel names. Defined once.
+
+``StrEnum`` members are strings: they compare equal to their values, are stored as them, and
+serialize to JSON as them.
+
+A job's states (``storage/jobs.py`` moves it; ``engine/jobs.py`` decides)::
+
+    queued ──claim──► running ──done mark (with its results)──► done
+      ▲                  │
+      └──retry/release───┤
+                         └──attempts used up──► failed
+
+A run's status is decided once, from its steps (``engine/executor.py``): ``success``, or
+``error`` when a step threw. A ``$.send`` of a run is ``queued`` (a ``send`` job delivers it),
+then ``done`` or ``failed``; ``emit``/``sse`` sends are ``done`` when the run is stored.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class JobKind(StrEnum):
+    """What a durable job does; each kind has one handler (``engine/handlers/``)."""
+
+    HTTP = "http"  #: run a source on a request stored by its endpoint
+    TIMER = "timer"  #: run a timer source, or a timer-triggered workflow, for one tick
+    EMIT = "emit"  #: deliver an emitted event (or a $errors event) to one listener
+    WORKFLOW = "workflow"  #: run a workflow (its endpoint, a manual run, a replay)
+    SEND = "send"  #: deliver a run's $.send.http / email / s3
+
+
+class JobState(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class RunStatus(StrEnum):
+    SUCCESS = "success"
+    ERROR = "error"
+
+
+class SendStatus(StrEnum):
+    QUEUED = "queued"
+    DONE = "done"
+    FAILED = "failed"
+
+
+#: The channel of a workflow's or a source's errors (the spec's ``$errors``).
+ERRORS = "$errors"
+#: The channel of a workflow's ``$.send.sse`` events.
+SSE = "$sse"
