@@ -1,9 +1,9 @@
 """The cgroups of the runner jails: memory (heap and off-heap), processes and CPU weight.
 
 Used as root only (``sandbox.py``), with cgroup v1 controllers (``/sys/fs/cgroup/memory``,
-``pids``, ``cpu``) or a v2 tree whose root enables ``memory`` and ``pids``. Each Sluice process
-gets one parent per controller and sandbox (``sluice-<pid>-<random>``), and each jail a child of it named for its
-account. Empty parents of dead Sluice processes are removed at open.
+``pids``, ``cpu``) or a v2 tree whose root enables ``memory`` and ``pids``. Each sandbox gets
+one parent per controller (``sluice-<pid>-<random>``), and each jail a child of it named for
+its account. Empty parents of dead Sluice processes are removed at open.
 """
 
 from __future__ import annotations
