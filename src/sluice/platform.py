@@ -17,17 +17,24 @@ from sluice.clock import Clock, SystemClock
 from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain.states import JobKind
+from sluice.engine import broker
 from sluice.engine.actions import Actions
 from sluice.engine.components import Components
-from sluice.engine.deliveries import Deliveries
 from sluice.engine.directory import EndpointDirectory
+from sluice.engine.enqueuer import Enqueuer
 from sluice.engine.executor import Executor
+from sluice.engine.handlers.emit import EmitJobs
+from sluice.engine.handlers.http import HttpJobs
+from sluice.engine.handlers.send import SendJobs
+from sluice.engine.handlers.timer import TimerJobs
+from sluice.engine.handlers.workflow import WorkflowJobs
 from sluice.engine.ingress import Ingress
 from sluice.engine.invoker import Invoker
-from sluice.engine.jobs import JobWorker, WorkerConfig
+from sluice.engine.jobs import Handler, JobWorker, WorkerConfig
 from sluice.engine.mailer import Mailer
 from sluice.engine.scheduler import Scheduler
 from sluice.engine.sources import Sources
+from sluice.engine.waiters import Waiters
 from sluice.engine.workflows import Workflows, create_default_error_workflow
 from sluice.runtime.deps import DependencyStore
 from sluice.runtime.pool import PoolConfig, RunnerPool
@@ -56,6 +63,8 @@ class Platform:
     ingress: Ingress
     workflows: Workflows
     executor: Executor
+    enqueuer: Enqueuer
+    sends: SendJobs
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -79,55 +88,7 @@ class Platform:
                 ),
                 _sandbox(settings),
             ) as pool:
-                deps = DependencyStore(settings.npm_store_dir, npm=settings.npm)
-                components = Components(db, pool, deps, settings, clock)
-                invoker = Invoker(db, pool, components, cipher, settings, clock, reader)
-                directory = EndpointDirectory(reader, components)
-                workflows = Workflows(db, components, cipher, settings, clock)
-                mailer = Mailer(settings)
-                executor = Executor(
-                    db, pool, workflows, invoker.broker, settings, clock, mailer, reader
-                )
-                platform = cls(
-                    settings=settings,
-                    clock=clock,
-                    db=db,
-                    reader=reader,
-                    cipher=cipher,
-                    pool=pool,
-                    deps=deps,
-                    components=components,
-                    invoker=invoker,
-                    sources=Sources(
-                        db, reader, pool, components, invoker, cipher, settings, clock, directory
-                    ),
-                    actions=Actions(db, pool, components, cipher, settings),
-                    jobs=JobWorker(
-                        db,
-                        clock,
-                        WorkerConfig(
-                            lease_ms=int((settings.source_timeout_seconds + 60) * 1000),
-                            poll_seconds=settings.job_poll_seconds,
-                            retention_ms=settings.job_retention_seconds * 1000,
-                            account_share=settings.account_max_concurrency,
-                        ),
-                    ),
-                    scheduler=Scheduler(db, clock, invoker, reader=reader),
-                    ingress=Ingress(db, reader, directory, invoker, settings, clock),
-                    workflows=workflows,
-                    executor=executor,
-                )
-                platform.scheduler.attach(platform.jobs)
-                platform.scheduler.workflow_ticks = executor.handle_timer
-                platform.ingress.attach(platform.jobs)  # "http" jobs: endpoint requests
-                if settings.requests_first:
-                    # The background loop yields while the endpoints are saturated.
-                    platform.jobs.pressure = platform.ingress.enqueuer.pressed
-                # "workflow" jobs: workflow endpoints, manual runs, replays
-                platform.ingress.attach_workflows(executor, workflows)
-                platform.jobs.register(JobKind.SEND, executor.handle_send)  # $.send.http/email/s3
-                # "emit" jobs: subscriptions (to sources and workflows)
-                Deliveries(invoker, platform.jobs, executor).install()
+                platform = cls._assemble(settings, clock, db, reader, cipher, pool)
                 if background:
                     await platform.jobs.start()
                     await platform.scheduler.start()
@@ -137,11 +98,90 @@ class Platform:
                     await platform.ingress.close()
                     await platform.scheduler.stop()
                     await platform.jobs.stop()
+                    await platform.enqueuer.close()
                     platform.invoker.writer.dispose()
-                    executor.writer.dispose()
+                    platform.executor.writer.dispose()
+                    platform.sends.dispose()
         finally:
             reader.dispose()
             await db.dispose()
+
+    @classmethod
+    def _assemble(
+        cls,
+        settings: Settings,
+        clock: Clock,
+        db: AsyncEngine,
+        reader: database.Reader,
+        cipher: Cipher,
+        pool: RunnerPool,
+    ) -> Platform:
+        """Every engine service, each given what it uses; the job worker gets its table of
+        handlers (``engine/handlers/``), one per job kind."""
+        deps = DependencyStore(settings.npm_store_dir, npm=settings.npm)
+        components = Components(db, pool, deps, settings, clock)
+        invoker = Invoker(db, pool, components, cipher, settings, clock, reader)
+        directory = EndpointDirectory(reader, components)
+        workflows = Workflows(db, components, cipher, settings, clock)
+        executor = Executor(db, pool, workflows, invoker.broker, settings, clock, reader)
+        waiters = Waiters()
+        enqueuer = Enqueuer(db, clock)
+        sends = SendJobs(db, cipher, Mailer(settings), settings, clock)
+        handlers: dict[str, Handler] = {
+            JobKind.HTTP: HttpJobs(
+                reader, invoker, waiters, run_timeout_seconds=settings.http_source_timeout_seconds
+            ),
+            JobKind.TIMER: TimerJobs(reader, invoker, executor),
+            JobKind.EMIT: EmitJobs(invoker, executor),
+            JobKind.WORKFLOW: WorkflowJobs(executor, waiters),
+            JobKind.SEND: sends,
+        }
+        worker = JobWorker(
+            db,
+            clock,
+            WorkerConfig(
+                lease_ms=int((settings.source_timeout_seconds + 60) * 1000),
+                poll_seconds=settings.job_poll_seconds,
+                retention_ms=settings.job_retention_seconds * 1000,
+                account_share=settings.account_max_concurrency,
+            ),
+            handlers,
+            # Requests first: the background loop yields while the endpoints are saturated.
+            pressure=enqueuer.pressed if settings.requests_first else None,
+        )
+        # Jobs this process enqueues with a run's results (emits, sends) wake its worker now.
+        invoker.broker.on(broker.JOBS, lambda _items: worker.notify())
+        return cls(
+            settings=settings,
+            clock=clock,
+            db=db,
+            reader=reader,
+            cipher=cipher,
+            pool=pool,
+            deps=deps,
+            components=components,
+            invoker=invoker,
+            sources=Sources(
+                db, reader, pool, components, invoker, cipher, settings, clock, directory
+            ),
+            actions=Actions(db, pool, components, cipher, settings),
+            jobs=worker,
+            scheduler=Scheduler(db, clock, notify=worker.notify),
+            ingress=Ingress(
+                reader,
+                directory,
+                workflows,
+                settings,
+                clock,
+                enqueuer=enqueuer,
+                worker=worker,
+                waiters=waiters,
+            ),
+            workflows=workflows,
+            executor=executor,
+            enqueuer=enqueuer,
+            sends=sends,
+        )
 
     async def create_account(
         self, username: str, email: str | None = None, *, is_admin: bool = False

@@ -62,7 +62,7 @@ async def test_each_job_runs_once_and_is_done_with_its_results(
             seen.append(job.payload["i"])
             await conn.run_sync(finish)
 
-    worker.register(kind, handler)
+    worker.handlers[kind] = handler
     ids = await _enqueue(platform, clock, kind, 5)
     assert await worker.drain() == 5
     assert sorted(seen) == [0, 1, 2, 3, 4]
@@ -80,7 +80,7 @@ async def test_failures_retry_with_backoff_then_fail(platform: Platform, kind: s
         calls += 1
         raise Retry("runner crashed")
 
-    worker.register(kind, handler)
+    worker.handlers[kind] = handler
     (job_id,) = await _enqueue(platform, clock, kind)
     assert await worker.run_once() == 1
     assert await _status(platform, job_id) == ("queued", 1)
@@ -108,7 +108,7 @@ async def test_a_dead_workers_job_runs_again_after_its_lease(platform: Platform,
     async def handler(job: Job, finish: Finish) -> None:
         done.append(job.id)
 
-    survivor.register(kind, handler)
+    survivor.handlers[kind] = handler
     assert await survivor.run_once() == 0  # leased to the dead worker
     clock.advance(seconds=61)
     assert await survivor.run_once() == 1 and done == [job_id]
@@ -176,7 +176,7 @@ async def test_done_jobs_are_pruned_after_their_retention(platform: Platform, ki
         if job.payload["i"] == 2:
             raise ValueError("fails for good")
 
-    worker.register(kind, handler)
+    worker.handlers[kind] = handler
     ids = await _enqueue(platform, clock, kind, 3)
     async with platform.db.begin() as conn:  # the failing one fails at once (no retries left)
         await conn.execute(jobs_table.update().where(jobs_table.c.id == ids[2]).values(attempts=10))
@@ -218,7 +218,7 @@ async def test_under_pressure_the_background_loop_runs_one_job_at_a_time(
         await releases[job.payload["i"]].wait()
         running -= 1
 
-    worker.register(kind, handler)
+    worker.handlers[kind] = handler
     await _enqueue(platform, clock, kind, 3)
     await worker.start()
     worker.notify()
@@ -247,7 +247,7 @@ async def test_a_job_claimed_but_not_started_runs_now_or_is_released(
     async def handler(job: Job, finish: Finish) -> None:
         ran.append(job.id)
 
-    worker.register(kind, handler)
+    worker.handlers[kind] = handler
     ids = await _enqueue(platform, clock, kind, 3)
     worker._queue.extend(await worker._claim(10))  # as the loop does, before starting them
     # A request waiting on its run takes its job from the local queue at once.
@@ -259,7 +259,7 @@ async def test_a_job_claimed_but_not_started_runs_now_or_is_released(
         ("queued", 0),
     ]
     other = JobWorker(platform.db, clock)
-    other.register(kind, handler)
+    other.handlers[kind] = handler
     assert await other.drain() == 2 and sorted(ran) == sorted(ids)
 
 
@@ -291,7 +291,7 @@ async def test_an_account_over_its_share_waits_queued_in_order(
         if job.owner_id == "u_flood":
             await release.wait()
 
-    worker.register(kind, handler)
+    worker.handlers[kind] = handler
     async with platform.db.begin() as conn:
         flood = [
             await jobs.enqueue(

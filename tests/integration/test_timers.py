@@ -13,6 +13,7 @@ import pytest
 import sqlalchemy as sa
 
 from sluice.clock import FakeClock, SystemClock
+from sluice.domain.states import JobKind
 from sluice.engine.jobs import JobWorker
 from sluice.engine.scheduler import Scheduler, SchedulerConfig
 from sluice.platform import Platform
@@ -42,16 +43,13 @@ class Rig:
     ids: list[str]
 
     def scheduler(self, batch: int = 200) -> Scheduler:
-        scheduler = Scheduler(
+        return Scheduler(
             self.platform.db,
             self.clock,
-            self.platform.invoker,
             SchedulerConfig(batch=batch),
-            reader=self.platform.reader,
+            notify=self.worker.notify,
             only=self.ids,
         )
-        scheduler.attach(self.worker)
-        return scheduler
 
     async def timer(self, deployment_id: str) -> timers.Timer | None:
         async with self.platform.db.connect() as conn:
@@ -67,7 +65,8 @@ class Rig:
 def rig(platform: Platform) -> Rig:
     # Deploys stamp timers with the platform's real clock: start the fake one there.
     clock = FakeClock(SystemClock().now_ms())
-    return Rig(platform, clock, JobWorker(platform.db, clock), [])
+    handlers = {JobKind.TIMER: platform.jobs.handlers[JobKind.TIMER]}
+    return Rig(platform, clock, JobWorker(platform.db, clock, handlers=handlers), [])
 
 
 async def deploy_ticker(api: Api, rig: Rig, **body: Any) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from sluice.clock import FakeClock, SystemClock
 from sluice.domain import egress
-from sluice.engine.deliveries import Deliveries
+from sluice.domain.states import JobKind
 from sluice.engine.jobs import JobWorker
 from sluice.engine.scheduler import Scheduler
 from sluice.platform import Platform
@@ -184,15 +184,14 @@ async def test_http_endpoint_limits(api: Api) -> None:
 
 async def test_timer_trigger_runs_each_tick(api: Api, platform: Platform) -> None:
     clock = FakeClock(SystemClock().now_ms())
-    worker = JobWorker(platform.db, clock)
+    handlers = {JobKind.TIMER: platform.jobs.handlers[JobKind.TIMER]}
+    worker = JobWorker(platform.db, clock, handlers=handlers)
     workflow = await create(
         api,
         [step("tick", "async run({ steps }) { return steps.trigger.event; }")],
         trigger={"type": "timer", "intervalSeconds": 30},
     )
-    scheduler = Scheduler(platform.db, clock, platform.invoker, only=[workflow["id"]])
-    scheduler.attach(worker)
-    scheduler.workflow_ticks = platform.executor.handle_timer
+    scheduler = Scheduler(platform.db, clock, notify=worker.notify, only=[workflow["id"]])
     async with platform.db.connect() as conn:
         timer = await timers.get(conn, workflow["id"])
     assert timer is not None and timer.schedule.interval_seconds == 30
@@ -331,10 +330,10 @@ def loopback_egress(platform: Platform) -> Any:
 @pytest.fixture
 def loopback_sends(platform: Platform) -> Any:
     """$.send.http may reach the test's loopback Gate (the egress policy refuses loopback)."""
-    before = platform.executor.egress
-    platform.executor.egress = egress.EgressPolicy.parse("127.0.0.1:*")
+    before = platform.sends.egress
+    platform.sends.egress = egress.EgressPolicy.parse("127.0.0.1:*")
     yield
-    platform.executor.egress = before
+    platform.sends.egress = before
 
 
 async def test_sends(api: Api, loopback_sends: Any) -> None:
@@ -415,8 +414,9 @@ async def test_a_step_time_out_is_a_timeout_error(api: Api, short_steps: Any) ->
 @pytest_asyncio.fixture(loop_scope="session")
 async def fake_worker(platform: Platform) -> AsyncIterator[tuple[FakeClock, JobWorker]]:
     clock = FakeClock(SystemClock().now_ms())
-    worker = JobWorker(platform.db, clock)
-    Deliveries(platform.invoker, worker, platform.executor).install()
+    worker = JobWorker(
+        platform.db, clock, handlers={JobKind.EMIT: platform.jobs.handlers[JobKind.EMIT]}
+    )
     yield clock, worker
 
 

@@ -480,19 +480,19 @@ async def test_the_global_error_workflow_mails_over_smtp(api: Api) -> None:
     from sluice.engine.mailer import Mailer
     from tests.integration.test_mailer import smtp_server
 
-    executor = api.platform.executor
-    before = executor.mailer
+    sends = api.platform.sends
+    before = sends.mailer
     async with smtp_server() as inbox:
         settings = dataclasses.replace(
             api.platform.settings, smtp_url=f"smtp://127.0.0.1:{inbox.port}"
         )
-        executor.mailer = Mailer(settings)
+        sends.mailer = Mailer(settings)
         try:
             failing = await create(api, [THROWS], name="smtp-check")
             await run(api, failing["id"], {"x": 1})
             await api.platform.jobs.drain()
         finally:
-            executor.mailer = before
+            sends.mailer = before
     # Other tests' queued e-mails may go out in this drain too: this account's is the one.
     [message] = [m for m in inbox.messages if m["Subject"].endswith("in smtp-check")]
     assert message["Subject"] == "[Sluice] TypeError in smtp-check"

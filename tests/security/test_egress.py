@@ -70,13 +70,13 @@ async def test_send_http_to_loopback_is_refused_and_recorded(api: Api) -> None:
         assert srv.received == []
 
         # Allow-listed (as SLUICE_EGRESS_ALLOW would), the same send goes through.
-        before = api.platform.executor.egress
-        api.platform.executor.egress = allowing(f"127.0.0.1:{srv.port}")
+        before = api.platform.sends.egress
+        api.platform.sends.egress = allowing(f"127.0.0.1:{srv.port}")
         try:
             result = await run(api, workflow["id"], {})
             await api.platform.jobs.drain()
         finally:
-            api.platform.executor.egress = before
+            api.platform.sends.egress = before
         stored = (await api.client.get(f"/v1/runs/{result['id']}")).json()["data"]
         assert stored["sends"][0]["status"] == "sent"
         assert [r.target for r in srv.received] == ["/hook?t=s"]

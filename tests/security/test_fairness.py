@@ -7,15 +7,15 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import secrets
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-import pytest
 import pytest_asyncio
 import sqlalchemy as sa
 
 from sluice.api.app import create_app
+from sluice.domain.states import JobKind
 from sluice.engine.jobs import Finish, JobWorker
 from sluice.platform import Platform
 from sluice.runtime.protocol import Result
@@ -91,15 +91,6 @@ async def public(platform: Platform) -> AsyncIterator[httpx.AsyncClient]:
         yield client
 
 
-@pytest.fixture
-def limits(platform: Platform) -> Iterator[Any]:
-    """Lets a test change the ingress limits; restored afterwards."""
-    ingress = platform.ingress
-    saved = ingress.limits
-    yield lambda **changes: setattr(ingress, "limits", dataclasses.replace(saved, **changes))
-    ingress.limits = saved
-
-
 async def _deploy(api: Api, code: str) -> tuple[str, str | None]:
     """(source id, endpoint path or None)."""
     response = await api.client.post("/v1/sources", json={"component_code": code})
@@ -153,11 +144,11 @@ async def test_one_account_cannot_hold_every_job_slot(
     victim_done = asyncio.Event()
 
     async def run_http(job: Job, finish: Finish) -> None:
-        await platform.ingress.run_job(job, finish)
+        await platform.jobs.handlers[JobKind.HTTP](job, finish)
         if job.target_id == hook_id:
             victim_done.set()
 
-    worker.register("http", run_http)
+    worker.handlers[JobKind.HTTP] = run_http
     await worker.start()
     worker.notify()
     try:
@@ -220,16 +211,21 @@ async def test_a_store_over_max_db_bytes_is_refused(attacker: Api) -> None:
 
 
 async def test_an_http_source_without_custom_response_has_its_own_time_out(
-    platform: Platform, attacker: Api, public: httpx.AsyncClient, limits: Any
+    platform: Platform, attacker: Api, public: httpx.AsyncClient
 ) -> None:
     """The client of a source without ``customResponse`` is answered at once; its run ends at
     the HTTP source time-out (``SLUICE_HTTP_SOURCE_TIMEOUT_SECONDS``), not the longer source
     time-out, so a run that never resolves frees its slot soon."""
     hang_id, hang_path = await _deploy(attacker, HANG)
     assert hang_path
-    limits(run_timeout_seconds=0.5)
+    http_jobs = platform.jobs.handlers[JobKind.HTTP]
+    saved = http_jobs.run_timeout_seconds
+    http_jobs.run_timeout_seconds = 0.5
     assert (await public.post(hang_path, json={})).status_code == 200
-    await asyncio.wait_for(platform.jobs.drain(), 10)
+    try:
+        await asyncio.wait_for(platform.jobs.drain(), 10)
+    finally:
+        http_jobs.run_timeout_seconds = saved
     assert await _statuses(platform, hang_id) == ["done"]
     assert "TIMEOUT" in await _log_text(attacker, hang_id)
 

@@ -39,10 +39,9 @@ from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain import limits, routing, states
 from sluice.domain.states import JobKind, SendStatus
-from sluice.engine import destinations, outbound, streams
+from sluice.engine import sealed, streams
 from sluice.engine.broker import Broker
-from sluice.engine.jobs import Finish, Retry
-from sluice.engine.mailer import Mailer
+from sluice.engine.jobs import Finish
 from sluice.engine.workflows import Workflows
 from sluice.runtime import protocol
 from sluice.runtime.pool import Invocation, RunnerPool
@@ -57,8 +56,6 @@ log = logging.getLogger(__name__)
 WORKFLOW_ENTRY = Path(__file__).resolve().parent.parent / "runtime" / "js" / "workflow-entry.mjs"
 #: Sends performed by a job after the run is stored; the others are stored with the run.
 DEFERRED_SENDS = ("http", "email", "s3")
-#: Marks an encrypted value in a stored send config.
-SEALED = "$sealed"
 
 
 @dataclass
@@ -80,21 +77,17 @@ class Executor:
         broker: Broker,
         settings: Settings,
         clock: Clock,
-        mailer: Mailer,
         reader: database.Reader | None = None,
         cipher: Cipher | None = None,
     ) -> None:
         self.db = db
         #: Hot-path reads (the workflow of a job): inline on SQLite.
         self.reader = reader
-        self.mailer = mailer
         self.cipher = cipher or workflows.cipher
         self.pool = pool
         self.workflows = workflows
         self.broker = broker
         self.settings = settings
-        #: Parsed once: a bad SLUICE_EGRESS_ALLOW fails at start, not at the first send.
-        self.egress = outbound.policy(settings)
         self.clock = clock
         self.writer = database.Writer(db)
         self._paths = re.compile(
@@ -275,7 +268,7 @@ class Executor:
                 {
                     "type": kind,
                     "step": send.get("step"),
-                    "config": self._seal(send.get("config"), context["id"], idx),
+                    "config": sealed.seal(self.cipher, send.get("config"), context["id"], idx),
                     "status": SendStatus.QUEUED if kind in DEFERRED_SENDS else "done",
                 }
             )
@@ -297,26 +290,6 @@ class Executor:
             sends=sends,
         )
         return run, db_writes
-
-    def _seal(self, config: Any, run_id: str, idx: int) -> Any:
-        """A ``$.send.http`` password is stored encrypted (bound to the run and the send)."""
-        auth = config.get("auth") if isinstance(config, dict) else None
-        if not isinstance(auth, dict) or not isinstance(auth.get("password"), str):
-            return config
-        token = self.cipher.encrypt(auth["password"], f"run_sends:{run_id}:{idx}:password")
-        return {**config, "auth": {**auth, "password": {SEALED: token}}}
-
-    def _unseal(self, config: Any, run_id: str, idx: int) -> dict[str, Any]:
-        if not isinstance(config, dict):
-            return {}
-        auth = config.get("auth")
-        if not isinstance(auth, dict):
-            return config
-        sealed = auth.get("password")
-        if isinstance(sealed, dict) and SEALED in sealed:
-            password = self.cipher.decrypt(sealed[SEALED], f"run_sends:{run_id}:{idx}:password")
-            return {**config, "auth": {**auth, "password": password}}
-        return config
 
     # ---- storing ----------------------------------------------------------------------------
 
@@ -518,80 +491,3 @@ class Executor:
             hops=hops,
             trigger_context={"emitter_id": emitter, "event_id": payload.get("event_id")},
         )
-
-    async def handle_timer(self, job: jobs.Job, finish: Finish) -> None:
-        """A ``timer`` job of a workflow: run it with the tick's event."""
-        workflow = await self.load(job.owner_id, job.target_id)
-        if workflow is None or not workflow.active:
-            return
-        outcome = await self.execute(workflow, job.payload, source_type="TIMER", also=finish)
-        if outcome.crashed:
-            raise Retry(f"the runner crashed running {workflow.id}")
-
-    async def handle_send(self, job: jobs.Job, finish: Finish) -> None:
-        """A ``send`` job: perform one ``$.send.http/email/s3`` of a stored run and write its
-        outcome into the run. No retries (Pipedream: none for ``$.send.http``): a failure is
-        an outcome, kept with the run. ``$.send.email`` with ``dedupe_key`` sends at most one
-        message per key per ``error_email_throttle_seconds`` (the global error workflow's
-        once-a-day rule)."""
-        payload = job.payload or {}
-        run_id, idx = str(payload.get("run_id")), int(payload.get("idx", 0))
-        async with self.db.connect() as conn:
-            send = await runs.get_send(conn, run_id, idx)
-            email = await runs.account_email(conn, job.owner_id)
-        if send is None or send["status"] != SendStatus.QUEUED:
-            return  # the run was trimmed or deleted, or the send was done already
-        config = self._unseal(send["config"], run_id, idx)
-        kind = send["type"]
-        now_ms = self.clock.now_ms()
-        throttle_key: str | None = None
-        try:
-            if kind == "http":
-                outcome = await destinations.send_http(
-                    config, time_limit=self.settings.send_http_timeout_seconds, policy=self.egress
-                )
-            elif kind == "s3":
-                outcome = await destinations.send_s3(self.settings, config, now_ms=now_ms)
-            else:
-                key = config.get("dedupe_key")
-                window_ms = self.settings.error_email_throttle_seconds * 1000
-                if key is not None:
-                    throttle_key = f"email:{key}"
-                    slot = throttle_key
-
-                    def claim(conn: Connection) -> bool:
-                        return runs.claim_mail_slot_sync(
-                            conn, job.owner_id, slot, now_ms=now_ms, window_ms=window_ms
-                        )
-
-                    if not await self.writer(claim):
-                        throttle_key = None
-                        outcome = {
-                            "status": "skipped",
-                            "reason": f"an e-mail for {key!r} went out less than "
-                            f"{self.settings.error_email_throttle_seconds} s ago",
-                        }
-                        await self._finish_send(run_id, idx, outcome, finish)
-                        return
-                mail = {k: v for k, v in config.items() if k in ("subject", "text", "html")}
-                outcome = await destinations.send_email(self.mailer, to=email, config=mail)
-        except destinations.InvalidSend as exc:
-            outcome = {"status": "failed", "error": exc.message}
-        if throttle_key is not None and outcome.get("status") == "failed":
-            released = throttle_key
-            await self.writer(
-                lambda conn: runs.release_mail_slot_sync(conn, job.owner_id, released, now_ms)
-            )
-        await self._finish_send(run_id, idx, outcome, finish)
-
-    async def _finish_send(
-        self, run_id: str, idx: int, outcome: dict[str, Any], finish: Finish
-    ) -> None:
-        status = str(outcome.get("status") or "failed")
-        now_ms = self.clock.now_ms()
-
-        def transaction(conn: Connection) -> None:
-            finish(conn)
-            runs.set_send_sync(conn, run_id, idx, status=status, outcome=outcome, now_ms=now_ms)
-
-        await self.writer(transaction)

@@ -10,9 +10,10 @@ crash the job's lease expires and it runs again, at-least-once).
 
 Without ``customResponse`` the answer is an immediate 200 ``{"success":true}`` and the job
 worker is woken to run the job soon. With it, the job runs at once in this process, and the
-request waits for the first ``respond()`` (through a future per job that the job's
-``on_respond`` settles), for the end of ``run()``, or for the response time-out: either of the
-last two answers 504 ``no_response``. The rate-limit buckets and the futures are per process.
+request waits for the first ``respond()`` (through a future per job, ``waiters.py``, that the
+job's handler settles: ``handlers/http.py``, ``handlers/workflow.py``), for the end of
+``run()``, or for the response time-out: either of the last two answers 504 ``no_response``.
+The rate-limit buckets and the futures are per process.
 """
 
 from __future__ import annotations
@@ -24,8 +25,6 @@ import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from sluice import errors
 from sluice.clock import Clock
 from sluice.config import Settings
@@ -34,15 +33,12 @@ from sluice.domain.http_events import Answer, Bucket, Refusal
 from sluice.domain.states import JobKind
 from sluice.engine.directory import EndpointDirectory
 from sluice.engine.enqueuer import Enqueuer
-from sluice.engine.executor import Executor
-from sluice.engine.invoker import Invoker
-from sluice.engine.jobs import Finish, JobWorker, Retry
+from sluice.engine.jobs import JobWorker
+from sluice.engine.waiters import Ended, Outcome, Waiters
 from sluice.engine.workflows import Workflows
-from sluice.runtime import protocol
-from sluice.runtime.protocol import Response
-from sluice.storage import database, endpoints, sources
+from sluice.storage import database, endpoints
 from sluice.storage import workflows as workflow_store
-from sluice.storage.jobs import Job, NewJob
+from sluice.storage.jobs import NewJob
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +52,6 @@ class Limits:
     rate_per_second: float
     burst: int
     response_timeout_seconds: float
-    #: The run of a source without ``customResponse`` (answered at once); 0: the source's.
-    run_timeout_seconds: float = 0.0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Limits:
@@ -67,7 +61,6 @@ class Limits:
             burst=settings.http_rate_burst,
             response_timeout_seconds=settings.http_response_timeout_seconds
             or settings.source_timeout_seconds,
-            run_timeout_seconds=settings.http_source_timeout_seconds,
         )
 
 
@@ -83,55 +76,33 @@ class IncomingRequest:
     read_body: Callable[[int], Awaitable[bytes]]
 
 
-@dataclass(frozen=True)
-class Ended:
-    """The run ended, or could not start, without calling ``respond()``."""
-
-    message: str
-    status: int = 504
-    code: str = "no_response"
-
-
 class Ingress:
     def __init__(
         self,
-        db: AsyncEngine,
         reader: database.Reader,
         directory: EndpointDirectory,
-        invoker: Invoker,
+        workflows: Workflows,
         settings: Settings,
         clock: Clock,
+        *,
+        enqueuer: Enqueuer,
+        worker: JobWorker,
+        waiters: Waiters,
     ) -> None:
         self.reader = reader
         self.directory = directory
-        self.invoker = invoker
+        self.workflows = workflows
+        self.settings = settings
         self.clock = clock
-        self.enqueuer = Enqueuer(db, clock)
+        self.enqueuer = enqueuer
+        #: Woken when a job is stored; runs a waiting request's job at once (``run_now``).
+        self.worker = worker
+        self.waiters = waiters
         #: Replaceable as a whole (``dataclasses.replace``), e.g. by tests.
         self.limits = Limits.from_settings(settings)
-        self._worker: JobWorker | None = None
         self._buckets: dict[str, Bucket] = {}
         self._prune_at = _PRUNE_AT
-        self._waiters: dict[int, asyncio.Future[Response | Ended]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        self._executor: Executor | None = None
-        self._workflows: Workflows | None = None
-
-    def attach(self, worker: JobWorker) -> None:
-        """Run ``http`` jobs on ``worker``, and wake it or run a job at once through it."""
-        self._worker = worker
-        worker.register(JobKind.HTTP, self.run_job)
-
-    def attach_workflows(self, executor: Executor, workflows: Workflows) -> None:
-        """Serve workflow endpoints, and run ``workflow`` jobs (HTTP, manual runs, replays)."""
-        self._executor = executor
-        self._workflows = workflows
-        self.worker.register(JobKind.WORKFLOW, self.run_workflow_job)
-
-    @property
-    def worker(self) -> JobWorker:
-        assert self._worker is not None, "Ingress.attach(worker) was not called"
-        return self._worker
 
     # ---- requests ---------------------------------------------------------------------------
 
@@ -171,27 +142,27 @@ class Ingress:
             # Committed: the request is durable from here on, and only now is it answered.
             self.worker.notify()
             return http_events.default_answer()
-        waiter: asyncio.Future[Response | Ended] = asyncio.get_running_loop().create_future()
+        waiter: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
 
         registered: list[int] = []
 
         def register(job_id: int) -> None:
             # At the commit, before any worker can claim the job and run() can respond().
-            self._waiters[job_id] = waiter
+            self.waiters.add(job_id, waiter)
             registered.append(job_id)
 
         try:
             job_id = await self.enqueuer.enqueue(job, on_id=register)
         except BaseException:  # the client went away: the stored job runs on the worker
             for stale in registered:
-                self._waiters.pop(stale, None)
+                self.waiters.discard(stale)
             self.worker.notify()
             raise
         assert job_id is not None
         wait_s = self.limits.response_timeout_seconds
-        if endpoint.workflow and self._executor is not None:
+        if endpoint.workflow:
             # A workflow answers by the end of its run at the latest.
-            wait_s = self._executor.settings.workflow_timeout_seconds + 1
+            wait_s = self.settings.workflow_timeout_seconds + 1
         return await self._await_response(job_id, waiter, wait_s)
 
     def _too_large(self, limit: int) -> errors.PayloadTooLarge:
@@ -225,7 +196,7 @@ class Ingress:
             )
 
     async def _await_response(
-        self, job_id: int, waiter: asyncio.Future[Response | Ended], wait_s: float
+        self, job_id: int, waiter: asyncio.Future[Outcome], wait_s: float
     ) -> Answer | Refusal:
         task = asyncio.create_task(self._run_now(job_id))
         self._tasks.add(task)
@@ -235,7 +206,7 @@ class Ingress:
         except TimeoutError:
             return Refusal(504, "no_response", f"no respond() within {wait_s:g} s")
         finally:
-            self._waiters.pop(job_id, None)
+            self.waiters.discard(job_id)
         if isinstance(outcome, Ended):
             return Refusal(outcome.status, outcome.code, outcome.message)
         return http_events.answer(
@@ -247,69 +218,18 @@ class Ingress:
             ran = await self.worker.run_now(job_id)
         except Exception:  # the claim failed (database); the job stays queued for the worker
             log.exception("could not run http job %s now", job_id)
-            self._settle(job_id, Ended("the request was stored but could not run now"))
+            self.waiters.settle(job_id, Ended("the request was stored but could not run now"))
             return
         # Not ran: a worker of this process claimed it first (its run settles the future), or
         # another process did (the request then waits for its time-out).
         if ran:
-            self._settle(job_id, Ended("the source's run() ended without calling respond()"))
-
-    def _settle(self, job_id: int, outcome: Response | Ended) -> None:
-        """The first outcome answers the waiting request, if any (only the first counts)."""
-        waiter = self._waiters.get(job_id)
-        if waiter is not None and not waiter.done():
-            waiter.set_result(outcome)
-
-    # ---- the job ----------------------------------------------------------------------------
-
-    async def run_job(self, job: Job, finish: Finish) -> None:
-        """Run the source on the stored event; its results and "done" commit together."""
-        found = await self.reader(
-            lambda conn: sources.get_with_state(conn, job.owner_id, job.target_id)
-        )
-        if found is None or not found[0].active:
-            # Deleted or deactivated after the request was accepted: nothing to run.
-            self._settle(job.id, Ended("the source was deleted or deactivated before it ran"))
-            return
-        deployment, snapshot = found
-        timeout_s = None
-        if self.limits.run_timeout_seconds > 0:
-            # Its client was answered at once: its run gets the HTTP source time-out. A
-            # customResponse source's client waits for it, up to the response time-out.
-            component = await self.invoker.components.by_id(deployment.component_id)
-            if not http_events.custom_response(component.configurable_props):
-                timeout_s = self.limits.run_timeout_seconds
-        outcome = await self.invoker.invoke(
-            deployment,
-            {"kind": "run", "event": http_events.event_of(job.payload)},
-            on_respond=lambda response: self._settle(job.id, response),
-            snapshot=snapshot,
-            also=finish,
-            timeout_seconds=timeout_s,
-        )
-        error = outcome.result.error or {}
-        code = error.get("code")
-        if code == protocol.RUNNER_CRASHED:
-            self._settle(
-                job.id, Ended("the source's runner crashed before respond(); it will run again")
-            )
-            # The crash is Sluice's, not the source's: run it again (with backoff).
-            raise Retry(f"the runner crashed running {deployment.id}")
-        if code == protocol.TIMEOUT:
-            message = "the source's run() timed out without calling respond()"
-        elif error:
-            name = error.get("name") or "an error"
-            message = f"the source's run() threw {name} before calling respond(); see its logs"
-        else:
-            message = "the source's run() ended without calling respond()"
-        self._settle(job.id, Ended(message))
+            self.waiters.settle(job_id, Ended("the source's run() ended without calling respond()"))
 
     # ---- workflows ----------------------------------------------------------------------------
 
     async def _workflow_job(
         self, endpoint: endpoints.Endpoint, event: object
     ) -> tuple[NewJob, bool]:
-        assert self._workflows is not None, "attach_workflows() was not called"
         owner_id, workflow_id = endpoint.owner_id, endpoint.deployment_id
         workflow = await self.reader(
             lambda conn: workflow_store.get_sync(conn, owner_id, workflow_id)
@@ -317,85 +237,20 @@ class Ingress:
         # The directory's entry may be a second old: the workflow itself decides.
         if workflow is None or not workflow.active or workflow.endpoint_id != endpoint.endpoint_id:
             raise errors.NotFound(f"no active endpoint {endpoint.endpoint_id!r}")
-        custom = await self._workflows.custom_response(workflow)
+        custom = await self.workflows.custom_response(workflow)
         job = NewJob(
             JobKind.WORKFLOW, owner_id, workflow_id, {"event": event, "source_type": "HTTP"}
         )
         return job, custom
 
-    async def run_workflow_job(self, job: Job, finish: Finish) -> None:
-        """Run a workflow on a stored event (its endpoint, a manual run, a replay); a waiting
-        HTTP client gets the first immediate ``$.respond``, else the first one when the run
-        ends, else 400 ``No $.respond called in workflow`` (Pipedream's answer)."""
-        assert self._executor is not None, "attach_workflows() was not called"
-        payload = job.payload or {}
-        workflow = await self._executor.load(job.owner_id, job.target_id)
-        if workflow is None or not workflow.active:
-            self._settle(
-                job.id,
-                Ended("the workflow was deleted or deactivated before it ran", 404, "not_found"),
-            )
-            return
-        held: list[Response] = []
-
-        def on_respond(response: Response) -> None:
-            if response.immediate:
-                self._settle(job.id, response)
-            else:
-                held.append(response)
-
-        try:
-            outcome = await self._executor.execute(
-                workflow,
-                payload.get("event"),
-                source_type=str(payload.get("source_type") or "MANUAL"),
-                run_id=payload.get("run_id"),
-                replay_of=payload.get("replay_of"),
-                also=finish,
-                on_respond=on_respond,
-            )
-        except Exception:
-            # The job is retried by the worker; a waiting client is answered now.
-            self._settle(
-                job.id, Ended("the run could not finish; it will run again", 503, "retrying")
-            )
-            raise
-        if outcome.crashed:
-            self._settle(
-                job.id,
-                Ended(
-                    "the workflow's runner crashed before $.respond(); it will run again",
-                    503,
-                    "runner_crashed",
-                ),
-            )
-            raise Retry(f"the runner crashed running {workflow.id}")
-        if held:
-            self._settle(job.id, held[0])
-            return
-        run = outcome.run
-        if run is not None and run.error is not None:
-            error = run.error
-            self._settle(
-                job.id,
-                Ended(
-                    f"the workflow failed in step {error.get('step_name')} before $.respond(): "
-                    f"{error['code']}: {error['msg']}",
-                    500,
-                    "workflow_failed",
-                ),
-            )
-            return
-        self._settle(job.id, Ended("No $.respond called in workflow", 400, "no_response"))
-
     async def run_now_and_wait(self, job: NewJob, wait_s: float) -> int:
         """Store a ``workflow`` job and run it in this process at once (manual runs, replays);
         its id, once the run is over (or stored for a worker to retry). When this process's
         job worker claimed the job first, its run settles the same waiter."""
-        waiter: asyncio.Future[Response | Ended] = asyncio.get_running_loop().create_future()
+        waiter: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
 
         def register(job_id: int) -> None:
-            self._waiters[job_id] = waiter
+            self.waiters.add(job_id, waiter)
 
         job_id = await self.enqueuer.enqueue(job, on_id=register)
         assert job_id is not None
@@ -404,7 +259,7 @@ class Ingress:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(asyncio.shield(waiter), wait_s)
         finally:
-            self._waiters.pop(job_id, None)
+            self.waiters.discard(job_id)
         return job_id
 
     async def idle(self) -> None:
@@ -420,4 +275,3 @@ class Ingress:
         for task in list(self._tasks):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        await self.enqueuer.close()

@@ -23,7 +23,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,7 +82,10 @@ class JobWorker:
     """Claims up to ``batch`` jobs at a time into a local queue and runs up to ``concurrency``
     of them at once, each its own task (a long job never holds back the ones after it).
 
-    Requests first: ``pressure`` (set by the platform: the ingress's group commits are large,
+    ``handlers`` is the table of job kinds this worker runs (built by ``platform.py``, one
+    handler per kind: ``engine/handlers/``); it claims jobs of those kinds only.
+
+    Requests first: ``pressure`` (from the platform: the ingress's group commits are large,
     so many requests are waiting to be stored) makes the background loop run one job at a
     time with a pause after each. In one process the endpoints and the runs share a core; under
     a burst the endpoints keep accepting at nearly full speed, every accepted request stored,
@@ -90,14 +93,22 @@ class JobWorker:
     started by a request that waits for its answer (``run_now``) are never held back.
     """
 
-    def __init__(self, db: AsyncEngine, clock: Clock, config: WorkerConfig | None = None) -> None:
+    def __init__(
+        self,
+        db: AsyncEngine,
+        clock: Clock,
+        config: WorkerConfig | None = None,
+        handlers: Mapping[str, Handler] | None = None,
+        *,
+        pressure: Callable[[], bool] | None = None,
+    ) -> None:
         self.db = db
         self.clock = clock
         self.config = config or WorkerConfig()
         self.worker_id = f"{os.getpid()}-{ids.random_token(6)}"
         # Claims and "done" marks: inline on SQLite, no per-statement thread hand-offs.
         self.writer = database.Writer(db)
-        self.handlers: dict[str, Handler] = {}
+        self.handlers: dict[str, Handler] = dict(handlers or {})
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._running: set[asyncio.Task[None]] = set()
@@ -107,7 +118,7 @@ class JobWorker:
         #: Claimed, not started yet (their leases run).
         self._queue: collections.deque[Job] = collections.deque()
         #: Whether the endpoints are saturated (see the class docstring); None: never.
-        self.pressure: Callable[[], bool] | None = None
+        self.pressure = pressure
         self._last_done = 0.0
         #: Jobs the loop runs at once now: ``concurrency``, or 1 under pressure.
         self._limit = self.config.concurrency
@@ -131,9 +142,6 @@ class JobWorker:
             total += deleted
             if deleted < PRUNE_BATCH:
                 return total
-
-    def register(self, kind: str, handler: Handler) -> None:
-        self.handlers[kind] = handler
 
     def notify(self) -> None:
         """A job was enqueued in this process: look now rather than at the next poll (when a

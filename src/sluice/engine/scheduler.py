@@ -1,13 +1,10 @@
-"""The scheduler: fires due timers as durable ``timer`` jobs, and runs those jobs.
+"""The scheduler: fires due timers as durable ``timer`` jobs (``handlers/timer.py`` runs them).
 
 ``tick`` is one pass: claim the timers due at the clock's now, batch after batch, each batch
 one transaction that moves the timers forward and enqueues their jobs (storage/timers.py), so
 any number of schedulers can share one PostgreSQL without firing a tick twice. The loop around
 it sleeps until the earliest next tick (at most ``max_sleep_seconds``, so timers deployed by
 another process are seen). Tests call ``tick`` with a fake clock.
-
-``handle`` runs a tick's job: the source's ``run(event)`` with the tick's event, the job marked
-done in the transaction that stores what the run emitted.
 """
 
 from __future__ import annotations
@@ -15,18 +12,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sluice.clock import Clock
-from sluice.domain.states import JobKind
-from sluice.engine.invoker import Invoker
-from sluice.engine.jobs import Finish, JobWorker, Retry
-from sluice.runtime import protocol
-from sluice.storage import database, sources, timers
-from sluice.storage.jobs import Job
+from sluice.storage import timers
 
 log = logging.getLogger(__name__)
 
@@ -44,30 +36,20 @@ class Scheduler:
         self,
         db: AsyncEngine,
         clock: Clock,
-        invoker: Invoker,
         config: SchedulerConfig | None = None,
         *,
-        reader: database.Reader | None = None,
+        notify: Callable[[], None] | None = None,
         only: Collection[str] | None = None,
     ) -> None:
-        """``reader`` reads the deployment and its db state in one go (else two queries on
-        ``db``); ``only`` limits the scheduler to these deployments (tests sharing a database).
-        """
+        """``notify`` wakes the job worker when ticks are enqueued (else it finds them at its
+        next poll); ``only`` limits the scheduler to these deployments (tests sharing a
+        database)."""
         self.db = db
-        self.reader = reader
         self.clock = clock
-        self.invoker = invoker
         self.config = config or SchedulerConfig()
         self.only = only
-        self.on_enqueued: Callable[[], None] | None = None
-        #: Runs the ticks of workflow timers (``Executor.handle_timer``).
-        self.workflow_ticks: Callable[[Job, Finish], Awaitable[None]] | None = None
+        self.on_enqueued = notify
         self._task: asyncio.Task[None] | None = None
-
-    def attach(self, worker: JobWorker) -> None:
-        """Run ticks on ``worker``, and wake it when ticks are enqueued."""
-        worker.register(JobKind.TIMER, self.handle)
-        self.on_enqueued = worker.notify
 
     async def tick(self) -> int:
         """Fire every timer due now; the number of ticks enqueued."""
@@ -89,31 +71,6 @@ class Scheduler:
                     self.on_enqueued()
             if len(fired) < self.config.batch:
                 return total
-
-    async def handle(self, job: Job, finish: Finish) -> None:
-        """The ``timer`` job: run the source with the tick's event. A source deleted or
-        deactivated since the tick was enqueued is skipped (the job is done)."""
-        owner_id, deployment_id = job.owner_id, job.target_id
-        if deployment_id.startswith("p_") and self.workflow_ticks is not None:
-            await self.workflow_ticks(job, finish)
-            return
-        snapshot = None
-        if self.reader is not None:
-            found = await self.reader(
-                lambda conn: sources.get_with_state(conn, owner_id, deployment_id)
-            )
-            deployment, snapshot = found if found else (None, None)
-        else:
-            async with self.db.connect() as conn:
-                deployment = await sources.get(conn, owner_id, deployment_id)
-        if deployment is None or not deployment.active:
-            return
-        outcome = await self.invoker.invoke(
-            deployment, {"kind": "run", "event": job.payload}, snapshot=snapshot, also=finish
-        )
-        error = outcome.result.error or {}
-        if not outcome.result.ok and error.get("code") == protocol.RUNNER_CRASHED:
-            raise Retry(str(error.get("message") or "the Node runner crashed"))
 
     async def _sleep_seconds(self) -> float:
         async with self.db.connect() as conn:

@@ -1,0 +1,17 @@
+"""One module per job kind (``domain.states.JobKind``), each a handler class whose instances are
+called as ``await handler(job, finish)``.
+
+``finish`` marks the job done inside the transaction that stores the job's results, so a
+completed job never runs again (``engine/jobs.py``). A handler that raises ``Retry`` has its
+job run again later. ``platform.py`` builds the table ``{JobKind: handler}`` and hands it to the
+job worker; nothing registers itself.
+
+    http      a source behind an HTTP endpoint, on the request its endpoint stored
+    timer     a timer source or a timer-triggered workflow, for one tick
+    emit      an emitted (or $errors) event delivered to one listener, source or workflow
+    workflow  a workflow run: its endpoint, a manual run, a replay
+    send      a run's $.send.http / email / s3
+
+Handlers import the engine's services (invoker, executor); nothing imports handlers but the
+platform.
+"""

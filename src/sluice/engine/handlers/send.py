@@ -1,0 +1,105 @@
+"""``send`` jobs: one ``$.send.http``, ``$.send.email`` or ``$.send.s3`` of a stored run,
+performed after the run is stored, its outcome written into the run.
+
+No retries (Pipedream: none for ``$.send.http``): a failure is an outcome, kept with the run.
+``$.send.email`` with ``dedupe_key`` sends at most one message per key per
+``error_email_throttle_seconds`` (the global error workflow's once-a-day rule).
+``$.send.http`` obeys the egress policy (``SLUICE_EGRESS_ALLOW``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from sluice.clock import Clock
+from sluice.config import Settings
+from sluice.crypto import Cipher
+from sluice.domain.states import SendStatus
+from sluice.engine import destinations, outbound, sealed
+from sluice.engine.jobs import Finish
+from sluice.engine.mailer import Mailer
+from sluice.storage import database, runs
+from sluice.storage.jobs import Job
+
+
+class SendJobs:
+    def __init__(
+        self,
+        db: AsyncEngine,
+        cipher: Cipher,
+        mailer: Mailer,
+        settings: Settings,
+        clock: Clock,
+    ) -> None:
+        self.db = db
+        self.cipher = cipher
+        self.mailer = mailer
+        self.settings = settings
+        self.clock = clock
+        self.writer = database.Writer(db)
+        #: Parsed once: a bad SLUICE_EGRESS_ALLOW fails at start, not at the first send.
+        self.egress = outbound.policy(settings)
+
+    async def __call__(self, job: Job, finish: Finish) -> None:
+        payload = job.payload or {}
+        run_id, idx = str(payload.get("run_id")), int(payload.get("idx", 0))
+        async with self.db.connect() as conn:
+            send = await runs.get_send(conn, run_id, idx)
+            email = await runs.account_email(conn, job.owner_id)
+        if send is None or send["status"] != SendStatus.QUEUED:
+            return  # the run was trimmed or deleted, or the send was done already
+        config = sealed.unseal(self.cipher, send["config"], run_id, idx)
+        now_ms = self.clock.now_ms()
+        try:
+            if send["type"] == "http":
+                outcome = await destinations.send_http(
+                    config, time_limit=self.settings.send_http_timeout_seconds, policy=self.egress
+                )
+            elif send["type"] == "s3":
+                outcome = await destinations.send_s3(self.settings, config, now_ms=now_ms)
+            else:
+                outcome = await self._email(job.owner_id, email, config, now_ms)
+        except destinations.InvalidSend as exc:
+            outcome = {"status": "failed", "error": exc.message}
+        status = str(outcome.get("status") or "failed")
+
+        def transaction(conn: Connection) -> None:
+            finish(conn)
+            runs.set_send_sync(
+                conn, run_id, idx, status=status, outcome=outcome, now_ms=self.clock.now_ms()
+            )
+
+        await self.writer(transaction)
+
+    async def _email(
+        self, owner_id: str, to: str | None, config: dict[str, Any], now_ms: int
+    ) -> dict[str, Any]:
+        """Send one e-mail, unless its ``dedupe_key`` sent one within the throttle window (a
+        failed send frees the window again)."""
+        key = config.get("dedupe_key")
+        slot = f"email:{key}" if key is not None else None
+        throttle_s = self.settings.error_email_throttle_seconds
+        if slot is not None:
+            window_ms = throttle_s * 1000
+
+            def claim(conn: Connection) -> bool:
+                return runs.claim_mail_slot_sync(
+                    conn, owner_id, slot, now_ms=now_ms, window_ms=window_ms
+                )
+
+            if not await self.writer(claim):
+                reason = f"an e-mail for {key!r} went out less than {throttle_s} s ago"
+                return {"status": "skipped", "reason": reason}
+        mail = {k: v for k, v in config.items() if k in ("subject", "text", "html")}
+        outcome = await destinations.send_email(self.mailer, to=to, config=mail)
+        if slot is not None and outcome.get("status") == "failed":
+            await self.writer(
+                lambda conn: runs.release_mail_slot_sync(conn, owner_id, slot, now_ms)
+            )
+        return outcome
+
+    def dispose(self) -> None:
+        self.writer.dispose()

@@ -1,0 +1,45 @@
+"""``timer`` jobs: one tick of a timer source, or of a timer-triggered workflow (``p_``).
+
+The scheduler (``engine/scheduler.py``) enqueues one job per due tick; here the tick runs. A
+source or workflow deleted or deactivated since the tick was enqueued is skipped (the job is
+done).
+"""
+
+from __future__ import annotations
+
+from sluice.engine.executor import Executor
+from sluice.engine.invoker import Invoker
+from sluice.engine.jobs import Finish, Retry
+from sluice.runtime import protocol
+from sluice.storage import database, sources
+from sluice.storage.jobs import Job
+
+
+class TimerJobs:
+    def __init__(self, reader: database.Reader, invoker: Invoker, executor: Executor) -> None:
+        self.reader = reader
+        self.invoker = invoker
+        self.executor = executor
+
+    async def __call__(self, job: Job, finish: Finish) -> None:
+        owner_id, target_id = job.owner_id, job.target_id
+        if target_id.startswith("p_"):
+            workflow = await self.executor.load(owner_id, target_id)
+            if workflow is None or not workflow.active:
+                return
+            ran = await self.executor.execute(
+                workflow, job.payload, source_type="TIMER", also=finish
+            )
+            if ran.crashed:
+                raise Retry(f"the runner crashed running {workflow.id}")
+            return
+        found = await self.reader(lambda conn: sources.get_with_state(conn, owner_id, target_id))
+        if found is None or not found[0].active:
+            return
+        deployment, snapshot = found
+        outcome = await self.invoker.invoke(
+            deployment, {"kind": "run", "event": job.payload}, snapshot=snapshot, also=finish
+        )
+        error = outcome.result.error or {}
+        if not outcome.result.ok and error.get("code") == protocol.RUNNER_CRASHED:
+            raise Retry(str(error.get("message") or "the Node runner crashed"))

@@ -1,0 +1,67 @@
+"""``workflow`` jobs: a workflow run on a stored event (its endpoint, a manual run, a replay).
+
+A waiting HTTP client gets the first immediate ``$.respond``, else the first one when the run
+ends, else 400 ``No $.respond called in workflow`` (Pipedream's answer).
+"""
+
+from __future__ import annotations
+
+from sluice.engine.executor import Executor
+from sluice.engine.jobs import Finish, Retry
+from sluice.engine.waiters import Ended, Waiters
+from sluice.runtime.protocol import Response
+from sluice.storage.jobs import Job
+
+
+class WorkflowJobs:
+    def __init__(self, executor: Executor, waiters: Waiters) -> None:
+        self.executor = executor
+        self.waiters = waiters
+
+    async def __call__(self, job: Job, finish: Finish) -> None:
+        settle = self.waiters.settle
+        payload = job.payload or {}
+        workflow = await self.executor.load(job.owner_id, job.target_id)
+        if workflow is None or not workflow.active:
+            gone = "the workflow was deleted or deactivated before it ran"
+            settle(job.id, Ended(gone, 404, "not_found"))
+            return
+        held: list[Response] = []
+
+        def on_respond(response: Response) -> None:
+            if response.immediate:
+                settle(job.id, response)
+            else:
+                held.append(response)
+
+        try:
+            outcome = await self.executor.execute(
+                workflow,
+                payload.get("event"),
+                source_type=str(payload.get("source_type") or "MANUAL"),
+                run_id=payload.get("run_id"),
+                replay_of=payload.get("replay_of"),
+                also=finish,
+                on_respond=on_respond,
+            )
+        except Exception:
+            # The job is retried by the worker; a waiting client is answered now.
+            settle(job.id, Ended("the run could not finish; it will run again", 503, "retrying"))
+            raise
+        if outcome.crashed:
+            crashed = "the workflow's runner crashed before $.respond(); it will run again"
+            settle(job.id, Ended(crashed, 503, "runner_crashed"))
+            raise Retry(f"the runner crashed running {workflow.id}")
+        if held:
+            settle(job.id, held[0])
+            return
+        run = outcome.run
+        if run is not None and run.error is not None:
+            error = run.error
+            message = (
+                f"the workflow failed in step {error.get('step_name')} before $.respond(): "
+                f"{error['code']}: {error['msg']}"
+            )
+            settle(job.id, Ended(message, 500, "workflow_failed"))
+            return
+        settle(job.id, Ended("No $.respond called in workflow", 400, "no_response"))
