@@ -67,26 +67,16 @@ def dev(
     Example: sluice dev sources/new-item/new-item.mjs --prop url=https://example.com/feed
     """
     api = Client(config.resolve(profile))
-    path = Path(target)
-    entry = path if path.is_file() else None
-    if entry is None and (dc is None or "/" in target or path.suffix in _CODE_SUFFIXES):
-        raise CliError(f"{target}: no such file", code="usage")
+    entry = _entry(target, dc)
     if dc is not None:
-        source = sources.resolve(api, dc)
-        if entry is None and target not in (source["id"], source.get("name_slug")):
-            raise CliError(f"{target} is neither a file nor the source {dc}", code="usage")
-        session = _Session(api, source, entry)
-        render.source_summary(source, "Attached to")
-        if entry is not None:
-            session.push()
-        replay = False
+        session = _attach(api, target, dc, entry)
     else:
         assert entry is not None
         session = _Session(api, _deploy(api, entry, prop, props_file, name), entry)
         session.sent = session.bundle.body() if session.bundle else None
         render.source_summary(session.source, "Deployed")
-        replay = True  # the deploy hook's emits and logs too
-    session.start_streams(replay)
+    # A new source's streams replay from the start: the deploy hook's emits and logs too.
+    session.start_streams(replay=dc is None)
     try:
         if entry is None:
             render.note("Attached (nothing to watch). Ctrl+C to stop.", style="bold")
@@ -98,6 +88,27 @@ def dev(
     finally:
         session.stop.set()
     _finish(api, session.source, keep)
+
+
+def _entry(target: str, dc: str | None) -> Path | None:
+    """The file to watch, or None when ``target`` names the deployed source ``dc``."""
+    path = Path(target)
+    entry = path if path.is_file() else None
+    if entry is None and (dc is None or "/" in target or path.suffix in _CODE_SUFFIXES):
+        raise CliError(f"{target}: no such file", code="usage")
+    return entry
+
+
+def _attach(api: Client, target: str, dc: str, entry: Path | None) -> _Session:
+    """A session on the deployed source ``dc``, sent the file's code now when there is one."""
+    source = sources.resolve(api, dc)
+    if entry is None and target not in (source["id"], source.get("name_slug")):
+        raise CliError(f"{target} is neither a file nor the source {dc}", code="usage")
+    session = _Session(api, source, entry)
+    render.source_summary(source, "Attached to")
+    if entry is not None:
+        session.push()
+    return session
 
 
 def _deploy(

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from sluice.cli import config, render, workflows
+from sluice.cli import config, render, workflow_render
 from sluice.cli.client import Client, CliError
 
 
@@ -73,6 +73,6 @@ def list_(
     elif chosen is Kind.components:
         render.components_table(items)
     elif chosen is Kind.workflows:
-        workflows.workflows_table(items)
+        workflow_render.workflows_table(items)
     else:
         render.subscriptions_table(items)

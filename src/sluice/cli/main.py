@@ -99,10 +99,6 @@ def serve(
     Split across processes on one database: sluice serve --role api (one or more), and
     sluice serve --role worker (one or more).
     """
-    import uvicorn
-
-    from sluice.api.app import create_app
-
     settings = _settings(
         host=host,
         port=port,
@@ -111,6 +107,15 @@ def serve(
         log_level=log_level,
         role=role,
     )
+    _serve(settings)
+
+
+def _serve(settings: Settings) -> None:
+    """Run the role ``settings`` asks for until stopped: the worker, or the HTTP server."""
+    import uvicorn
+
+    from sluice.api.app import create_app
+
     if settings.role not in ("all", "api", "worker"):
         typer.echo(f"error: --role is all, api or worker, not {settings.role!r}", err=True)
         raise typer.Exit(2)

@@ -6,18 +6,21 @@ the specifier itself: ``require("axios@0.19.2")``, ``import _ from "lodash@^4"``
 deploy turns the source into a :class:`DependencyPlan`: the ``dependencies`` to install and the
 sources with every pinned specifier rewritten in place to a name Node can resolve.
 
-Everything here is pure (no I/O); ``sluice.runtime.deps`` does the installing.
+Here: finding the imports (on ``tokens``' lexing) and planning the install. What a specifier
+names is ``specifiers``'; its public names are re-exported here for callers. Everything is pure
+(no I/O); ``sluice.runtime.deps`` does the installing.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from sluice.domain import specifiers, tokens
+from sluice.domain.specifiers import NODE_BUILTIN_MODULES, PackageSpec, parse_specifier
 from sluice.errors import InvalidComponent
 
 __all__ = [
@@ -34,23 +37,6 @@ __all__ = [
 
 ImportKind = Literal["import", "require", "dynamic"]
 
-# Node 20's `require("module").builtinModules`. Modules that exist only with the `node:` prefix
-# (node:test, node:sea, ...) are covered by the prefix rule instead.
-# fmt: off
-NODE_BUILTIN_MODULES: frozenset[str] = frozenset({
-    "_http_agent", "_http_client", "_http_common", "_http_incoming", "_http_outgoing",
-    "_http_server", "_stream_duplex", "_stream_passthrough", "_stream_readable",
-    "_stream_transform", "_stream_wrap", "_stream_writable", "_tls_common", "_tls_wrap", "assert",
-    "assert/strict", "async_hooks", "buffer", "child_process", "cluster", "console", "constants",
-    "crypto", "dgram", "diagnostics_channel", "dns", "dns/promises", "domain", "events", "fs",
-    "fs/promises", "http", "http2", "https", "inspector", "inspector/promises", "module", "net",
-    "os", "path", "path/posix", "path/win32", "perf_hooks", "process", "punycode", "querystring",
-    "readline", "readline/promises", "repl", "stream", "stream/consumers", "stream/promises",
-    "stream/web", "string_decoder", "sys", "timers", "timers/promises", "tls", "trace_events",
-    "tty", "url", "util", "util/types", "v8", "vm", "wasi", "worker_threads", "zlib",
-})
-# fmt: on
-
 SCANNED_EXTENSIONS = (".mjs", ".cjs", ".js", ".ts", ".mts", ".cts")
 
 
@@ -64,20 +50,6 @@ class ImportRef:
     kind: ImportKind
 
 
-@dataclass(frozen=True, slots=True)
-class PackageSpec:
-    """A bare specifier split into package name, pinned range and subpath."""
-
-    name: str
-    range: str | None
-    subpath: str | None
-
-    @property
-    def bare(self) -> str:
-        """The specifier without the pinned range, as Node resolves it."""
-        return self.name + (self.subpath or "")
-
-
 @dataclass(frozen=True)
 class DependencyPlan:
     """What to install for a component, and its sources rewritten to match."""
@@ -88,160 +60,16 @@ class DependencyPlan:
 
 
 # --------------------------------------------------------------------------------------------
-# Lexing: just enough of JavaScript to tell code from comments, strings, templates and regexes.
+# Finding imports.
 
-_LINE_TERMINATORS = "\n\r\u2028\u2029"
-_WS_RE = re.compile(r"[\s\ufeff]+")
-_LINE_COMMENT_RE = re.compile(rf"//[^{_LINE_TERMINATORS}]*")
-_HASHBANG_RE = re.compile(rf"#![^{_LINE_TERMINATORS}]*")
-_BLOCK_COMMENT_RE = re.compile(r"/\*.*?(?:\*/|\Z)", re.S)
-_STRING_RES = {
-    q: re.compile(rf"{q}(?:[^{q}\\{_LINE_TERMINATORS}]|\\(?:\r\n|[\s\S]))*{q}") for q in "\"'"
-}
-# Up to (not including) the next unescaped backtick or `${`.
-_TEMPLATE_CHUNK_RE = re.compile(r"(?:[^`\\$]|\\[\s\S]|\$(?!\{))*")
-_REGEX_RE = re.compile(
-    rf"/(?![*/])(?:[^\\/\[{_LINE_TERMINATORS}]|\\[^{_LINE_TERMINATORS}]"
-    rf"|\[(?:[^\]\\{_LINE_TERMINATORS}]|\\[^{_LINE_TERMINATORS}])*\])+/[\w$]*"
-)
-_NAME_RE = re.compile(r"[A-Za-z_$\u0080-\U0010ffff][\w$\u0080-\U0010ffff]*")
-_NUMBER_RE = re.compile(r"\d[\w.]*|\.\d\w*")
-_MULTI_PUNCT = ("...", "?.", "++", "--", "=>")
-
-# After these keywords an expression starts, so `/` opens a regex rather than dividing.
-_REGEX_AFTER_KEYWORDS = frozenset(
-    {
-        "return",
-        "typeof",
-        "instanceof",
-        "in",
-        "of",
-        "new",
-        "delete",
-        "void",
-        "throw",
-        "case",
-        "do",
-        "else",
-        "yield",
-        "await",
-        "extends",
-    }
-)
 _MEMBER_ACCESS = frozenset({".", "?.", "#"})
 
 
-@dataclass(frozen=True, slots=True)
-class _Tok:
-    # name | punct | num | str | tpl (template without substitutions) | tpl_end | regex
-    # | bad (unterminated literal)
-    kind: str
-    text: str
-    start: int
-    end: int
-
-
-def _regex_allowed(prev: _Tok | None) -> bool:
-    """Whether a `/` after ``prev`` starts a regex literal (the usual previous-token heuristic)."""
-    if prev is None:
-        return True
-    if prev.kind == "punct":
-        # `}` usually ends a block (regex may follow); `)`/`]`/postfix ++ end an operand.
-        return prev.text not in (")", "]", "++", "--")
-    if prev.kind == "name":
-        return prev.text in _REGEX_AFTER_KEYWORDS
-    return False
-
-
-def _tokenize(src: str) -> list[_Tok]:
-    toks: list[_Tok] = []
-    n = len(src)
-    i = 0
-    if src.startswith("#!"):  # hashbang line
-        m = _HASHBANG_RE.match(src, 0)
-        i = m.end() if m else n
-    # One entry per open template substitution `${`: the `{` depth inside it, so the `}` that
-    # closes the substitution (and resumes the template) is told apart from ordinary braces.
-    subst_depths: list[int] = []
-
-    def template_from(pos: int, tok_start: int, head: bool) -> int:
-        """Scan template text from ``pos``; return where code resumes."""
-        m = _TEMPLATE_CHUNK_RE.match(src, pos)
-        end = m.end() if m else pos
-        if end >= n:
-            toks.append(_Tok("bad", src[tok_start:n], tok_start, n))
-            return n
-        if src[end] == "`":
-            if head:
-                toks.append(_Tok("tpl", src[pos:end], tok_start, end + 1))
-            else:
-                toks.append(_Tok("tpl_end", src[pos:end], tok_start, end + 1))
-            return end + 1
-        # `${`: code follows, as after any opening brace.
-        subst_depths.append(0)
-        toks.append(_Tok("punct", "${", end, end + 2))
-        return end + 2
-
-    while i < n:
-        c = src[i]
-        if c.isspace() or c == "\ufeff":
-            m = _WS_RE.match(src, i)
-            i = m.end() if m else i + 1
-        elif c == "/" and src.startswith("//", i):
-            m = _LINE_COMMENT_RE.match(src, i)
-            i = m.end() if m else n
-        elif c == "/" and src.startswith("/*", i):
-            m = _BLOCK_COMMENT_RE.match(src, i)
-            i = m.end() if m else n
-        elif c == "/":
-            m = _REGEX_RE.match(src, i) if _regex_allowed(toks[-1] if toks else None) else None
-            if m:
-                toks.append(_Tok("regex", m.group(), i, m.end()))
-                i = m.end()
-            else:
-                toks.append(_Tok("punct", "/", i, i + 1))
-                i += 1
-        elif c in "\"'":
-            m = _STRING_RES[c].match(src, i)
-            if m:
-                toks.append(_Tok("str", src[i + 1 : m.end() - 1], i, m.end()))
-                i = m.end()
-            else:
-                # Unterminated: skip to the end of the line, it cannot hold a specifier.
-                j = i + 1
-                while j < n and src[j] not in _LINE_TERMINATORS:
-                    j += 2 if src[j] == "\\" else 1
-                toks.append(_Tok("bad", src[i:j], i, min(j, n)))
-                i = min(j, n)
-        elif c == "`":
-            i = template_from(i + 1, i, head=True)
-        elif c == "}" and subst_depths and subst_depths[-1] == 0:
-            subst_depths.pop()
-            i = template_from(i + 1, i, head=False)
-        elif c.isdigit() or (c == "." and i + 1 < n and src[i + 1].isdigit()):
-            m = _NUMBER_RE.match(src, i)
-            end = m.end() if m else i + 1
-            toks.append(_Tok("num", src[i:end], i, end))
-            i = end
-        elif (m := _NAME_RE.match(src, i)) is not None:
-            toks.append(_Tok("name", m.group(), i, m.end()))
-            i = m.end()
-        else:
-            text = next((p for p in _MULTI_PUNCT if src.startswith(p, i)), c)
-            if subst_depths and text == "{":
-                subst_depths[-1] += 1
-            elif subst_depths and text == "}":
-                subst_depths[-1] -= 1
-            toks.append(_Tok("punct", text, i, i + len(text)))
-            i += len(text)
-    return toks
-
-
-def _is_punct(tok: _Tok | None, *texts: str) -> bool:
+def _is_punct(tok: tokens.Token | None, *texts: str) -> bool:
     return tok is not None and tok.kind == "punct" and tok.text in texts
 
 
-def _clause_source(toks: list[_Tok], i: int) -> _Tok | None:
+def _clause_source(toks: list[tokens.Token], i: int) -> tokens.Token | None:
     """The string after `from` that ends an import/export clause starting at ``toks[i]``.
 
     The clause may hold names, `*`, `,` and braces (with quoted names inside braces); anything
@@ -276,15 +104,15 @@ def find_imports(source: str) -> list[ImportRef]:
     containing a backslash are ignored: their text is not their value, and real specifiers
     never need escapes.
     """
-    toks = _tokenize(source)
+    toks = tokens.tokenize(source)
     found: dict[int, ImportRef] = {}
 
-    def add(lit: _Tok | None, kind: ImportKind) -> None:
+    def add(lit: tokens.Token | None, kind: ImportKind) -> None:
         if lit is None or lit.kind not in ("str", "tpl") or "\\" in lit.text:
             return
         found.setdefault(lit.start, ImportRef(lit.text, lit.start + 1, lit.end - 1, kind))
 
-    def at(j: int) -> _Tok | None:
+    def at(j: int) -> tokens.Token | None:
         return toks[j] if 0 <= j < len(toks) else None
 
     for i, tok in enumerate(toks):
@@ -307,94 +135,6 @@ def find_imports(source: str) -> list[ImportRef]:
             # import/export <clause> from "x"; not import.meta, not export default
             add(_clause_source(toks, i + 1), "import")
     return [found[k] for k in sorted(found)]
-
-
-# --------------------------------------------------------------------------------------------
-# Specifiers.
-
-_SPECIFIER_RE = re.compile(
-    r"(?P<name>(?:@[^/@\s]+/)?[^/@\s]+)(?:@(?P<range>[^/\s]+))?(?P<subpath>/.*)?\Z", re.S
-)
-_URL_SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
-# Characters encodeURIComponent leaves alone: npm's "URL-friendly".
-_URL_SAFE_RE = re.compile(r"[A-Za-z0-9\-_.!~*'()]+")
-_MAX_NAME_LENGTH = 214
-_EXCLUDED_NAMES = frozenset({"node_modules", "favicon.ico"})
-
-# npm's semver range grammar (node-semver, non-loose), whitespace included for package.json.
-_NR = r"(?:0|[1-9][0-9]*)"
-_XR = rf"(?:[xX*]|{_NR})"
-_PRE_ID = r"(?:[0-9]*[A-Za-z-][0-9A-Za-z-]*|0|[1-9][0-9]*)"
-_QUALIFIER = rf"(?:-{_PRE_ID}(?:\.{_PRE_ID})*)?(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?"
-_PARTIAL = rf"[v=]*{_XR}(?:\.{_XR}(?:\.{_XR}{_QUALIFIER})?)?"
-_SIMPLE = rf"(?:(?:~>?|\^|[<>]=?|=)\s*)?{_PARTIAL}"
-_ONE_RANGE = rf"(?:{_PARTIAL}\s+-\s+{_PARTIAL}|{_SIMPLE}(?:\s+{_SIMPLE})*|)"
-_SEMVER_RANGE_RE = re.compile(rf"\s*{_ONE_RANGE}(?:\s*\|\|\s*{_ONE_RANGE})*\s*", re.ASCII)
-# A dist-tag. Starting with a letter or digit keeps npm from reading it as a path
-# ("..", "./x") when it lands in package.json.
-_DIST_TAG_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-_MAX_RANGE_LENGTH = 256
-
-
-def _name_problem(name: str) -> str | None:
-    """Why npm would refuse ``name`` (validate-npm-package-name's errors), or None.
-
-    Mixed case and the special characters ~'!()* are only warnings in npm: old packages such as
-    ``JSONStream`` have them and ``npm install`` still accepts them, so they are allowed here.
-    Longer than 214 characters is also only a warning in npm, but no such package is worth
-    supporting, so it is refused.
-    """
-    if len(name) > _MAX_NAME_LENGTH:
-        return f"is longer than {_MAX_NAME_LENGTH} characters"
-    if name.lower() in _EXCLUDED_NAMES:
-        return "is reserved"
-    for char, what in ((".", "a period"), ("-", "a hyphen"), ("_", "an underscore")):
-        if name.startswith(char):
-            return f"starts with {what}"
-    if name.startswith("@"):
-        scope, _, pkg = name[1:].partition("/")
-        if pkg.startswith("."):
-            return "starts with a period"
-        parts = [scope, pkg]
-    else:
-        parts = [name]
-    if not all(part and _URL_SAFE_RE.fullmatch(part) for part in parts):
-        return "has characters that are not URL-friendly"
-    return None
-
-
-def _is_registry_range(value: str) -> bool:
-    """A semver range, an exact version or a dist-tag: something npm takes from the registry."""
-    if len(value) > _MAX_RANGE_LENGTH:
-        return False
-    return bool(_SEMVER_RANGE_RE.fullmatch(value) or _DIST_TAG_RE.fullmatch(value))
-
-
-def parse_specifier(spec: str) -> PackageSpec | None:
-    """Split a module specifier into an npm package, or None when it names no package.
-
-    None for relative and absolute paths, package-internal ``#imports``, URLs (``node:``,
-    ``https:``, ``data:``, ...) and Node built-ins. Raises ``InvalidComponent`` for a bare
-    specifier npm could not install (bad package name or version range).
-    """
-    if spec.startswith(("./", "../", "/", "#")) or spec in (".", ".."):
-        return None
-    if _URL_SCHEME_RE.match(spec) or spec in NODE_BUILTIN_MODULES:
-        return None
-    m = _SPECIFIER_RE.match(spec)
-    if m is None:
-        raise InvalidComponent(f"Invalid module specifier {spec!r}: not a package name")
-    name, rng, subpath = m.group("name"), m.group("range"), m.group("subpath")
-    problem = _name_problem(name)
-    if problem is not None:
-        raise InvalidComponent(
-            f"Invalid module specifier {spec!r}: package name {name!r} {problem}"
-        )
-    if rng is not None and not _is_registry_range(rng):
-        raise InvalidComponent(
-            f"Invalid module specifier {spec!r}: {rng!r} is not a version, semver range or dist-tag"
-        )
-    return PackageSpec(name=name, range=rng, subpath=subpath)
 
 
 # --------------------------------------------------------------------------------------------
@@ -436,7 +176,7 @@ def _declared_range(declared: Mapping[str, Any], name: str) -> str | None:
     if name not in declared:
         return None
     value = declared[name]
-    if not isinstance(value, str) or not _is_registry_range(value):
+    if not isinstance(value, str) or not specifiers.is_registry_range(value):
         raise InvalidComponent(
             f"package.json dependency {name!r}: {value!r} is not a registry version, "
             "semver range or dist-tag (git, file, URL and alias dependencies are not supported)"
@@ -452,6 +192,15 @@ class _Use:
     range: str
 
 
+@dataclass(frozen=True, slots=True)
+class _Installs:
+    """The ``dependencies`` to install, and the ``node_modules`` name each (package, range)
+    ends up under."""
+
+    dependencies: dict[str, str]
+    names: dict[tuple[str, str], str]
+
+
 def plan_dependencies(
     files: Mapping[str, str], package_json: Mapping[str, Any] | None = None
 ) -> DependencyPlan:
@@ -463,7 +212,18 @@ def plan_dependencies(
     an npm alias (``"<alias>": "npm:<name>@<range>"``) and its specifiers are rewritten to the
     alias. Pinned specifiers lose their ``@range`` so Node can resolve them.
     """
-    declared = _declared_ranges(package_json)
+    uses = _uses(files, _declared_ranges(package_json))
+    installs = _installs(uses)
+    dependencies = installs.dependencies
+    return DependencyPlan(
+        dependencies=dependencies,
+        files=_rewritten(files, uses, installs.names),
+        key=dependencies_key(dependencies),
+    )
+
+
+def _uses(files: Mapping[str, str], declared: Mapping[str, Any]) -> list[_Use]:
+    """Every package specifier in the scanned files, path by path, with its range."""
     uses: list[_Use] = []
     for path in sorted(files):
         if not path.endswith(SCANNED_EXTENSIONS):
@@ -474,7 +234,12 @@ def plan_dependencies(
                 continue
             rng = spec.range or _declared_range(declared, spec.name) or "latest"
             uses.append(_Use(path, ref, spec, rng))
+    return uses
 
+
+def _installs(uses: list[_Use]) -> _Installs:
+    """What to install: each package under its own name at its primary range (the unpinned
+    one, else the first met), every other range under an alias."""
     dependencies: dict[str, str] = {}
     install_name: dict[tuple[str, str], str] = {}  # (package, range) -> node_modules name
     by_package: dict[str, list[_Use]] = {}
@@ -498,7 +263,13 @@ def plan_dependencies(
                 alias = _alias_name(name, use.range)
                 dependencies[alias] = f"npm:{name}@{use.range}"
                 install_name[key] = alias
+    return _Installs(dependencies, install_name)
 
+
+def _rewritten(
+    files: Mapping[str, str], uses: list[_Use], install_name: Mapping[tuple[str, str], str]
+) -> dict[str, str]:
+    """``files`` with each specifier replaced by the name its package is installed under."""
     rewritten = dict(files)
     edits: dict[str, list[tuple[ImportRef, str]]] = {}
     for use in uses:
@@ -515,7 +286,4 @@ def plan_dependencies(
             pos = ref.end
         pieces.append(source[pos:])
         rewritten[path] = "".join(pieces)
-
-    return DependencyPlan(
-        dependencies=dependencies, files=rewritten, key=dependencies_key(dependencies)
-    )
+    return rewritten
