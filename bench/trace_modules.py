@@ -76,7 +76,7 @@ async def _trace() -> tuple[list[str], set[tuple[str, str]]]:
     with tempfile.TemporaryDirectory(prefix="sluice-trace-") as tmp:
         settings = Settings.from_env({}, data_dir=Path(tmp), http_rate_per_second=0)
         async with Platform.open(settings, background=False) as platform:
-            account, key = await platform.create_account("tracer", "t@example.com")
+            _account, key = await platform.create_account("tracer", "t@example.com")
             app = create_app(platform=platform)
             transport = httpx.ASGITransport(app=app)
             headers = {"Authorization": f"Bearer {key}"}
