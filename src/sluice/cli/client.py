@@ -16,15 +16,28 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import quote
 
 import httpx
 
 from sluice import __version__
 
-if TYPE_CHECKING:
-    from sluice.cli.config import Credentials
+
+class Credentials(Protocol):
+    """Where and as whom to call (``config.Credentials``: the profile, flags and variables)."""
+
+    @property
+    def base_url(self) -> str: ...
+
+    @property
+    def api_key(self) -> str: ...
+
+    @property
+    def key_source(self) -> str: ...
+
+    def login_hint(self) -> str: ...
+
 
 #: Deploys may install npm packages: give the server time.
 _TIMEOUT = httpx.Timeout(600.0, connect=10.0)

@@ -8,7 +8,7 @@ deliveries. ``handlers/emit.py`` runs those jobs.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy.engine import Connection
 
@@ -16,9 +16,6 @@ from sluice.domain import routing
 from sluice.domain.states import JobKind
 from sluice.storage import jobs, subscriptions
 from sluice.storage.sources import Deployment
-
-if TYPE_CHECKING:  # the invoker calls ``enqueue``; only the handler needs the invoker
-    pass
 
 log = logging.getLogger(__name__)
 
