@@ -21,6 +21,7 @@ classes to HTTP statuses (``sluice.api.errors``).
     ├── FetchFailed               a component_url could not be fetched
     ├── HookFailed                a lifecycle hook threw during deploy/update/delete
     ├── RunnerUnavailable         the Node runner crashed or could not start
+    │   ├── RunnerCrashed         the runner died during an invocation (a job runs again)
     │   └── SandboxUnavailable    the sandbox tool is missing or cannot start a jail
     └── InternalError             a bug in Sluice
 """
@@ -140,6 +141,12 @@ class RunnerUnavailable(SluiceError):
     """The Node.js runner is unavailable; the invocation did not complete."""
 
     code = "runner_unavailable"
+
+
+class RunnerCrashed(RunnerUnavailable):
+    """The Node runner crashed during the invocation; it was restarted."""
+
+    code = "runner_crashed"
 
 
 class SandboxUnavailable(RunnerUnavailable):

@@ -8,8 +8,9 @@ import secrets
 import pytest
 import sqlalchemy as sa
 
+from sluice import errors
 from sluice.clock import FakeClock
-from sluice.engine.jobs import Finish, JobWorker, Retry, WorkerConfig
+from sluice.engine.jobs import Finish, JobWorker, WorkerConfig
 from sluice.platform import Platform
 from sluice.storage import jobs
 from sluice.storage.jobs import Job
@@ -78,7 +79,7 @@ async def test_failures_retry_with_backoff_then_fail(platform: Platform, kind: s
     async def handler(job: Job, finish: Finish) -> None:
         nonlocal calls
         calls += 1
-        raise Retry("runner crashed")
+        raise errors.RunnerCrashed("runner crashed")
 
     worker.handlers[kind] = handler
     (job_id,) = await _enqueue(platform, clock, kind)

@@ -16,7 +16,8 @@ from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain import props as prop_rules
 from sluice.engine.components import Components, scrub_paths
-from sluice.runtime.pool import Invocation, RunnerPool
+from sluice.runtime import protocol
+from sluice.runtime.port import Invocation, Runner
 from sluice.runtime.protocol import Response, Result
 from sluice.storage import apps
 from sluice.storage.components import SavedComponent
@@ -59,7 +60,7 @@ class Actions:
     def __init__(
         self,
         db: AsyncEngine,
-        pool: RunnerPool,
+        pool: Runner,
         components: Components,
         cipher: Cipher,
         settings: Settings,
@@ -98,23 +99,27 @@ class Actions:
                 values[prop] = {"$auth": found[1]}
         entry = await self.components.materialize(component)
         run = ActionRun(ids.random_token(27), Result(ok=False))
-        run.result = await self.pool.invoke(
-            Invocation(
-                owner_id=component.owner_id,
-                worker_key=f"{component.id}:{component.code_hash}",
-                entry=str(entry),
-                timeout_ms=int(self.settings.action_timeout_seconds * 1000),
-                memory_mb=self.settings.memory_mb,
-                call={
-                    "kind": "action",
-                    "props": values,
-                    "db": {},
-                    "steps": steps or {},
-                    "context": {"id": run.id, "owner_id": component.owner_id},
-                },
-            ),
-            run.responses.append,
-        )
+        try:
+            run.result = await self.pool.invoke(
+                Invocation(
+                    owner_id=component.owner_id,
+                    worker_key=f"{component.id}:{component.code_hash}",
+                    entry=str(entry),
+                    timeout_ms=int(self.settings.action_timeout_seconds * 1000),
+                    memory_mb=self.settings.memory_mb,
+                    call={
+                        "kind": "action",
+                        "props": values,
+                        "db": {},
+                        "steps": steps or {},
+                        "context": {"id": run.id, "owner_id": component.owner_id},
+                    },
+                ),
+                run.responses.append,
+            )
+        except errors.RunnerCrashed as exc:
+            # Run by hand: the caller sees the crash as the run's error, as with a source.
+            run.result = Result.failure(protocol.RUNNER_CRASHED, exc.message)
         if run.result.error and run.result.error.get("stack"):
             run.result.error["stack"] = scrub_paths(run.result.error["stack"], entry.parent)
         return run

@@ -34,7 +34,7 @@ from sluice.domain import registry as registry_rules
 from sluice.engine import fetch, outbound
 from sluice.runtime import protocol
 from sluice.runtime.deps import DependencyStore
-from sluice.runtime.pool import Invocation, RunnerPool
+from sluice.runtime.port import Invocation, Runner
 from sluice.storage import components as store
 from sluice.storage.components import SavedComponent
 
@@ -74,7 +74,7 @@ class Components:
     def __init__(
         self,
         db: AsyncEngine,
-        pool: RunnerPool,
+        pool: Runner,
         deps: DependencyStore,
         settings: Settings,
         clock: Clock,

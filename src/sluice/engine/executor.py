@@ -17,8 +17,9 @@ Loops are impossible: a forwarded event carries the chain of workflows it went t
 (``hops``) and never reaches a workflow on its chain again; the global error workflow never
 receives its own errors; chains stop after ``max_hops``.
 
-A crashed runner is Sluice's failure, not the run's: nothing is stored and the job runs again
-(``RunOutcome.crashed``); so a listener runs at least once, and a stored run never again.
+A crashed runner is Sluice's failure, not the run's: ``errors.RunnerCrashed`` goes up to the job
+worker, nothing is stored and the job runs again; so a listener runs at least once, and a
+stored run never again.
 """
 
 from __future__ import annotations
@@ -43,8 +44,7 @@ from sluice.engine import sealed, streams
 from sluice.engine.broker import Broker
 from sluice.engine.jobs import Finish
 from sluice.engine.workflows import Workflows
-from sluice.runtime import protocol
-from sluice.runtime.pool import Invocation, RunnerPool
+from sluice.runtime.port import Invocation, Runner
 from sluice.runtime.protocol import Response, Result
 from sluice.storage import database, events, jobs, runs, subscriptions
 from sluice.storage import workflows as store
@@ -60,19 +60,17 @@ DEFERRED_SENDS = ("http", "email", "s3")
 
 @dataclass
 class RunOutcome:
-    """``run`` is None when nothing was stored: the runner crashed (run it again), or the
-    workflow was deleted while it ran."""
+    """``run`` is None when nothing was stored: the workflow was deleted while it ran."""
 
     run: Run | None
     result: Result
-    crashed: bool = False
 
 
 class Executor:
     def __init__(
         self,
         db: AsyncEngine,
-        pool: RunnerPool,
+        pool: Runner,
         workflows: Workflows,
         broker: Broker,
         settings: Settings,
@@ -171,8 +169,6 @@ class Executor:
             ),
             responded,
         )
-        if result.error and result.error.get("code") == protocol.RUNNER_CRASHED:
-            return RunOutcome(None, result, crashed=True)
         run, db_writes = self._record(
             workflow, context, event, result, responses, now_ms, replay_of
         )

@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from sluice import PLATFORM_VERSION, ids
+from sluice import PLATFORM_VERSION, errors, ids
 from sluice.clock import Clock, iso_ms
 from sluice.config import Settings
 from sluice.crypto import Cipher
@@ -32,9 +32,8 @@ from sluice.engine import deliveries, streams
 from sluice.engine.broker import Broker
 from sluice.engine.components import Components, scrub_paths
 from sluice.runtime import protocol
-from sluice.runtime.pool import Invocation, RunnerPool
+from sluice.runtime.port import Invocation, RespondCallback, Runner
 from sluice.runtime.protocol import Result
-from sluice.runtime.runner import RespondCallback
 from sluice.storage import apps, database, events, sources
 from sluice.storage.components import SavedComponent
 from sluice.storage.sources import Deployment
@@ -102,7 +101,7 @@ class Invoker:
     def __init__(
         self,
         db: AsyncEngine,
-        pool: RunnerPool,
+        pool: Runner,
         components: Components,
         cipher: Cipher,
         settings: Settings,
@@ -161,38 +160,42 @@ class Invoker:
         entry = await self.components.materialize(component)
         invocation_id = ids.random_token(27)
         max_emits = self.settings.max_emits_per_invocation
-        result = await self.pool.invoke(
-            Invocation(
-                owner_id=deployment.owner_id,
-                worker_key=worker_key(deployment, component),
-                entry=str(entry),
-                env={"PD_COMPONENT": deployment.id},
-                timeout_ms=int((timeout_seconds or self.settings.source_timeout_seconds) * 1000),
-                memory_mb=self.settings.memory_mb,
-                call={
-                    **call,
-                    # The runner keeps one emit past it, no more (docs/runner-protocol.md).
-                    **({"max_emits": max_emits} if max_emits > 0 else {}),
-                    # The worker refuses a set() past it at once (Python checks it again).
-                    "max_db_bytes": self.settings.max_db_bytes,
-                    "props": props,
-                    "db": snapshot,
-                    "context": {
-                        "id": invocation_id,
-                        "deployment_id": deployment.id,
-                        "owner_id": deployment.owner_id,
+        try:
+            result = await self.pool.invoke(
+                Invocation(
+                    owner_id=deployment.owner_id,
+                    worker_key=worker_key(deployment, component),
+                    entry=str(entry),
+                    env={"PD_COMPONENT": deployment.id},
+                    timeout_ms=int(
+                        (timeout_seconds or self.settings.source_timeout_seconds) * 1000
+                    ),
+                    memory_mb=self.settings.memory_mb,
+                    call={
+                        **call,
+                        # The runner keeps one emit past it, no more (docs/runner-protocol.md).
+                        **({"max_emits": max_emits} if max_emits > 0 else {}),
+                        # The worker refuses a set() past it at once (Python checks it again).
+                        "max_db_bytes": self.settings.max_db_bytes,
+                        "props": props,
+                        "db": snapshot,
+                        "context": {
+                            "id": invocation_id,
+                            "deployment_id": deployment.id,
+                            "owner_id": deployment.owner_id,
+                        },
                     },
-                },
-            ),
-            on_respond,
-        )
+                ),
+                on_respond,
+            )
+        except errors.RunnerCrashed as exc:
+            if also is not None:
+                raise  # a job: nothing is stored, and the job worker runs it again
+            # Run by hand (or a hook): its caller sees the crash as the run's error.
+            result = Result.failure(protocol.RUNNER_CRASHED, exc.message)
         if result.error and result.error.get("stack"):
             result.error["stack"] = scrub_paths(result.error["stack"], entry.parent)
         crashed = bool(result.error and result.error.get("code") == protocol.RUNNER_CRASHED)
-        if crashed:
-            # Sluice's failure, not the code's: the job must not be marked done with it; its
-            # handler raises Retry and the job runs again.
-            also = None
         failed_run = None
         if call.get("kind") == "run" and not crashed:
             event = call.get("event")

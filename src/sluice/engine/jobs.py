@@ -4,9 +4,10 @@ A handler gets the job and a ``finish`` function to call *inside the transaction
 the job's results* (``Invoker.persist(..., also=finish)``), so "done" and the results commit
 together: a completed job never runs again. A handler that returns without calling it has its
 job marked done afterwards (nothing to store, e.g. its source was deleted). A handler that
-raises ``Retry`` (a runner crashed) or any other exception has its job queued again with
-backoff, until ``max_attempts``; a process that dies mid-job leaves the lease to expire and the
-job to be claimed again. Tests drive it with ``run_once``/``drain`` and a fake clock.
+raises (``errors.RunnerCrashed``, logged as a warning: the failure is Sluice's; or any other
+exception) has its job queued again with backoff, until ``max_attempts``; a process that dies
+mid-job leaves the lease to expire and the job to be claimed again. Tests drive it with
+``run_once``/``drain`` and a fake clock.
 
 Fair sharing: one account runs at most ``account_share`` jobs at once in a worker (its other
 jobs stay queued, in order; ``domain/shares.py``), so the other slots stay free for other
@@ -30,7 +31,7 @@ from typing import Any
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from sluice import ids
+from sluice import errors, ids
 from sluice.clock import Clock
 from sluice.domain import shares
 from sluice.storage import database, jobs
@@ -41,10 +42,6 @@ log = logging.getLogger(__name__)
 #: Marks the job done; called with the connection of the transaction storing its results.
 Finish = Callable[[Connection], None]
 Handler = Callable[[Job, Finish], Awaitable[None]]
-
-
-class Retry(Exception):
-    """Run the job again later: the failure was Sluice's (a crashed runner), not the job's."""
 
 
 @dataclass(frozen=True)
@@ -253,7 +250,7 @@ class JobWorker:
                 await handler(job, finish)
             except Exception as exc:  # any failure: retry with backoff, never lose the job
                 retry = job.attempts < self.config.max_attempts
-                level = logging.WARNING if isinstance(exc, Retry) else logging.ERROR
+                level = logging.WARNING if isinstance(exc, errors.RunnerCrashed) else logging.ERROR
                 log.log(
                     level,
                     "job %s (%s) failed, attempt %d: %s",
@@ -261,7 +258,7 @@ class JobWorker:
                     job.kind,
                     job.attempts,
                     exc,
-                    exc_info=not isinstance(exc, Retry),
+                    exc_info=not isinstance(exc, errors.RunnerCrashed),
                     extra={"action": "job_failed", "job_id": job.id},
                 )
                 now = self.clock.now_ms()

@@ -18,7 +18,7 @@ from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.engine.components import Components, load_error, scrub_paths
 from sluice.runtime import protocol
-from sluice.runtime.pool import Invocation, RunnerPool
+from sluice.runtime.port import Invocation, Runner
 from sluice.storage import apps
 from sluice.storage.components import SavedComponent
 
@@ -46,7 +46,7 @@ class Options:
     def __init__(
         self,
         db: AsyncEngine,
-        pool: RunnerPool,
+        pool: Runner,
         components: Components,
         cipher: Cipher,
         settings: Settings,

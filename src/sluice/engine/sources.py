@@ -24,7 +24,7 @@ from sluice.domain import schedules
 from sluice.engine.components import ComponentInput, Components
 from sluice.engine.directory import EndpointDirectory
 from sluice.engine.invoker import Invoker, Outcome, secret_aad, worker_key
-from sluice.runtime.pool import RunnerPool
+from sluice.runtime.port import Runner
 from sluice.storage import apps, database, events, sources, subscriptions, timers
 from sluice.storage import components as component_store
 from sluice.storage.components import SavedComponent
@@ -60,7 +60,7 @@ class Sources:
         self,
         db: AsyncEngine,
         reader: database.Reader,
-        pool: RunnerPool,
+        pool: Runner,
         components: Components,
         invoker: Invoker,
         cipher: Cipher,

@@ -14,9 +14,11 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
+from sluice import errors
 from sluice.runtime import protocol
+from sluice.runtime.port import Invocation, RespondCallback
 from sluice.runtime.protocol import Result
-from sluice.runtime.runner import RespondCallback, Runner
+from sluice.runtime.runner import Runner
 from sluice.runtime.sandbox import Sandbox
 
 
@@ -28,19 +30,6 @@ class PoolConfig:
     worker_idle_ms: int = 300_000
     #: Seconds past an invocation's time-out before Python gives up on the runner.
     deadline_grace_seconds: float = 10.0
-
-
-@dataclass(frozen=True)
-class Invocation:
-    """One call into user code. ``call`` is the protocol's call object (kind, props, …)."""
-
-    owner_id: str
-    worker_key: str
-    entry: str
-    call: dict[str, Any]
-    timeout_ms: int
-    memory_mb: int
-    env: dict[str, str] | None = None
 
 
 class RunnerPool:
@@ -65,12 +54,18 @@ class RunnerPool:
         await self.close()
 
     async def invoke(self, inv: Invocation, on_respond: RespondCallback | None = None) -> Result:
+        """Run ``inv`` in its account's runner (``port.Runner``); raises
+        ``errors.RunnerCrashed`` when the runner died during it."""
         runner = await self._runner_for(inv.owner_id)
         try:
             await runner.stage(_paths(inv))
-            return await self._call(runner, inv, on_respond)
+            result = await self._call(runner, inv, on_respond)
         finally:
             self._leases[inv.owner_id] -= 1
+        error = result.error or {}
+        if not result.ok and error.get("code") == protocol.RUNNER_CRASHED:
+            raise errors.RunnerCrashed(str(error.get("message") or "the Node runner crashed"))
+        return result
 
     async def _call(
         self, runner: Runner, inv: Invocation, on_respond: RespondCallback | None
@@ -166,4 +161,4 @@ def _paths(inv: Invocation) -> list[str]:
     return paths
 
 
-__all__ = ["Invocation", "PoolConfig", "RunnerPool", "protocol"]
+__all__ = ["Invocation", "PoolConfig", "RunnerPool", "protocol"]  # Invocation: from port

@@ -18,20 +18,19 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from sluice.runtime import protocol
 from sluice.runtime.egress import EgressProxy
-from sluice.runtime.protocol import Response, Result
+from sluice.runtime.port import RespondCallback
+from sluice.runtime.protocol import Result
 from sluice.runtime.sandbox import EGRESS_SOCKET, Jail, Sandbox
 
 log = logging.getLogger(__name__)
 
 SCRIPT = Path(__file__).parent / "js" / "runner.mjs"
 
-RespondCallback = Callable[[Response], None]
 #: Lines of a runner's own stdout/stderr logged per window; the rest are counted, not logged,
 #: so user code writing to fd 1 or 2 in a loop cannot flood the server's log.
 _OUTPUT_LINES = 20

@@ -14,8 +14,7 @@ import logging
 
 from sluice.engine.executor import Executor
 from sluice.engine.invoker import Invoker
-from sluice.engine.jobs import Finish, Retry
-from sluice.runtime import protocol
+from sluice.engine.jobs import Finish
 from sluice.storage import sources
 from sluice.storage.jobs import Job
 
@@ -29,9 +28,7 @@ class EmitJobs:
 
     async def __call__(self, job: Job, finish: Finish) -> None:
         if job.target_id.startswith("p_"):
-            ran = await self.executor.handle_delivery(job, finish)
-            if ran is not None and ran.crashed:
-                raise Retry(f"the runner crashed delivering to {job.target_id}")
+            await self.executor.handle_delivery(job, finish)
             return
         async with self.invoker.db.connect() as conn:
             listener = await sources.get(conn, job.owner_id, job.target_id)
@@ -42,10 +39,7 @@ class EmitJobs:
             )
             return  # the worker marks the job done
         payload = job.payload or {}
-        outcome = await self.invoker.invoke(
+        # A crashed runner raises RunnerCrashed: the job worker runs the delivery again.
+        await self.invoker.invoke(
             listener, {"kind": "run", "event": payload.get("event")}, also=finish
         )
-        error = outcome.result.error or {}
-        if error.get("code") == protocol.RUNNER_CRASHED:
-            # Sluice's failure, not the listener's: run the delivery again later.
-            raise Retry(f"the runner crashed delivering {payload.get('event_id')}")

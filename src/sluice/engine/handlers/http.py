@@ -8,9 +8,10 @@ HTTP source time-out (``SLUICE_HTTP_SOURCE_TIMEOUT_SECONDS``).
 
 from __future__ import annotations
 
+from sluice import errors
 from sluice.domain import http_events
 from sluice.engine.invoker import Invoker
-from sluice.engine.jobs import Finish, Retry
+from sluice.engine.jobs import Finish
 from sluice.engine.waiters import Ended, Waiters
 from sluice.runtime import protocol
 from sluice.storage import database, sources
@@ -50,21 +51,21 @@ class HttpJobs:
             component = await self.invoker.components.by_id(deployment.component_id)
             if not http_events.custom_response(component.configurable_props):
                 timeout_s = self.run_timeout_seconds
-        outcome = await self.invoker.invoke(
-            deployment,
-            {"kind": "run", "event": http_events.event_of(job.payload)},
-            on_respond=lambda response: settle(job.id, response),
-            snapshot=snapshot,
-            also=finish,
-            timeout_seconds=timeout_s,
-        )
-        error = outcome.result.error or {}
-        code = error.get("code")
-        if code == protocol.RUNNER_CRASHED:
+        try:
+            outcome = await self.invoker.invoke(
+                deployment,
+                {"kind": "run", "event": http_events.event_of(job.payload)},
+                on_respond=lambda response: settle(job.id, response),
+                snapshot=snapshot,
+                also=finish,
+                timeout_seconds=timeout_s,
+            )
+        except errors.RunnerCrashed:
+            # The crash is Sluice's, not the source's: the job runs again (with backoff).
             settle(job.id, Ended("the source's runner crashed before respond(); it will run again"))
-            # The crash is Sluice's, not the source's: run it again (with backoff).
-            raise Retry(f"the runner crashed running {deployment.id}")
-        if code == protocol.TIMEOUT:
+            raise
+        error = outcome.result.error or {}
+        if error.get("code") == protocol.TIMEOUT:
             message = "the source's run() timed out without calling respond()"
         elif error:
             name = error.get("name") or "an error"

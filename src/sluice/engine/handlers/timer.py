@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from sluice.engine.executor import Executor
 from sluice.engine.invoker import Invoker
-from sluice.engine.jobs import Finish, Retry
-from sluice.runtime import protocol
+from sluice.engine.jobs import Finish
 from sluice.storage import database, sources
 from sluice.storage.jobs import Job
 
@@ -27,19 +26,12 @@ class TimerJobs:
             workflow = await self.executor.load(owner_id, target_id)
             if workflow is None or not workflow.active:
                 return
-            ran = await self.executor.execute(
-                workflow, job.payload, source_type="TIMER", also=finish
-            )
-            if ran.crashed:
-                raise Retry(f"the runner crashed running {workflow.id}")
+            await self.executor.execute(workflow, job.payload, source_type="TIMER", also=finish)
             return
         found = await self.reader(lambda conn: sources.get_with_state(conn, owner_id, target_id))
         if found is None or not found[0].active:
             return
         deployment, snapshot = found
-        outcome = await self.invoker.invoke(
+        await self.invoker.invoke(
             deployment, {"kind": "run", "event": job.payload}, snapshot=snapshot, also=finish
         )
-        error = outcome.result.error or {}
-        if not outcome.result.ok and error.get("code") == protocol.RUNNER_CRASHED:
-            raise Retry(str(error.get("message") or "the Node runner crashed"))

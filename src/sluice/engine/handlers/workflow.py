@@ -6,8 +6,9 @@ ends, else 400 ``No $.respond called in workflow`` (Pipedream's answer).
 
 from __future__ import annotations
 
+from sluice import errors
 from sluice.engine.executor import Executor
-from sluice.engine.jobs import Finish, Retry
+from sluice.engine.jobs import Finish
 from sluice.engine.waiters import Ended, Waiters
 from sluice.runtime.protocol import Response
 from sluice.storage.jobs import Job
@@ -44,14 +45,14 @@ class WorkflowJobs:
                 also=finish,
                 on_respond=on_respond,
             )
-        except Exception:
+        except errors.RunnerCrashed:
             # The job is retried by the worker; a waiting client is answered now.
-            settle(job.id, Ended("the run could not finish; it will run again", 503, "retrying"))
-            raise
-        if outcome.crashed:
             crashed = "the workflow's runner crashed before $.respond(); it will run again"
             settle(job.id, Ended(crashed, 503, "runner_crashed"))
-            raise Retry(f"the runner crashed running {workflow.id}")
+            raise
+        except Exception:
+            settle(job.id, Ended("the run could not finish; it will run again", 503, "retrying"))
+            raise
         if held:
             settle(job.id, held[0])
             return

@@ -1,0 +1,71 @@
+"""The runner port: what the engine needs of the runtime that runs user code.
+
+``RunnerPool`` (``pool.py``) is the real one: Node processes, one per account, each in its
+jail. ``FakeRunner`` answers from a function, for tests of the engine that need no Node (as
+httpx ships ``MockTransport``). A runner that dies during an invocation is raised as
+``errors.RunnerCrashed`` here, once, where the runtime's answer enters the engine: callers never
+re-check a result for a crash.
+
+    runner: Runner = RunnerPool(PoolConfig(), sandbox)      # or FakeRunner(answer)
+    result = await runner.invoke(Invocation(owner_id, key, entry, call, timeout_ms, memory_mb))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from sluice.runtime.protocol import Response, Result
+
+RespondCallback = Callable[[Response], None]
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """One call into user code. ``call`` is the protocol's call object (kind, props, …)."""
+
+    owner_id: str
+    worker_key: str
+    entry: str
+    call: dict[str, Any]
+    timeout_ms: int
+    memory_mb: int
+    env: dict[str, str] | None = None
+
+
+class Runner(Protocol):
+    async def invoke(self, inv: Invocation, on_respond: RespondCallback | None = None) -> Result:
+        """Run ``inv``; its result, user errors included (``result.error``). Raises
+        ``errors.RunnerCrashed`` when the runner died before answering."""
+        ...
+
+    async def evict(self, owner_id: str, worker_key: str) -> None:
+        """Stop the warm worker of ``worker_key`` (``dc_x:*`` for every version of dc_x)."""
+        ...
+
+
+class FakeRunner:
+    """A ``Runner`` answering every invocation with ``answer(inv)`` (which may raise, e.g.
+    ``RunnerCrashed``); ``responses(inv)`` are streamed to ``on_respond`` first. The
+    invocations are kept in ``calls``."""
+
+    def __init__(
+        self,
+        answer: Callable[[Invocation], Result],
+        responses: Callable[[Invocation], list[Response]] | None = None,
+    ) -> None:
+        self.answer = answer
+        self.responses = responses
+        self.calls: list[Invocation] = []
+        self.evicted: list[tuple[str, str]] = []
+
+    async def invoke(self, inv: Invocation, on_respond: RespondCallback | None = None) -> Result:
+        self.calls.append(inv)
+        if self.responses is not None and on_respond is not None:
+            for response in self.responses(inv):
+                on_respond(response)
+        return self.answer(inv)
+
+    async def evict(self, owner_id: str, worker_key: str) -> None:
+        self.evicted.append((owner_id, worker_key))
