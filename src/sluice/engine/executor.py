@@ -38,9 +38,9 @@ from sluice import PLATFORM_VERSION, ids
 from sluice.clock import Clock, iso_ms
 from sluice.config import Settings
 from sluice.crypto import Cipher
-from sluice.domain import limits, routing, states
+from sluice.domain import limits, retention, routing, states
 from sluice.domain.states import JobKind, SendStatus
-from sluice.engine import sealed, streams
+from sluice.engine import deliveries, sealed, streams
 from sluice.engine.broker import Broker
 from sluice.engine.jobs import Finish
 from sluice.engine.workflows import Workflows
@@ -95,7 +95,7 @@ class Executor:
             + re.escape(str(settings.npm_store_dir))
             + r"/[^/\s]+/)"
         )
-        self._since_trim: dict[str, int] = {}
+        self._trims = retention.TrimSchedule()
 
     # ---- running ----------------------------------------------------------------------------
 
@@ -301,7 +301,7 @@ class Executor:
         now_ms = self.clock.now_ms()
         chain = [*hops, workflow.id]
         max_hops = self.settings.max_hops
-        trim_runs = self._due_for_trim(workflow.id)
+        trim_runs = self._trims.due(workflow.id, added=1, retention=self.settings.run_retention)
 
         def transaction(
             conn: Connection,
@@ -359,16 +359,17 @@ class Executor:
                 error_workflow = store.error_workflow_id_sync(conn, workflow.owner_id)
                 if workflow.global_errors and error_workflow and error_workflow not in listeners:
                     listeners.append(error_workflow)
-                queued += self._forward(
+                queued += deliveries.forward_sync(
                     conn,
-                    workflow,
+                    workflow.owner_id,
+                    workflow.id,
                     listeners,
-                    chain,
-                    max_hops,
                     event_id,
                     states.ERRORS,
                     payload,
                     now_ms,
+                    chain=chain,
+                    max_hops=max_hops,
                 )
             for idx, send in enumerate(run.sends):
                 config = send.get("config") or {}
@@ -377,8 +378,17 @@ class Executor:
                     raw = config.get("raw_event")
                     event_id = append(channel, {"raw_event": raw})
                     listeners = routing.listeners(links or [], workflow.id, channel)
-                    queued += self._forward(
-                        conn, workflow, listeners, chain, max_hops, event_id, channel, raw, now_ms
+                    queued += deliveries.forward_sync(
+                        conn,
+                        workflow.owner_id,
+                        workflow.id,
+                        listeners,
+                        event_id,
+                        channel,
+                        raw,
+                        now_ms,
+                        chain=chain,
+                        max_hops=max_hops,
                     )
                 elif send["type"] == "sse":
                     append(
@@ -404,54 +414,6 @@ class Executor:
         # After the commit: live streams see only durable events; the job worker wakes up.
         streams.publish_committed(self.broker, workflow.id, stored, [], queued)
         return True
-
-    def _forward(
-        self,
-        conn: Connection,
-        workflow: Workflow,
-        listeners: list[str],
-        chain: list[str],
-        max_hops: int,
-        event_id: str,
-        channel: str,
-        event: Any,
-        now_ms: int,
-    ) -> int:
-        count = 0
-        for listener in listeners:
-            if listener in chain:
-                continue  # it is on this event's way already: never a loop
-            if len(chain) >= max_hops:
-                log.warning(
-                    "forwarding stopped after %d hops",
-                    len(chain),
-                    extra={"action": "hops_exceeded", "workflow_id": workflow.id},
-                )
-                return count
-            jobs.enqueue_sync(
-                conn,
-                kind=JobKind.EMIT,
-                owner_id=workflow.owner_id,
-                target_id=listener,
-                payload={
-                    "event_id": event_id,
-                    "emitter_id": workflow.id,
-                    "channel": channel,
-                    "event": event,
-                    "hops": chain,
-                },
-                now_ms=now_ms,
-            )
-            count += 1
-        return count
-
-    def _due_for_trim(self, workflow_id: str) -> bool:
-        count = self._since_trim.get(workflow_id, 0) + 1
-        if count >= max(1, self.settings.run_retention // 10):
-            self._since_trim.pop(workflow_id, None)
-            return True
-        self._since_trim[workflow_id] = count
-        return False
 
     # ---- jobs -------------------------------------------------------------------------------
 

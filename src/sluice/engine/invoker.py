@@ -27,7 +27,7 @@ from sluice.clock import Clock, iso_ms
 from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain import components as rules
-from sluice.domain import dedupe, limits, states
+from sluice.domain import dedupe, limits, retention, states
 from sluice.engine import deliveries, streams
 from sluice.engine.broker import Broker
 from sluice.engine.components import Components, scrub_paths
@@ -115,23 +115,12 @@ class Invoker:
         self.settings = settings
         self.clock = clock
         # Events and log lines added per (kind, emitter) since its last trim, in this process.
-        self._since_trim: dict[tuple[str, str], int] = {}
+        self._trims = retention.TrimSchedule()
         self.reader = reader
         # Persist transactions: inline on SQLite, run_sync on PostgreSQL.
         self.writer = database.Writer(db)
         #: What this process committed, for live streams (SSE) and the job worker.
         self.broker = Broker()
-
-    def _due_for_trim(self, what: str, emitter_id: str, added: int, retention: int) -> bool:
-        if not added:
-            return False
-        key = (what, emitter_id)
-        count = self._since_trim.get(key, 0) + added
-        if count >= max(1, retention // 10):
-            self._since_trim.pop(key, None)
-            return True
-        self._since_trim[key] = count
-        return False
 
     def endpoint_url(self, endpoint_id: str | None) -> str | None:
         if endpoint_id is None:
@@ -344,9 +333,11 @@ class Invoker:
             )
             # Trimming walks the retention window, so do it once per tenth of the window:
             # storage holds at most 10% more than the setting, at a fraction of the cost.
-            if self._due_for_trim("events", deployment.id, len(event_ids), trim_events):
+            if self._trims.due(
+                ("events", deployment.id), added=len(event_ids), retention=trim_events
+            ):
                 events.trim_sync(conn, deployment.id, trim_events)
-            if self._due_for_trim("logs", deployment.id, len(lines), trim_logs):
+            if self._trims.due(("logs", deployment.id), added=len(lines), retention=trim_logs):
                 events.trim_logs_sync(conn, deployment.id, trim_logs)
             return _Stored(event_ids, items, dropped, lines, log_lines, routed, error)
 
