@@ -38,7 +38,7 @@ from sluice import PLATFORM_VERSION, ids
 from sluice.clock import Clock, iso_ms
 from sluice.config import Settings
 from sluice.crypto import Cipher
-from sluice.domain import limits, retention, routing, states
+from sluice.domain import error_events, limits, retention, routing, states
 from sluice.domain.states import JobKind, SendStatus
 from sluice.engine import deliveries, sealed, streams
 from sluice.engine.broker import Broker
@@ -233,17 +233,12 @@ class Executor:
                 record["error"]["message"] = self._scrub(record["error"].get("message"))
             if record["status"] == "error":
                 status = "error"
-                raw = record["error"] or {}
-                error = {
-                    "code": str(raw.get("code") or raw.get("name") or "Error"),
-                    "msg": raw.get("message") or "",
-                    "cellId": record["id"],
-                    "ts": iso_ms(now_ms + int(result.duration_ms)),
-                    "stack": raw.get("stack")
-                    or f"{raw.get('name', 'Error')}: {raw.get('message')}",
-                    "name": raw.get("name") or "Error",
-                    "step_name": record["name"],
-                }
+                error = error_events.error_of(
+                    record["error"] or {},
+                    cell_id=record["id"],
+                    ts=iso_ms(now_ms + int(result.duration_ms)),
+                )
+                error["step_name"] = record["name"]
                 break
             if record["status"] == "exited":
                 status = "exited"
@@ -349,11 +344,7 @@ class Executor:
                     conn, workflow.owner_id, routing.emitter_patterns(workflow.id)
                 )
             if run.status == "error":
-                payload = {
-                    "error": run.error,
-                    "original_event": run.event,
-                    "original_context": run.context,
-                }
+                payload = error_events.event(run.error or {}, run.event, run.context)
                 event_id = append(states.ERRORS, payload)
                 listeners = routing.listeners(links or [], workflow.id, states.ERRORS)
                 error_workflow = store.error_workflow_id_sync(conn, workflow.owner_id)

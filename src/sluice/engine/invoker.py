@@ -27,7 +27,7 @@ from sluice.clock import Clock, iso_ms
 from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain import components as rules
-from sluice.domain import dedupe, limits, retention, states
+from sluice.domain import dedupe, error_events, limits, retention, states
 from sluice.engine import deliveries, streams
 from sluice.engine.broker import Broker
 from sluice.engine.components import Components, scrub_paths
@@ -201,29 +201,19 @@ class Invoker:
     ) -> dict[str, Any]:
         """A source's ``run()`` that threw, as an ``$errors`` event (the shape of a workflow's,
         ``cellId`` the source's id), for the source's ``$errors`` subscribers."""
-        now_ms = self.clock.now_ms()
-        error = result.error or {}
-        return {
-            "error": {
-                "code": str(error.get("code") or error.get("name") or "Error"),
-                "msg": error.get("message") or "",
-                "cellId": deployment.id,
-                "ts": iso_ms(now_ms),
-                "stack": error.get("stack") or f"{error.get('name')}: {error.get('message')}",
-                "name": error.get("name") or "Error",
-            },
-            "original_event": event,
-            "original_context": {
-                "id": invocation_id,
-                "ts": iso_ms(now_ms),
-                "deployment_id": deployment.id,
-                "source_type": "COMPONENT",
-                "verified": False,
-                "owner_id": deployment.owner_id,
-                "platform_version": PLATFORM_VERSION,
-                "emitter_id": deployment.id,
-            },
+        ts = iso_ms(self.clock.now_ms())
+        context = {
+            "id": invocation_id,
+            "ts": ts,
+            "deployment_id": deployment.id,
+            "source_type": "COMPONENT",
+            "verified": False,
+            "owner_id": deployment.owner_id,
+            "platform_version": PLATFORM_VERSION,
+            "emitter_id": deployment.id,
         }
+        error = error_events.error_of(result.error or {}, cell_id=deployment.id, ts=ts)
+        return error_events.event(error, event, context)
 
     async def props_for(self, deployment: Deployment, component: SavedComponent) -> dict[str, Any]:
         """The values Node builds ``this`` from (docs/runner-protocol.md), secrets decrypted."""
