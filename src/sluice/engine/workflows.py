@@ -32,7 +32,7 @@ from sluice.crypto import Cipher
 from sluice.domain import components as rules
 from sluice.domain import props as prop_rules
 from sluice.domain import registry as registry_rules
-from sluice.domain import schedules
+from sluice.domain import schedules, text
 from sluice.domain.routing import Link
 from sluice.engine.components import ComponentInput, Components
 from sluice.storage import apps, runs, sources, subscriptions, timers
@@ -635,10 +635,11 @@ class Workflows:
 def _check_name(name: Any) -> str:
     if name is None:
         return "Untitled workflow"
-    if not isinstance(name, str) or not name.strip() or len(name) > 300:
+    if not isinstance(name, str) or not name.strip():
         raise errors.InvalidRequest(
             "name is a non-empty string (300 characters at most)", field="name"
         )
+    text.check_name(name, "name", 300)
     return name.strip()
 
 
