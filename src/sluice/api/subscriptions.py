@@ -28,7 +28,11 @@ ListenerId = Annotated[
     str, Query(description="The workflow (p_…) or source (dc_…) that receives them.")
 ]
 EventName = Annotated[
-    str, Query(description="The channel ($errors: a workflow's errors); empty: the default one.")
+    str,
+    Query(
+        max_length=300,
+        description="The channel ($errors: a workflow's errors); empty: the default one.",
+    ),
 ]
 
 

@@ -43,21 +43,30 @@ def clean(text: str) -> str:
     return text if is_clean(text) else _UNSTORABLE.sub("\ufffd", text)
 
 
-def clean_json(value: Any) -> Any:
+def clean_json(value: Any, pattern: re.Pattern[str] = _UNSTORABLE) -> Any:
     """A JSON value with ``clean`` applied to every string and key (the same object when
     there is nothing to clean)."""
     if isinstance(value, str):
-        return clean(value)
+        return pattern.sub("\ufffd", value) if pattern.search(value) else value
     if isinstance(value, dict):
-        if all(isinstance(k, str) and is_clean(k) for k in value) and all(
-            clean_json(v) is v for v in value.values()
-        ):
-            return value
-        return {clean(str(k)): clean_json(v) for k, v in value.items()}
+        changed = False
+        out: dict[Any, Any] = {}
+        for k, v in value.items():
+            k2, v2 = clean_json(k, pattern), clean_json(v, pattern)
+            changed = changed or k2 is not k or v2 is not v
+            out[k2] = v2
+        return out if changed else value
     if isinstance(value, list):
-        items = [clean_json(v) for v in value]
-        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+        cleaned = [clean_json(v, pattern) for v in value]
+        return value if all(a is b for a, b in zip(cleaned, value, strict=True)) else cleaned
     return value
+
+
+def for_runner(value: Any) -> Any:
+    """A JSON value the Node runner's pipe (UTF-8) takes: lone surrogates become U+FFFD (NUL
+    travels as JSON's ``\\u0000``). They come back from JavaScript in emitted events and db
+    values; the same object when there are none."""
+    return clean_json(value, _SURROGATE)
 
 
 def _needs_wrapper(value: Any) -> bool:

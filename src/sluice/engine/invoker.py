@@ -21,7 +21,7 @@ from sluice.clock import Clock, iso_ms
 from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain import components as rules
-from sluice.domain import dedupe
+from sluice.domain import dedupe, text
 from sluice.engine import deliveries, streams
 from sluice.engine.broker import Broker
 from sluice.engine.components import Components, scrub_paths
@@ -149,16 +149,20 @@ class Invoker:
                 env={"PD_COMPONENT": deployment.id},
                 timeout_ms=int(self.settings.source_timeout_seconds * 1000),
                 memory_mb=self.settings.memory_mb,
-                call={
-                    **call,
-                    "props": props,
-                    "db": snapshot,
-                    "context": {
-                        "id": invocation_id,
-                        "deployment_id": deployment.id,
-                        "owner_id": deployment.owner_id,
-                    },
-                },
+                # Events (a delivered emit) and db values may hold lone surrogates from
+                # JavaScript, which the runner's UTF-8 pipe cannot carry.
+                call=text.for_runner(
+                    {
+                        **call,
+                        "props": props,
+                        "db": snapshot,
+                        "context": {
+                            "id": invocation_id,
+                            "deployment_id": deployment.id,
+                            "owner_id": deployment.owner_id,
+                        },
+                    }
+                ),
             ),
             on_respond,
         )

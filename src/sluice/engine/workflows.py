@@ -346,6 +346,7 @@ class Workflows:
                     "event_name is a channel of the source (empty: the default channel)",
                     field="trigger.event_name",
                 )
+            text.check_name(event_name, "trigger.event_name", 300)
             async with self.db.connect() as conn:
                 if await sources.get(conn, owner_id, source_id) is None:
                     raise errors.NotFound(
