@@ -22,6 +22,8 @@ class StoredJSON(sa.types.TypeDecorator[Any]):
 
     impl = sa.JSON
     cache_ok = True
+    # As sa.JSON: a Python None is JSON null, not SQL NULL (what the columns held before).
+    should_evaluate_none = True
 
     def load_dialect_impl(self, dialect: sa.Dialect) -> sa.types.TypeEngine[Any]:
         return dialect.type_descriptor(
