@@ -171,6 +171,39 @@ async def test_emits_logs_and_db_values_from_javascript_are_kept(api: Api) -> No
     assert "a\ufffdb\ufffdc" in [line["msg"] for line in logs]  # a log line is for reading
 
 
+LONG_NAMES = r"""
+export default {
+  name: "Long Names",
+  version: "0.0.1",
+  props: { http: "$.interface.http", db: "$.service.db" },
+  async run(event) {
+    this.$emit({ kept: 1 });
+    this.$emit({ a: 1 }, { name: "c".repeat(400) });
+    this.db.set("k".repeat(600), 1);
+    this.db.set("short", 2);
+  },
+};
+"""
+
+
+async def test_a_run_naming_too_long_a_channel_or_db_key_keeps_the_rest(
+    api: Api, public: httpx.AsyncClient
+) -> None:
+    # On PostgreSQL the columns' sizes are enforced: the whole run failed (a 500 on /v1, a job
+    # failing until it gave up behind an acknowledged request).
+    source_id, path = await deploy(api, component_code=LONG_NAMES)
+    run = await api.client.post(f"/v1/sources/{source_id}/run", json={})
+    assert run.status_code == 200, run.text
+    assert (await public.post(path, json={"n": 1})).status_code == 200
+    await api.platform.jobs.drain()
+    assert await unfinished_jobs(api, source_id) == []
+    assert [item["event"] for item in await events(api, source_id)] == [{"kept": 1}] * 2
+    logs = (await api.client.get(f"/v1/sources/{source_id}/logs")).json()["data"]
+    messages = [line["msg"] for line in logs]
+    assert sum("$emit dropped: its channel name is 400" in m for m in messages) == 2
+    assert sum("db.set dropped: its key is 600" in m for m in messages) == 2
+
+
 async def test_over_long_names_and_paths_are_400s_naming_the_field(api: Api) -> None:
     long = "a" * 5000
     component = {"component_code": SOURCE}

@@ -155,6 +155,41 @@ _SURROGATE_MESSAGE = (
 )
 
 
+#: The columns' sizes of what user code names at run time: an emit's channel, a db key.
+MAX_CHANNEL_CHARS = 300
+MAX_DB_KEY_CHARS = 500
+
+
+def storable_results(
+    emits: list[dict[str, Any]], writes: dict[str, Any], deletes: list[str]
+) -> tuple[list[dict[str, Any]], dict[str, Any], list[str], list[str]]:
+    """What a run's emits and db changes storage can keep, and why it drops the rest (a line
+    for the source's logs each): an emit whose channel name, or a db write whose key, is over
+    its column's size. Dropped, not failed: the run's other results (and its job) are kept."""
+    reasons: list[str] = []
+    kept: list[dict[str, Any]] = []
+    for emit in emits:
+        name = str((emit.get("meta") or {}).get("name") or "")
+        if len(name) > MAX_CHANNEL_CHARS:
+            reasons.append(
+                f"$emit dropped: its channel name is {len(name)} characters long; at most "
+                f"{MAX_CHANNEL_CHARS} are kept"
+            )
+        else:
+            kept.append(emit)
+    long_keys = [k for k in writes if len(k) > MAX_DB_KEY_CHARS]
+    for key in long_keys:
+        reasons.append(
+            f"db.set dropped: its key is {len(key)} characters long; at most "
+            f"{MAX_DB_KEY_CHARS} are kept"
+        )
+    if long_keys:
+        writes = {k: v for k, v in writes.items() if len(k) <= MAX_DB_KEY_CHARS}
+    # A longer key was never stored: nothing to delete.
+    deletes = [k for k in deletes if len(k) <= MAX_DB_KEY_CHARS]
+    return kept, writes, deletes, reasons
+
+
 def check_name(value: Any, field: str, max_chars: int) -> None:
     """Refuse a user-given name or path that storage or a file system cannot take: longer
     than ``max_chars``, or holding a control character or a lone surrogate."""

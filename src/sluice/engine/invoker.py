@@ -257,6 +257,10 @@ class Invoker:
             error = result.error
             message = error.get("stack") or f"{error.get('name')}: {error.get('message')}"
             logs.append({"ts": now_ms, "level": "error", "msg": message})
+        emits, db_writes, db_deletes, unstorable = text.storable_results(
+            list(result.emits), dict(result.db_writes), list(result.db_deletes)
+        )
+        logs.extend({"ts": now_ms, "level": "error", "msg": reason} for reason in unstorable)
         strategy = component.shape.get("dedupe")
         trim_events = self.settings.event_retention
         trim_logs = self.settings.log_retention
@@ -267,7 +271,7 @@ class Invoker:
             current = sources.lock_sync(conn, deployment.id)
             if current is None:
                 return None  # deleted while it ran: nothing to keep
-            decision = dedupe.apply(strategy, current.dedupe_state, list(result.emits), now_ms)
+            decision = dedupe.apply(strategy, current.dedupe_state, emits, now_ms)
             dropped = [reason for _emit, reason in decision.dropped]
             lines = logs + [{"ts": now_ms, "level": "warn", "msg": r} for r in dropped]
             if strategy is not None and decision.state != current.dedupe_state:
@@ -288,8 +292,8 @@ class Invoker:
             )
             # Same transaction: an emit is never stored without its deliveries.
             routed = deliveries.enqueue_sync(conn, deployment, event_ids, items, now_ms)
-            if result.db_writes or result.db_deletes:
-                sources.write_state_sync(conn, deployment.id, result.db_writes, result.db_deletes)
+            if db_writes or db_deletes:
+                sources.write_state_sync(conn, deployment.id, db_writes, db_deletes)
             log_lines = events.append_logs_sync(
                 conn,
                 emitter_id=deployment.id,
