@@ -80,6 +80,9 @@ class Settings:
     timer_min_interval_seconds: int = 15
     #: Largest request body an HTTP endpoint takes, bytes; larger gets 413 (Pipedream: 512 KB).
     http_max_body_bytes: int = 524_288
+    #: Largest request body of the ``/v1`` API, bytes; larger gets 413. Above
+    #: ``max_component_bytes``, as a component's files travel JSON-escaped.
+    api_max_body_bytes: int = 5_242_880
     #: Requests a second one HTTP endpoint sustains, else 429 (Pipedream: 10 on average); a
     #: token bucket per endpoint, kept per process. 0: no limit.
     http_rate_per_second: float = 10.0

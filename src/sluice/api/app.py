@@ -13,6 +13,7 @@ from sluice import __version__
 from sluice.api import (
     accounts,
     actions,
+    bodies,
     catalog,
     components,
     errors,
@@ -26,6 +27,7 @@ from sluice.api import (
 )
 from sluice.clock import Clock
 from sluice.config import Settings
+from sluice.errors import SluiceError
 from sluice.platform import Platform
 
 
@@ -37,6 +39,14 @@ class App(FastAPI):
         if rest is not None:
             await ingress.serve(self.state.platform, rest, scope, receive, send)
             return
+        if scope["type"] == "http":
+            # Before routing, so no route reads a body over the limit, or one it cannot store.
+            limit = self.state.platform.settings.api_max_body_bytes
+            try:
+                receive = await bodies.checked_receive(scope, receive, limit)
+            except SluiceError as exc:
+                await errors.render(exc)(scope, receive, send)
+                return
         await super().__call__(scope, receive, send)
 
 
@@ -72,6 +82,7 @@ def create_app(
         description="Self-hosted workflows and Pipedream-compatible components. "
         "Every /v1 route needs 'Authorization: Bearer <api key>'.",
         lifespan=lifespan,
+        default_response_class=bodies.SafeJSONResponse,
     )
     if platform is not None:
         app.state.platform = platform

@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from sluice import errors
+from sluice.api.bodies import SafeJSONResponse
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,7 @@ def body(
 
 def error_response(status: int, message: str, code: str, **extra: Any) -> JSONResponse:
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return JSONResponse(body(message, code, **extra), status_code=status, headers=headers)
+    return SafeJSONResponse(body(message, code, **extra), status_code=status, headers=headers)
 
 
 async def _sluice_error(_request: Request, exc: Exception) -> JSONResponse:

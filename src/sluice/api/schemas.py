@@ -56,8 +56,10 @@ class ActionRun(ComponentFiles):
 
 
 class ConnectedAccountCreate(_Body):
-    app: str = Field(..., min_length=1, description="The app's name slug, e.g. slack.")
-    name: str | None = None
+    app: str = Field(
+        ..., min_length=1, max_length=200, description="The app's name slug, e.g. slack."
+    )
+    name: str | None = Field(None, max_length=200)
     credentials: dict[str, Any] = Field(..., description="What the component reads as $auth.")
 
 

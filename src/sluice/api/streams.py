@@ -7,7 +7,6 @@ Each message is unnamed (a browser's ``onmessage`` gets it) with ``id:`` set, so
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header
@@ -15,7 +14,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.background import BackgroundTask
 
 from sluice import errors
-from sluice.api import paging
+from sluice.api import bodies, paging
 from sluice.api.auth import AccountDep, PlatformDep
 from sluice.engine import streams
 from sluice.engine.streams import Stream
@@ -37,7 +36,7 @@ def _log_position(value: str | None, field: str) -> int | None:
 def _response(platform: Platform, stream: Stream) -> EventSourceResponse:
     async def messages() -> Any:
         async for message_id, item in stream.items():
-            data = json.dumps(item, ensure_ascii=False, separators=(",", ":"), default=str)
+            data = bodies.dumps(item)
             yield ServerSentEvent(data, id=message_id, sep="\n")
 
     return EventSourceResponse(

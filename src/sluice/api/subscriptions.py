@@ -11,6 +11,7 @@ from fastapi import APIRouter, Query
 
 from sluice import errors
 from sluice.api.auth import AccountDep, PlatformDep
+from sluice.domain import text
 from sluice.domain.routing import Link
 from sluice.engine import subscriptions
 from sluice.storage import subscriptions as subscription_store
@@ -28,7 +29,8 @@ ListenerId = Annotated[
     str, Query(description="The workflow (p_…) or source (dc_…) that receives them.")
 ]
 EventName = Annotated[
-    str, Query(description="The channel ($errors: a workflow's errors); empty: the default one.")
+    str,
+    Query(description="The channel ($errors: a workflow's errors); empty: the default one."),
 ]
 
 
@@ -40,6 +42,7 @@ async def create(
     listener_id: ListenerId,
     event_name: EventName = "",
 ) -> dict[str, Any]:
+    text.check_name(event_name, "event_name", 300)  # a channel is a name, stored as one
     found = await subscriptions.create(
         platform.db,
         account.id,

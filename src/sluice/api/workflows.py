@@ -6,7 +6,6 @@ error list: the newest 100 errors, newest first, ``expand=event`` for the full e
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
@@ -14,10 +13,10 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.background import BackgroundTask
 
 from sluice import errors, ids
-from sluice.api import paging
+from sluice.api import bodies, paging
 from sluice.api.auth import AccountDep, PlatformDep
 from sluice.api.schemas import ErrorWorkflow, WorkflowCreate, WorkflowRun
-from sluice.domain import states
+from sluice.domain import states, text
 from sluice.domain.states import JobKind
 from sluice.engine import streams
 from sluice.engine.workflows import WorkflowInput
@@ -273,10 +272,10 @@ async def sse(workflow_id: str, account: AccountDep, platform: PlatformDep) -> E
     async def messages() -> Any:
         async for message_id, item in stream.items():
             body = item.get("e") or {}
-            data = json.dumps(body.get("payload"), ensure_ascii=False, default=str)
+            data = bodies.dumps(body.get("payload"))
             channel = body.get("channel")
             yield ServerSentEvent(
-                data, id=message_id, event=str(channel) if channel else None, sep="\n"
+                data, id=message_id, event=text.clean(str(channel)) if channel else None, sep="\n"
             )
 
     return EventSourceResponse(

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from sluice.domain import text as text_rules
 from sluice.errors import InvalidComponent, InvalidRequest
 
 Kind = Literal["source", "action"]
@@ -101,6 +102,9 @@ def validate_shape(info: dict[str, Any], *, required_defaults: str = "reject") -
     description = info.get("description")
     if description is not None and not isinstance(description, str):
         raise InvalidComponent("description must be a string", field="description")
+    _check_text(name, "name", 300)
+    _check_text(version, "version", 100)
+    _check_text(key, "key", 300)
     if info.get("run_type") != "function":
         what = "missing" if info.get("run_type") in (None, "undefined") else "not a function"
         raise InvalidComponent(
@@ -134,6 +138,14 @@ def validate_shape(info: dict[str, Any], *, required_defaults: str = "reject") -
             reported = {**reported, "definition": {**definition, "optional": True}}
         props.append(validate_prop(prop_name, reported, kind))
     return Shape(kind, name, key, version, description, dedupe, props, warnings)
+
+
+def _check_text(value: Any, field: str, max_chars: int) -> None:
+    # Stored in columns of that size; JavaScript strings may hold what storage cannot.
+    try:
+        text_rules.check_name(value, field, max_chars)
+    except InvalidRequest as exc:
+        raise InvalidComponent(exc.message, field=field) from exc
 
 
 def _required_with_default(d: dict[str, Any]) -> bool:

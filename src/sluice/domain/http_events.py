@@ -12,7 +12,11 @@ The event is the spec's ``{method, path, query, headers, bodyRaw, body}``:
   ``{name: value}`` (a body without ``=``, e.g. ``curl -d '{"a": 1}'``, stays the text, as on
   Pipedream); ``multipart/form-data`` → ``{field: text}``, file parts as
   ``{filename, mimetype, size, base64}``; anything else → the text.
-- NUL characters become U+FFFD everywhere: PostgreSQL's JSONB cannot store them.
+- NUL characters and lone surrogates (JSON's ``"\\ud800"``) become U+FFFD everywhere in the
+  event: neither is Unicode text that every store and the Node runner take. ``bodyRaw`` keeps
+  their escapes as they came, and the job keeps the body's bytes.
+- A JSON body nested deeper than ``text.MAX_DEPTH`` levels, or with a number too large for a
+  64-bit float (``1e400``), stays the text, as invalid JSON does.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ from email.message import EmailMessage
 from email.parser import BytesParser
 from typing import Any
 from urllib.parse import parse_qsl
+
+from sluice.domain import text as text_rules
 
 #: The answer of an endpoint whose source has no ``customResponse`` (Pipedream documents none
 #: for sources; a JSON body suits the machines that call webhooks).
@@ -74,9 +80,9 @@ def build_event(
     }
     if raw:
         event["body"] = parse_body(content_type, raw, text)
-    if not _may_hold_nul(path, query_string, merged, raw, content_type):
+    if not _may_be_unclean(path, query_string, merged, raw, content_type):
         return event  # the common case: no walk over the whole event
-    clean: dict[str, Any] = _without_nul(event)
+    clean: dict[str, Any] = text_rules.clean_json(event)
     return clean
 
 
@@ -94,8 +100,9 @@ def raw_request(
     """What an ``http`` job stores: the request as it came, cheaper to take than the event,
     which ``event_of`` builds when the job runs (off the request's path). The body is text when
     it is UTF-8 without NUL, else ``body64`` (base64): JSON columns (PostgreSQL's JSONB) hold
-    no NUL. A path or header with a NUL (rare) gets the event built at once instead."""
-    if "\x00" in path or any("\x00" in k or "\x00" in v for k, v in headers):
+    no NUL. A path or header with a NUL or a lone surrogate (rare) gets the event built at once
+    instead."""
+    if not text_rules.is_clean(path) or any("\x00" in k or "\x00" in v for k, v in headers):
         return build_event(method, path, query_string, headers, raw)
     request: dict[str, Any] = {
         "method": method,
@@ -128,19 +135,26 @@ def event_of(payload: Any) -> Any:
     return build_event(request["method"], request["path"], request["query"], headers, raw)
 
 
-def _may_hold_nul(
+#: A JSON escape of a surrogate: with its pair it is fine, alone it is not (checked on a walk).
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _may_be_unclean(
     path: str, query_string: str, headers: dict[str, str], raw: bytes, content_type: str
 ) -> bool:
-    """Whether a NUL can be anywhere in the event: a NUL byte, or an escape that decodes to
-    one (JSON's, percent-encoding's; multipart parts may be base64 or quoted-printable)."""
+    """Whether a NUL or a lone surrogate can be anywhere in the event: a NUL byte, or an
+    escape that decodes to one (JSON's, percent-encoding's; multipart parts may be base64 or
+    quoted-printable), or a charset other than UTF-8 (UTF-7 decodes to lone surrogates)."""
     return (
-        "\x00" in path
+        not text_rules.is_clean(path)
         or "%00" in query_string
         or any("\x00" in v or "\x00" in k for k, v in headers.items())
         or b"\x00" in raw
         or b"\\u0000" in raw
         or b"%00" in raw
         or media_type(content_type) == "multipart/form-data"
+        or _SURROGATE_ESCAPE.search(raw) is not None
+        or _charset(content_type) != "utf-8"
     )
 
 
@@ -169,9 +183,12 @@ def parse_body(content_type: str, raw: bytes, text: str) -> Any:
     kind = media_type(content_type)
     if kind == "application/json" or kind.endswith("+json"):
         try:
-            return json.loads(text, parse_constant=_reject_constant)
-        except ValueError:
+            value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite)
+        except (ValueError, RecursionError):
             return text
+        if text_rules.too_deep(value):
+            return text
+        return value
     if kind == "application/x-www-form-urlencoded":
         return dict(parse_qsl(text, keep_blank_values=True)) if "=" in text else text
     if kind == "multipart/form-data":
@@ -182,6 +199,14 @@ def parse_body(content_type: str, raw: bytes, text: str) -> Any:
 def _reject_constant(name: str) -> Any:
     # NaN and Infinity are not JSON: the body stays text rather than failing to store.
     raise ValueError(f"{name} is not JSON")
+
+
+def _finite(literal: str) -> float:
+    number = float(literal)
+    if not math.isfinite(number):
+        # 1e400: Python reads infinity, which no JSON store or JSON.parse takes back.
+        raise ValueError(f"{literal} is too large for a 64-bit float")
+    return number
 
 
 def _multipart(content_type: str, raw: bytes, text: str) -> Any:
@@ -207,16 +232,6 @@ def _multipart(content_type: str, raw: bytes, text: str) -> Any:
                 "base64": base64.b64encode(data).decode("ascii"),
             }
     return fields
-
-
-def _without_nul(value: Any) -> Any:
-    if isinstance(value, str):
-        return value.replace("\x00", "\ufffd") if "\x00" in value else value
-    if isinstance(value, dict):
-        return {_without_nul(k): _without_nul(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_without_nul(v) for v in value]
-    return value
 
 
 def declared_length(headers: Iterable[tuple[str, str]]) -> int | None:

@@ -71,6 +71,9 @@ def configured_timer(
     return None
 
 
+MAX_CRON_CHARS = 200
+
+
 def validate(
     schedule: Schedule,
     where: str,
@@ -93,6 +96,8 @@ def validate(
     if not schedule.cron:
         raise InvalidProps("a timer needs intervalSeconds or cron", field=where)
     _zone(schedule.timezone, where)
+    if len(schedule.cron) > MAX_CRON_CHARS:  # its column's size; real ones are far shorter
+        raise InvalidProps(f"cron is over {MAX_CRON_CHARS} characters long", field=f"{where}.cron")
     fields = schedule.cron.split()
     if len(fields) != 5 or not croniter.is_valid(schedule.cron):
         raise InvalidProps(

@@ -31,6 +31,7 @@ from sluice.config import Settings
 from sluice.domain import components as rules
 from sluice.domain import imports
 from sluice.domain import registry as registry_rules
+from sluice.domain import text as text_rules
 from sluice.engine import fetch, outbound
 from sluice.runtime import protocol
 from sluice.runtime.deps import DependencyStore
@@ -332,7 +333,8 @@ def normalize_files(source: ComponentInput, max_bytes: int) -> dict[str, str]:
     out: dict[str, str] = {}
     total = len((source.code or "").encode())
     for raw, text in source.files.items():
-        path = _clean_path(raw, f"files.{raw}")
+        # A long key is shown cut short: the error names it, not repeats it.
+        path = _clean_path(raw, f"files.{raw if len(raw) <= 80 else raw[:80] + '…'}")
         if not isinstance(text, str):
             raise errors.InvalidRequest(
                 f"files[{raw!r}] must be the file's text", field=f"files.{raw}"
@@ -346,9 +348,19 @@ def normalize_files(source: ComponentInput, max_bytes: int) -> dict[str, str]:
     return out
 
 
+#: A path's limits: the entry path's column, and a segment's on common file systems (bytes).
+MAX_PATH_CHARS = 500
+MAX_SEGMENT_BYTES = 255
+
+
 def _clean_path(raw: str, where: str) -> str:
-    if not isinstance(raw, str) or not raw or "\\" in raw or "\0" in raw:
+    if not isinstance(raw, str) or not raw or "\\" in raw:
         raise errors.InvalidRequest(f"{where}: not a valid relative path", field=where)
+    text_rules.check_name(raw, where, MAX_PATH_CHARS)
+    if any(len(part.encode()) > MAX_SEGMENT_BYTES for part in raw.split("/")):
+        raise errors.InvalidRequest(
+            f"{where}: a file or directory name is over {MAX_SEGMENT_BYTES} bytes", field=where
+        )
     path = posixpath.normpath(raw)
     parts = path.split("/")
     if path.startswith("/") or parts[0] == ".." or path == ".":

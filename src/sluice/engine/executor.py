@@ -38,7 +38,7 @@ from sluice import PLATFORM_VERSION, ids
 from sluice.clock import Clock, iso_ms
 from sluice.config import Settings
 from sluice.crypto import Cipher
-from sluice.domain import error_events, limits, retention, routing, states
+from sluice.domain import error_events, limits, retention, routing, states, text
 from sluice.domain.states import JobKind, SendStatus
 from sluice.engine import deliveries, sealed, streams
 from sluice.engine.broker import Broker
@@ -165,7 +165,10 @@ class Executor:
                 entry=str(WORKFLOW_ENTRY),
                 timeout_ms=int(run_s * 1000),
                 memory_mb=self.settings.memory_mb,
-                call={"kind": "workflow", "event": event, "context": context, "steps": call_steps},
+                # Events and db values may hold lone surrogates from JavaScript.
+                call=text.for_runner(
+                    {"kind": "workflow", "event": event, "context": context, "steps": call_steps}
+                ),
             ),
             responded,
         )

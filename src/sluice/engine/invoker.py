@@ -27,7 +27,7 @@ from sluice.clock import Clock, iso_ms
 from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain import components as rules
-from sluice.domain import dedupe, error_events, limits, retention, states
+from sluice.domain import dedupe, error_events, limits, retention, states, text
 from sluice.engine import deliveries, streams
 from sluice.engine.broker import Broker
 from sluice.engine.components import Components, scrub_paths
@@ -160,20 +160,24 @@ class Invoker:
                         (timeout_seconds or self.settings.source_timeout_seconds) * 1000
                     ),
                     memory_mb=self.settings.memory_mb,
-                    call={
-                        **call,
-                        # The runner keeps one emit past it, no more (docs/runner-protocol.md).
-                        **({"max_emits": max_emits} if max_emits > 0 else {}),
-                        # The worker refuses a set() past it at once (Python checks it again).
-                        "max_db_bytes": self.settings.max_db_bytes,
-                        "props": props,
-                        "db": snapshot,
-                        "context": {
-                            "id": invocation_id,
-                            "deployment_id": deployment.id,
-                            "owner_id": deployment.owner_id,
-                        },
-                    },
+                    # Events (a delivered emit) and db values may hold lone surrogates from
+                    # JavaScript, which the runner's UTF-8 pipe cannot carry.
+                    call=text.for_runner(
+                        {
+                            **call,
+                            # The runner keeps one emit past it (docs/runner-protocol.md).
+                            **({"max_emits": max_emits} if max_emits > 0 else {}),
+                            # The worker refuses a set() past it at once (Python checks again).
+                            "max_db_bytes": self.settings.max_db_bytes,
+                            "props": props,
+                            "db": snapshot,
+                            "context": {
+                                "id": invocation_id,
+                                "deployment_id": deployment.id,
+                                "owner_id": deployment.owner_id,
+                            },
+                        }
+                    ),
                 ),
                 on_respond,
             )
@@ -267,6 +271,10 @@ class Invoker:
         busy = result.emits or result.db_writes or result.db_deletes or logs or result.error
         if also is None and not busy:
             return outcome  # nothing to keep: no transaction at all
+        emits, db_writes, db_deletes, unstorable = text.storable_results(
+            list(result.emits), dict(result.db_writes), list(result.db_deletes)
+        )
+        logs.extend({"ts": now_ms, "level": "error", "msg": reason} for reason in unstorable)
         strategy = component.shape.get("dedupe")
         max_db_bytes = self.settings.max_db_bytes
         trim_events = self.settings.event_retention
@@ -279,17 +287,15 @@ class Invoker:
             if current is None:
                 return None  # deleted while it ran: nothing to keep
             error, db_error = result.error, None
-            if result.db_writes or result.db_deletes:
+            if db_writes or db_deletes:
                 # The store as it is now (the row is locked): concurrent runs cannot add up.
                 state = sources.read_state_sync(conn, deployment.id)
-                db_error = limits.check_db(state, result.db_writes, result.db_deletes, max_db_bytes)
+                db_error = limits.check_db(state, db_writes, db_deletes, max_db_bytes)
                 if db_error is None:
-                    sources.write_state_sync(
-                        conn, deployment.id, result.db_writes, result.db_deletes
-                    )
+                    sources.write_state_sync(conn, deployment.id, db_writes, db_deletes)
                 elif error is None:
                     error = db_error
-            decision = dedupe.apply(strategy, current.dedupe_state, list(result.emits), now_ms)
+            decision = dedupe.apply(strategy, current.dedupe_state, emits, now_ms)
             dropped = [reason for _emit, reason in decision.dropped]
             lines = logs + [{"ts": now_ms, "level": "warn", "msg": r} for r in dropped]
             for failure in (error, db_error if db_error is not error else None):

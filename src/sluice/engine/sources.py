@@ -20,7 +20,7 @@ from sluice.crypto import Cipher
 from sluice.domain import components as rules
 from sluice.domain import props as prop_rules
 from sluice.domain import registry as registry_rules
-from sluice.domain import schedules
+from sluice.domain import schedules, text
 from sluice.engine.components import ComponentInput, Components
 from sluice.engine.directory import EndpointDirectory
 from sluice.engine.invoker import Invoker, Outcome, secret_aad, worker_key
@@ -31,6 +31,9 @@ from sluice.storage.components import SavedComponent
 from sluice.storage.sources import Deployment
 
 log = logging.getLogger(__name__)
+
+#: A source's name: its column's size.
+NAME_CHARS = 300
 
 
 @dataclass(frozen=True)
@@ -131,6 +134,7 @@ class Sources:
             name = request.name or component.name
             if not isinstance(name, str) or not name.strip():
                 raise errors.InvalidRequest("name must be a non-empty string", field="name")
+            text.check_name(name, "name", NAME_CHARS)
             deployment = Deployment(
                 id=deployment_id,
                 owner_id=owner_id,
@@ -211,6 +215,7 @@ class Sources:
         if request.name is not None and request.name != current.name:
             if not request.name.strip():
                 raise errors.InvalidRequest("name must be a non-empty string", field="name")
+            text.check_name(request.name, "name", NAME_CHARS)
             updated = updated.with_changes(name=request.name)
         if current.active and (replacing or not active):
             await self._hook(current, old, "deactivate")

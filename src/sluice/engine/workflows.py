@@ -29,7 +29,7 @@ from sluice.clock import Clock
 from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain import components as rules
-from sluice.domain import error_workflow, schedules
+from sluice.domain import error_workflow, schedules, text
 from sluice.domain import props as prop_rules
 from sluice.domain import registry as registry_rules
 from sluice.domain.routing import Link
@@ -278,6 +278,7 @@ class Workflows:
                     "event_name is a channel of the source (empty: the default channel)",
                     field="trigger.event_name",
                 )
+            text.check_name(event_name, "trigger.event_name", 300)
             async with self.db.connect() as conn:
                 if await sources.get(conn, owner_id, source_id) is None:
                     raise errors.NotFound(
@@ -567,10 +568,11 @@ class Workflows:
 def _check_name(name: Any) -> str:
     if name is None:
         return "Untitled workflow"
-    if not isinstance(name, str) or not name.strip() or len(name) > 300:
+    if not isinstance(name, str) or not name.strip():
         raise errors.InvalidRequest(
             "name is a non-empty string (300 characters at most)", field="name"
         )
+    text.check_name(name, "name", 300)
     return name.strip()
 
 

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from sluice.domain import text
 from sluice.domain.states import JobState
 from sluice.storage.tables import jobs as t
 
@@ -123,13 +124,18 @@ _ADD_PG = (
 )
 
 
+def _dumps(payload: Any) -> str:
+    # As the payload column's type would bind it: NUL and lone surrogates are wrapped.
+    return json.dumps(text.to_stored(payload))
+
+
 async def add_batch_asyncpg(
     conn: Any, batch: list[tuple[NewJob, bool]], *, now_ms: int
 ) -> list[int | None]:
     """``add_batch`` on an asyncpg connection, in one transaction: the CPU of SQLAlchemy's
     async executemany (greenlet hand-offs, per-row parameter processing) was most of an
     endpoint request's on PostgreSQL."""
-    dumps = json.dumps
+    dumps = _dumps
     plain = [
         (j.kind, j.owner_id, j.target_id, dumps(j.payload), now_ms, now_ms)
         for j, want_id in batch
@@ -166,7 +172,7 @@ def add_batch(
     plain = [job for job, want_id in batch if not want_id]
     dbapi = conn.connection.dbapi_connection
     if plain and conn.dialect.name == "sqlite" and dbapi is not None:
-        dumps = json.dumps
+        dumps = _dumps
         cursor = dbapi.cursor()
         try:
             cursor.executemany(

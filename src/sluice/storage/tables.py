@@ -6,39 +6,83 @@ epoch milliseconds. JSON columns are JSONB on PostgreSQL and text on SQLite.
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
+from sluice.domain import text
+
 metadata = sa.MetaData()
 
-JSON = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
+
+class StoredJSON(sa.types.TypeDecorator[Any]):
+    """JSON (JSONB on PostgreSQL) that takes any JSON value, NUL and lone surrogates included:
+    such a value is stored wrapped and read back as it was (``domain.text.to_stored``)."""
+
+    impl = sa.JSON
+    cache_ok = True
+    # As sa.JSON: a Python None is JSON null, not SQL NULL (what the columns held before).
+    should_evaluate_none = True
+
+    def load_dialect_impl(self, dialect: sa.Dialect) -> sa.types.TypeEngine[Any]:
+        return dialect.type_descriptor(
+            postgresql.JSONB() if dialect.name == "postgresql" else sa.JSON()
+        )
+
+    def process_bind_param(self, value: Any, dialect: sa.Dialect) -> Any:
+        return text.to_stored(value)
+
+    def process_result_value(self, value: Any, dialect: sa.Dialect) -> Any:
+        return text.from_stored(value)
+
+
+class Str(sa.types.TypeDecorator[str]):
+    """A string column that never fails on NUL or a lone surrogate (PostgreSQL refuses NUL,
+    UTF-8 the surrogates): they become U+FFFD, in stored values and in the values compared
+    with it (a NUL in a looked-up id finds nothing instead of failing). Names are checked at
+    the API; this is for text from user code (log lines, channels) and for lookups."""
+
+    impl = sa.String
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: sa.Dialect) -> Any:
+        return text.clean(value) if isinstance(value, str) else value
+
+
+class Txt(Str):
+    impl = sa.Text
+    cache_ok = True
+
+
+JSON = StoredJSON()
 
 accounts = sa.Table(
     "accounts",
     metadata,
-    sa.Column("id", sa.String(40), primary_key=True),
-    sa.Column("username", sa.String(200), nullable=False),
-    sa.Column("email", sa.String(320)),
+    sa.Column("id", Str(40), primary_key=True),
+    sa.Column("username", Str(200), nullable=False),
+    sa.Column("email", Str(320)),
     sa.Column("is_admin", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.Column("created_at", sa.BigInteger, nullable=False),
     # The global error workflow (p_): every workflow error goes to it. Null: none.
-    sa.Column("error_workflow_id", sa.String(40)),
+    sa.Column("error_workflow_id", Str(40)),
 )
 
 api_keys = sa.Table(
     "api_keys",
     metadata,
     # The public half of the key (``slk_<id>_<secret>``): the lookup index.
-    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("id", Str(40), primary_key=True),
     sa.Column(
         "account_id",
-        sa.String(40),
+        Str(40),
         sa.ForeignKey("accounts.id", ondelete="CASCADE"),
         nullable=False,
         index=True,
     ),
     # sha256 of the secret half; the key itself is never stored.
-    sa.Column("secret_hash", sa.String(64), nullable=False),
+    sa.Column("secret_hash", Str(64), nullable=False),
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.Column("last_used_at", sa.BigInteger),
     sa.Column("revoked_at", sa.BigInteger),
@@ -47,18 +91,18 @@ api_keys = sa.Table(
 connected_accounts = sa.Table(
     "connected_accounts",
     metadata,
-    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("id", Str(40), primary_key=True),
     sa.Column(
         "owner_id",
-        sa.String(40),
+        Str(40),
         sa.ForeignKey("accounts.id", ondelete="CASCADE"),
         nullable=False,
         index=True,
     ),
-    sa.Column("app", sa.String(200), nullable=False),
-    sa.Column("name", sa.String(200)),
+    sa.Column("app", Str(200), nullable=False),
+    sa.Column("name", Str(200)),
     # AES-GCM token of the JSON credentials, bound to this row.
-    sa.Column("credentials", sa.Text, nullable=False),
+    sa.Column("credentials", Txt, nullable=False),
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.Column("updated_at", sa.BigInteger, nullable=False),
 )
@@ -66,22 +110,25 @@ connected_accounts = sa.Table(
 saved_components = sa.Table(
     "saved_components",
     metadata,
-    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("id", Str(40), primary_key=True),
     sa.Column(
-        "owner_id", sa.String(40), sa.ForeignKey("accounts.id", ondelete="CASCADE"), nullable=False
+        "owner_id",
+        Str(40),
+        sa.ForeignKey("accounts.id", ondelete="CASCADE"),
+        nullable=False,
     ),
-    sa.Column("key", sa.String(300)),
-    sa.Column("name", sa.String(300), nullable=False),
-    sa.Column("version", sa.String(100), nullable=False),
-    sa.Column("component_type", sa.String(20), nullable=False),
-    sa.Column("description", sa.Text),
+    sa.Column("key", Str(300)),
+    sa.Column("name", Str(300), nullable=False),
+    sa.Column("version", Str(100), nullable=False),
+    sa.Column("component_type", Str(20), nullable=False),
+    sa.Column("description", Txt),
     # The entry file's path inside the component and every file, {path: text}.
-    sa.Column("entry_path", sa.String(500), nullable=False),
+    sa.Column("entry_path", Str(500), nullable=False),
     sa.Column("files", JSON, nullable=False),
-    sa.Column("code_hash", sa.String(64), nullable=False),
+    sa.Column("code_hash", Str(64), nullable=False),
     # {package: range} after scanning imports; installed into the npm store by key.
     sa.Column("dependencies", JSON, nullable=False),
-    sa.Column("component_url", sa.Text),
+    sa.Column("component_url", Txt),
     # What Node reported when it loaded the component (see docs/runner-protocol.md, inspect).
     sa.Column("shape", JSON, nullable=False),
     sa.Column("configurable_props", JSON, nullable=False),
@@ -105,19 +152,22 @@ saved_components = sa.Table(
 deployed_components = sa.Table(
     "deployed_components",
     metadata,
-    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("id", Str(40), primary_key=True),
     sa.Column(
-        "owner_id", sa.String(40), sa.ForeignKey("accounts.id", ondelete="CASCADE"), nullable=False
+        "owner_id",
+        Str(40),
+        sa.ForeignKey("accounts.id", ondelete="CASCADE"),
+        nullable=False,
     ),
-    sa.Column("component_id", sa.String(40), sa.ForeignKey("saved_components.id"), nullable=False),
-    sa.Column("name", sa.String(300), nullable=False),
-    sa.Column("name_slug", sa.String(300), nullable=False),
+    sa.Column("component_id", Str(40), sa.ForeignKey("saved_components.id"), nullable=False),
+    sa.Column("name", Str(300), nullable=False),
+    sa.Column("name_slug", Str(300), nullable=False),
     # Configured values of non-secret props, as validated.
     sa.Column("configured_props", JSON, nullable=False),
     # {prop name: AES-GCM token}, bound to (row, prop).
     sa.Column("secret_props", JSON, nullable=False),
     sa.Column("active", sa.Boolean, nullable=False),
-    sa.Column("endpoint_id", sa.String(40), unique=True),
+    sa.Column("endpoint_id", Str(40), unique=True),
     # The dedupe strategy's cache (ids seen, greatest id, last id); see domain/dedupe.py.
     sa.Column("dedupe_state", JSON),
     sa.Column("created_at", sa.BigInteger, nullable=False),
@@ -130,11 +180,11 @@ component_state = sa.Table(
     metadata,
     sa.Column(
         "deployment_id",
-        sa.String(40),
+        Str(40),
         sa.ForeignKey("deployed_components.id", ondelete="CASCADE"),
         primary_key=True,
     ),
-    sa.Column("key", sa.String(500), primary_key=True),
+    sa.Column("key", Str(500), primary_key=True),
     sa.Column("value", JSON),
 )
 
@@ -147,15 +197,15 @@ events = sa.Table(
         primary_key=True,
         autoincrement=True,
     ),
-    sa.Column("emitter_id", sa.String(40), nullable=False),
-    sa.Column("owner_id", sa.String(40), nullable=False),
+    sa.Column("emitter_id", Str(40), nullable=False),
+    sa.Column("owner_id", Str(40), nullable=False),
     # ``<ts_ms>-<seq>``, unique per emitter; also the cursor of event lists.
-    sa.Column("id", sa.String(40), nullable=False),
+    sa.Column("id", Str(40), nullable=False),
     sa.Column("ts_ms", sa.BigInteger, nullable=False),
     sa.Column("seq", sa.Integer, nullable=False),
     # The channel; "" is the default channel.
-    sa.Column("channel", sa.String(300), nullable=False, server_default=""),
-    sa.Column("emit_id", sa.String(40), nullable=False),
+    sa.Column("channel", Str(300), nullable=False, server_default=""),
+    sa.Column("emit_id", Str(40), nullable=False),
     sa.Column("payload", JSON),
     # The $emit options: id, summary, ts (and anything else given).
     sa.Column("meta", JSON, nullable=False),
@@ -172,12 +222,12 @@ logs = sa.Table(
         primary_key=True,
         autoincrement=True,
     ),
-    sa.Column("emitter_id", sa.String(40), nullable=False),
-    sa.Column("owner_id", sa.String(40), nullable=False),
+    sa.Column("emitter_id", Str(40), nullable=False),
+    sa.Column("owner_id", Str(40), nullable=False),
     sa.Column("ts_ms", sa.BigInteger, nullable=False),
-    sa.Column("level", sa.String(20), nullable=False),
-    sa.Column("msg", sa.Text, nullable=False),
-    sa.Column("invocation_id", sa.String(40)),
+    sa.Column("level", Str(20), nullable=False),
+    sa.Column("msg", Txt, nullable=False),
+    sa.Column("invocation_id", Str(40)),
     sa.Index("ix_logs_emitter", "emitter_id", "pk"),
 )
 
@@ -191,18 +241,18 @@ jobs = sa.Table(
         autoincrement=True,
     ),
     # What to do: "http" (an endpoint request), "timer" (a tick), "emit" (deliver to a listener).
-    sa.Column("kind", sa.String(40), nullable=False),
-    sa.Column("owner_id", sa.String(40), nullable=False),
+    sa.Column("kind", Str(40), nullable=False),
+    sa.Column("owner_id", Str(40), nullable=False),
     # The deployment (or workflow) that runs it.
-    sa.Column("target_id", sa.String(40), nullable=False),
+    sa.Column("target_id", Str(40), nullable=False),
     sa.Column("payload", JSON),
     # queued → running → done | failed; a running job whose lease passed is queued again.
-    sa.Column("status", sa.String(20), nullable=False),
+    sa.Column("status", Str(20), nullable=False),
     sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
     sa.Column("run_after_ms", sa.BigInteger, nullable=False),
     sa.Column("locked_until_ms", sa.BigInteger),
-    sa.Column("worker_id", sa.String(60)),
-    sa.Column("last_error", sa.Text),
+    sa.Column("worker_id", Str(60)),
+    sa.Column("last_error", Txt),
     sa.Column("created_ms", sa.BigInteger, nullable=False),
     sa.Column("finished_ms", sa.BigInteger),
     # Claims walk it in id order within a status (``storage.jobs.claim_sync``).
@@ -215,11 +265,11 @@ timers = sa.Table(
     metadata,
     # The source (dc_) or workflow (p_) the timer triggers; deleted with it by the code (no
     # foreign key: it references either table).
-    sa.Column("deployment_id", sa.String(40), primary_key=True),
-    sa.Column("owner_id", sa.String(40), nullable=False),
+    sa.Column("deployment_id", Str(40), primary_key=True),
+    sa.Column("owner_id", Str(40), nullable=False),
     sa.Column("interval_seconds", sa.Integer),
-    sa.Column("cron", sa.String(200)),
-    sa.Column("timezone", sa.String(80)),
+    sa.Column("cron", Str(200)),
+    sa.Column("timezone", Str(80)),
     # The next tick to fire; a claimed tick moves it forward in the same transaction that
     # enqueues its job, so no tick fires twice and none is lost.
     sa.Column("next_run_ms", sa.BigInteger, nullable=False),
@@ -230,15 +280,18 @@ timers = sa.Table(
 subscriptions = sa.Table(
     "subscriptions",
     metadata,
-    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("id", Str(40), primary_key=True),
     sa.Column(
-        "owner_id", sa.String(40), sa.ForeignKey("accounts.id", ondelete="CASCADE"), nullable=False
+        "owner_id",
+        Str(40),
+        sa.ForeignKey("accounts.id", ondelete="CASCADE"),
+        nullable=False,
     ),
     # A dc_/p_ id, or a glob "dc_*" / "p_*" for all of the account's sources / workflows.
-    sa.Column("emitter_id", sa.String(40), nullable=False),
-    sa.Column("listener_id", sa.String(40), nullable=False),
+    sa.Column("emitter_id", Str(40), nullable=False),
+    sa.Column("listener_id", Str(40), nullable=False),
     # "" is the default channel; "$errors" the errors of a workflow.
-    sa.Column("event_name", sa.String(300), nullable=False, server_default=""),
+    sa.Column("event_name", Str(300), nullable=False, server_default=""),
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.UniqueConstraint(
         "owner_id", "emitter_id", "listener_id", "event_name", name="uq_subscriptions_link"
@@ -249,19 +302,22 @@ subscriptions = sa.Table(
 workflows = sa.Table(
     "workflows",
     metadata,
-    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("id", Str(40), primary_key=True),
     sa.Column(
-        "owner_id", sa.String(40), sa.ForeignKey("accounts.id", ondelete="CASCADE"), nullable=False
+        "owner_id",
+        Str(40),
+        sa.ForeignKey("accounts.id", ondelete="CASCADE"),
+        nullable=False,
     ),
-    sa.Column("name", sa.String(300), nullable=False),
+    sa.Column("name", Str(300), nullable=False),
     sa.Column("active", sa.Boolean, nullable=False),
     # {"type": "http" | "timer" | "source" | "manual", ...its settings}.
     sa.Column("trigger", JSON, nullable=False),
     # The steps as deployed: [{id: c_, name, type: code | action, ...}]; see engine/workflows.py.
     sa.Column("steps", JSON, nullable=False),
     # A new d_ id on each change of the trigger or the steps.
-    sa.Column("deployment_id", sa.String(40), nullable=False),
-    sa.Column("endpoint_id", sa.String(40), unique=True),
+    sa.Column("deployment_id", Str(40), nullable=False),
+    sa.Column("endpoint_id", Str(40), unique=True),
     # False: its errors do not go to the global error workflow (subscribers still get them).
     sa.Column("global_errors", sa.Boolean, nullable=False, server_default=sa.true()),
     sa.Column("created_at", sa.BigInteger, nullable=False),
@@ -278,12 +334,12 @@ runs = sa.Table(
         primary_key=True,
         autoincrement=True,
     ),
-    sa.Column("id", sa.String(40), nullable=False, unique=True),
-    sa.Column("owner_id", sa.String(40), nullable=False),
-    sa.Column("workflow_id", sa.String(40), nullable=False),
-    sa.Column("deployment_id", sa.String(40), nullable=False),
+    sa.Column("id", Str(40), nullable=False, unique=True),
+    sa.Column("owner_id", Str(40), nullable=False),
+    sa.Column("workflow_id", Str(40), nullable=False),
+    sa.Column("deployment_id", Str(40), nullable=False),
     # success | error | exited
-    sa.Column("status", sa.String(20), nullable=False),
+    sa.Column("status", Str(20), nullable=False),
     sa.Column("event", JSON),
     sa.Column("context", JSON, nullable=False),
     # One record per step that ran: status, return value, exports, logs, duration, error.
@@ -294,23 +350,23 @@ runs = sa.Table(
     sa.Column("response", JSON),
     sa.Column("started_ms", sa.BigInteger, nullable=False),
     sa.Column("duration_ms", sa.Float, nullable=False),
-    sa.Column("replay_of", sa.String(40)),
+    sa.Column("replay_of", Str(40)),
     sa.Index("ix_runs_workflow", "workflow_id", "pk"),
 )
 
 run_sends = sa.Table(
     "run_sends",
     metadata,
-    sa.Column("run_id", sa.String(40), primary_key=True),
+    sa.Column("run_id", Str(40), primary_key=True),
     sa.Column("idx", sa.Integer, primary_key=True),
-    sa.Column("owner_id", sa.String(40), nullable=False),
-    sa.Column("workflow_id", sa.String(40), nullable=False),
+    sa.Column("owner_id", Str(40), nullable=False),
+    sa.Column("workflow_id", Str(40), nullable=False),
     # http | email | s3 | emit | sse
-    sa.Column("type", sa.String(20), nullable=False),
-    sa.Column("step_id", sa.String(40)),
+    sa.Column("type", Str(20), nullable=False),
+    sa.Column("step_id", Str(40)),
     sa.Column("config", JSON),
     # queued | sent | written | failed | skipped | done
-    sa.Column("status", sa.String(20), nullable=False),
+    sa.Column("status", Str(20), nullable=False),
     sa.Column("outcome", JSON),
     sa.Column("updated_ms", sa.BigInteger, nullable=False),
 )
@@ -318,20 +374,23 @@ run_sends = sa.Table(
 mail_throttle = sa.Table(
     "mail_throttle",
     metadata,
-    sa.Column("owner_id", sa.String(40), primary_key=True),
-    sa.Column("key", sa.String(300), primary_key=True),
+    sa.Column("owner_id", Str(40), primary_key=True),
+    sa.Column("key", Str(300), primary_key=True),
     sa.Column("sent_ms", sa.BigInteger, nullable=False),
 )
 
 auto_subscriptions = sa.Table(
     "auto_subscriptions",
     metadata,
-    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("id", Str(40), primary_key=True),
     sa.Column(
-        "owner_id", sa.String(40), sa.ForeignKey("accounts.id", ondelete="CASCADE"), nullable=False
+        "owner_id",
+        Str(40),
+        sa.ForeignKey("accounts.id", ondelete="CASCADE"),
+        nullable=False,
     ),
-    sa.Column("listener_id", sa.String(40), nullable=False),
-    sa.Column("event_name", sa.String(300), nullable=False),
+    sa.Column("listener_id", Str(40), nullable=False),
+    sa.Column("event_name", Str(300), nullable=False),
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.UniqueConstraint("owner_id", "listener_id", "event_name", name="uq_auto_subscriptions"),
 )
@@ -340,8 +399,8 @@ step_state = sa.Table(
     "step_state",
     metadata,
     # ``$.service.db`` of a workflow code step: its store, by the step's c_ id.
-    sa.Column("step_id", sa.String(40), primary_key=True),
-    sa.Column("key", sa.String(500), primary_key=True),
-    sa.Column("workflow_id", sa.String(40), nullable=False, index=True),
+    sa.Column("step_id", Str(40), primary_key=True),
+    sa.Column("key", Str(500), primary_key=True),
+    sa.Column("workflow_id", Str(40), nullable=False, index=True),
     sa.Column("value", JSON),
 )
