@@ -44,6 +44,14 @@ from sluice.storage.accounts import Account
 
 log = logging.getLogger(__name__)
 
+# What the API edge names in its annotations, re-exported so api/ reaches no deeper layer.
+__all__ = [
+    "Account",
+    "Platform",
+    "check_sandbox",
+    "create_account_offline",
+]
+
 
 @dataclass
 class Platform:
@@ -200,6 +208,14 @@ class Platform:
 
     async def authenticate(self, api_key: str) -> Account | None:
         return await self.reader(lambda conn: accounts.authenticate(conn, api_key))
+
+    async def set_email(self, account_id: str, email: str | None) -> Account:
+        """Change (``None``: remove) the account's e-mail address; the account as it is now."""
+        async with self.db.begin() as conn:
+            await accounts.set_email(conn, account_id, email)
+            found = await accounts.get(conn, account_id)
+        assert found is not None
+        return found
 
 
 async def create_account_offline(
