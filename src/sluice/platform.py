@@ -32,8 +32,9 @@ from sluice.engine.ingress import Ingress
 from sluice.engine.invoker import Invoker
 from sluice.engine.jobs import Handler, JobWorker, WorkerConfig
 from sluice.engine.mailer import Mailer
+from sluice.engine.options import Options, OptionsRequest
 from sluice.engine.scheduler import Scheduler
-from sluice.engine.sources import Sources
+from sluice.engine.sources import DeployRequest, Sources
 from sluice.engine.waiters import Waiters
 from sluice.engine.workflows import Workflows, create_default_error_workflow
 from sluice.runtime.deps import DependencyStore
@@ -47,6 +48,8 @@ log = logging.getLogger(__name__)
 # What the API edge names in its annotations, re-exported so api/ reaches no deeper layer.
 __all__ = [
     "Account",
+    "DeployRequest",
+    "OptionsRequest",
     "Platform",
     "check_sandbox",
     "create_account_offline",
@@ -66,6 +69,7 @@ class Platform:
     invoker: Invoker
     sources: Sources
     actions: Actions
+    options: Options
     jobs: JobWorker
     scheduler: Scheduler
     ingress: Ingress
@@ -173,6 +177,7 @@ class Platform:
                 db, reader, pool, components, invoker, cipher, settings, clock, directory
             ),
             actions=Actions(db, pool, components, cipher, settings),
+            options=Options(db, pool, components, cipher, settings),
             jobs=worker,
             scheduler=Scheduler(db, clock, notify=worker.notify),
             ingress=Ingress(
