@@ -13,13 +13,14 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from sluice import ids
 from sluice.clock import Clock, SystemClock
 from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain.states import JobKind
 from sluice.engine import broker
 from sluice.engine.actions import Actions
-from sluice.engine.components import Components
+from sluice.engine.components import ComponentInput, Components
 from sluice.engine.directory import EndpointDirectory
 from sluice.engine.enqueuer import Enqueuer
 from sluice.engine.executor import Executor
@@ -41,13 +42,16 @@ from sluice.runtime.deps import DependencyStore
 from sluice.runtime.pool import PoolConfig, RunnerPool
 from sluice.runtime.sandbox import Sandbox, SandboxConfig
 from sluice.storage import accounts, database
+from sluice.storage import components as component_store
 from sluice.storage.accounts import Account
+from sluice.storage.components import SavedComponent
 
 log = logging.getLogger(__name__)
 
 # What the API edge names in its annotations, re-exported so api/ reaches no deeper layer.
 __all__ = [
     "Account",
+    "ComponentInput",
     "DeployRequest",
     "OptionsRequest",
     "Platform",
@@ -221,6 +225,41 @@ class Platform:
             found = await accounts.get(conn, account_id)
         assert found is not None
         return found
+
+    async def component_page(
+        self,
+        owner_id: str,
+        *,
+        limit: int,
+        before: str | None,
+        after: str | None,
+        component_type: str | None,
+    ) -> component_store.Page:
+        """The account's saved components, newest first (``before``/``after``: ``sc_`` ids)."""
+        async with self.db.connect() as conn:
+            return await component_store.page(
+                conn,
+                owner_id,
+                limit=limit,
+                before=before,
+                after=after,
+                component_type=component_type,
+            )
+
+    async def find_component(self, owner_id: str, key_or_id: str) -> SavedComponent | None:
+        """The account's saved component by ``sc_`` id, else its newest with that key."""
+        async with self.db.connect() as conn:
+            found = None
+            if ids.has_prefix(key_or_id, "sc"):
+                found = await component_store.get(conn, owner_id, key_or_id)
+            if found is None:
+                found = await component_store.get_by_key(conn, owner_id, key_or_id)
+        return found
+
+    async def registry_versions(self, key: str) -> list[SavedComponent]:
+        """Every published version of the registry component ``key``."""
+        async with self.db.connect() as conn:
+            return await component_store.registry_versions(conn, key)
 
 
 async def create_account_offline(
