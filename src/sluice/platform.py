@@ -20,6 +20,7 @@ from sluice.crypto import Cipher
 from sluice.domain.states import JobKind
 from sluice.engine import broker
 from sluice.engine.actions import Actions
+from sluice.engine.apps import Apps
 from sluice.engine.components import ComponentInput, Components
 from sluice.engine.directory import EndpointDirectory
 from sluice.engine.enqueuer import Enqueuer
@@ -74,6 +75,7 @@ class Platform:
     sources: Sources
     actions: Actions
     options: Options
+    apps: Apps
     jobs: JobWorker
     scheduler: Scheduler
     ingress: Ingress
@@ -182,6 +184,7 @@ class Platform:
             ),
             actions=Actions(db, pool, components, cipher, settings),
             options=Options(db, pool, components, cipher, settings),
+            apps=Apps(db, cipher, clock),
             jobs=worker,
             scheduler=Scheduler(db, clock, notify=worker.notify),
             ingress=Ingress(
