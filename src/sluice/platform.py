@@ -24,6 +24,7 @@ from sluice.engine.apps import Apps
 from sluice.engine.components import ComponentInput, Components
 from sluice.engine.directory import EndpointDirectory
 from sluice.engine.enqueuer import Enqueuer
+from sluice.engine.events import Events
 from sluice.engine.executor import Executor
 from sluice.engine.handlers.emit import EmitJobs
 from sluice.engine.handlers.http import HttpJobs
@@ -46,6 +47,7 @@ from sluice.storage import accounts, database
 from sluice.storage import components as component_store
 from sluice.storage.accounts import Account
 from sluice.storage.components import SavedComponent
+from sluice.storage.events import Page as EventPage
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +56,7 @@ __all__ = [
     "Account",
     "ComponentInput",
     "DeployRequest",
+    "EventPage",
     "OptionsRequest",
     "Platform",
     "check_sandbox",
@@ -76,6 +79,7 @@ class Platform:
     actions: Actions
     options: Options
     apps: Apps
+    events: Events
     jobs: JobWorker
     scheduler: Scheduler
     ingress: Ingress
@@ -185,6 +189,7 @@ class Platform:
             actions=Actions(db, pool, components, cipher, settings),
             options=Options(db, pool, components, cipher, settings),
             apps=Apps(db, cipher, clock),
+            events=Events(db),
             jobs=worker,
             scheduler=Scheduler(db, clock, notify=worker.notify),
             ingress=Ingress(

@@ -76,7 +76,7 @@ async def event_summaries(
     expanded = paging.check_expand(expand)
     deployment = await platform.sources.get(account.id, source_id)
     page = await paging.event_page(
-        platform.db, deployment.id, channel=event_name, limit=limit, before=before, after=after
+        platform, deployment.id, channel=event_name, limit=limit, before=before, after=after
     )
     data = [e.to_summary(expand=expanded) for e in page.items]
     return paging.id_body(data, page.total_count)

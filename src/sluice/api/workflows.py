@@ -202,7 +202,7 @@ async def error_summaries(
     expanded = paging.check_expand(expand)
     workflow = await platform.workflows.get(account.id, workflow_id)
     page = await paging.event_page(
-        platform.db, workflow.id, channel=states.ERRORS, limit=limit, before=before, after=after
+        platform, workflow.id, channel=states.ERRORS, limit=limit, before=before, after=after
     )
     items = []
     for event in page.items:
@@ -250,7 +250,7 @@ async def emit_summaries(
         )
     workflow = await platform.workflows.get(account.id, workflow_id)
     page = await paging.event_page(
-        platform.db, workflow.id, channel=channel, limit=limit, before=before, after=after
+        platform, workflow.id, channel=channel, limit=limit, before=before, after=after
     )
     items = [e.to_summary(expand=expanded) for e in page.items]
     return paging.id_body(items, page.total_count)
