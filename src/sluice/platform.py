@@ -37,7 +37,7 @@ from sluice.engine.jobs import Handler, JobWorker, WorkerConfig
 from sluice.engine.mailer import Mailer
 from sluice.engine.options import Options, OptionsRequest
 from sluice.engine.scheduler import Scheduler
-from sluice.engine.sources import DeployRequest, Sources
+from sluice.engine.sources import DeployRequest, Sources, UpdateRequest
 from sluice.engine.waiters import Waiters
 from sluice.engine.workflows import Workflows, create_default_error_workflow
 from sluice.runtime.deps import DependencyStore
@@ -48,6 +48,7 @@ from sluice.storage import components as component_store
 from sluice.storage.accounts import Account
 from sluice.storage.components import SavedComponent
 from sluice.storage.events import Page as EventPage
+from sluice.storage.sources import Deployment
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +57,11 @@ __all__ = [
     "Account",
     "ComponentInput",
     "DeployRequest",
+    "Deployment",
     "EventPage",
     "OptionsRequest",
     "Platform",
+    "UpdateRequest",
     "check_sandbox",
     "create_account_offline",
 ]
