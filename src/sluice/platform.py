@@ -31,7 +31,7 @@ from sluice.engine.handlers.http import HttpJobs
 from sluice.engine.handlers.send import SendJobs
 from sluice.engine.handlers.timer import TimerJobs
 from sluice.engine.handlers.workflow import WorkflowJobs
-from sluice.engine.ingress import Ingress
+from sluice.engine.ingress import IncomingRequest, Ingress
 from sluice.engine.invoker import Invoker
 from sluice.engine.jobs import Handler, JobWorker, WorkerConfig
 from sluice.engine.mailer import Mailer
@@ -59,6 +59,7 @@ __all__ = [
     "DeployRequest",
     "Deployment",
     "EventPage",
+    "IncomingRequest",
     "OptionsRequest",
     "Platform",
     "UpdateRequest",
