@@ -18,7 +18,7 @@ from sluice.clock import Clock, SystemClock
 from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain.states import JobKind
-from sluice.engine import broker
+from sluice.engine import broker, streams
 from sluice.engine.actions import Actions
 from sluice.engine.apps import Apps
 from sluice.engine.components import ComponentInput, Components
@@ -38,6 +38,7 @@ from sluice.engine.mailer import Mailer
 from sluice.engine.options import Options, OptionsRequest
 from sluice.engine.scheduler import Scheduler
 from sluice.engine.sources import DeployRequest, Sources, UpdateRequest
+from sluice.engine.streams import Stream
 from sluice.engine.waiters import Waiters
 from sluice.engine.workflows import Workflows, create_default_error_workflow
 from sluice.runtime.deps import DependencyStore
@@ -62,6 +63,7 @@ __all__ = [
     "IncomingRequest",
     "OptionsRequest",
     "Platform",
+    "Stream",
     "UpdateRequest",
     "check_sandbox",
     "create_account_offline",
@@ -237,6 +239,30 @@ class Platform:
             found = await accounts.get(conn, account_id)
         assert found is not None
         return found
+
+    def open_emits(
+        self, emitter_id: str, *, after: tuple[int, int] | None, channel: str | None
+    ) -> Stream:
+        """The emitter's emits as they are stored, first the stored ones after ``after`` when
+        given (``streams.open_emits``); storage is also polled (``stream_poll_seconds``)."""
+        return streams.open_emits(
+            self.db,
+            self.invoker.broker,
+            emitter_id,
+            after=after,
+            channel=channel,
+            poll_seconds=self.settings.resolved_stream_poll_seconds,
+        )
+
+    def open_logs(self, emitter_id: str, *, after: int | None) -> Stream:
+        """The emitter's log lines as they are stored, first the stored ones after ``after``."""
+        return streams.open_logs(
+            self.db,
+            self.invoker.broker,
+            emitter_id,
+            after=after,
+            poll_seconds=self.settings.resolved_stream_poll_seconds,
+        )
 
     async def component_page(
         self,
