@@ -39,6 +39,7 @@ from sluice.engine.options import Options, OptionsRequest
 from sluice.engine.scheduler import Scheduler
 from sluice.engine.sources import DeployRequest, Sources, UpdateRequest
 from sluice.engine.streams import Stream
+from sluice.engine.subscriptions import Subscriptions
 from sluice.engine.waiters import Waiters
 from sluice.engine.workflows import Workflows, create_default_error_workflow
 from sluice.runtime.deps import DependencyStore
@@ -86,6 +87,7 @@ class Platform:
     options: Options
     apps: Apps
     events: Events
+    subscriptions: Subscriptions
     jobs: JobWorker
     scheduler: Scheduler
     ingress: Ingress
@@ -196,6 +198,7 @@ class Platform:
             options=Options(db, pool, components, cipher, settings),
             apps=Apps(db, cipher, clock),
             events=Events(db),
+            subscriptions=Subscriptions(db),
             jobs=worker,
             scheduler=Scheduler(db, clock, notify=worker.notify),
             ingress=Ingress(
