@@ -36,21 +36,25 @@ from sluice.engine.invoker import Invoker
 from sluice.engine.jobs import Handler, JobWorker, WorkerConfig
 from sluice.engine.mailer import Mailer
 from sluice.engine.options import Options, OptionsRequest
+from sluice.engine.runs import Runs
 from sluice.engine.scheduler import Scheduler
 from sluice.engine.sources import DeployRequest, Sources, UpdateRequest
 from sluice.engine.streams import Stream
 from sluice.engine.subscriptions import Subscriptions
 from sluice.engine.waiters import Waiters
-from sluice.engine.workflows import Workflows, create_default_error_workflow
+from sluice.engine.workflows import WorkflowInput, Workflows, create_default_error_workflow
 from sluice.runtime.deps import DependencyStore
 from sluice.runtime.pool import PoolConfig, RunnerPool
 from sluice.runtime.sandbox import Sandbox, SandboxConfig
 from sluice.storage import accounts, database
 from sluice.storage import components as component_store
+from sluice.storage import workflows as workflow_store
 from sluice.storage.accounts import Account
 from sluice.storage.components import SavedComponent
 from sluice.storage.events import Page as EventPage
+from sluice.storage.runs import Run
 from sluice.storage.sources import Deployment
+from sluice.storage.workflows import Workflow
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +68,11 @@ __all__ = [
     "IncomingRequest",
     "OptionsRequest",
     "Platform",
+    "Run",
     "Stream",
     "UpdateRequest",
+    "Workflow",
+    "WorkflowInput",
     "check_sandbox",
     "create_account_offline",
 ]
@@ -88,6 +95,7 @@ class Platform:
     apps: Apps
     events: Events
     subscriptions: Subscriptions
+    runs: Runs
     jobs: JobWorker
     scheduler: Scheduler
     ingress: Ingress
@@ -179,6 +187,16 @@ class Platform:
             # Requests first: the background loop yields while the endpoints are saturated.
             pressure=enqueuer.pressed if settings.requests_first else None,
         )
+        ingress = Ingress(
+            reader,
+            directory,
+            workflows,
+            settings,
+            clock,
+            enqueuer=enqueuer,
+            worker=worker,
+            waiters=waiters,
+        )
         # Jobs this process enqueues with a run's results (emits, sends) wake its worker now.
         invoker.broker.on(broker.JOBS, lambda _items: worker.notify())
         return cls(
@@ -199,18 +217,10 @@ class Platform:
             apps=Apps(db, cipher, clock),
             events=Events(db),
             subscriptions=Subscriptions(db),
+            runs=Runs(db, ingress),
             jobs=worker,
             scheduler=Scheduler(db, clock, notify=worker.notify),
-            ingress=Ingress(
-                reader,
-                directory,
-                workflows,
-                settings,
-                clock,
-                enqueuer=enqueuer,
-                worker=worker,
-                waiters=waiters,
-            ),
+            ingress=ingress,
             workflows=workflows,
             executor=executor,
             enqueuer=enqueuer,
@@ -266,6 +276,16 @@ class Platform:
             after=after,
             poll_seconds=self.settings.resolved_stream_poll_seconds,
         )
+
+    async def workflow_page(
+        self, owner_id: str, *, limit: int, before: str | None, after: str | None
+    ) -> tuple[list[Workflow], int]:
+        """The account's workflows, newest first (``before``/``after``: ``p_`` ids), and the
+        total count."""
+        async with self.db.connect() as conn:
+            return await workflow_store.page(
+                conn, owner_id, limit=limit, before=before, after=after
+            )
 
     async def component_page(
         self,
