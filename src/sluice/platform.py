@@ -13,36 +13,69 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from sluice import ids
 from sluice.clock import Clock, SystemClock
 from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain.states import JobKind
-from sluice.engine import broker
+from sluice.engine import broker, streams
 from sluice.engine.actions import Actions
-from sluice.engine.components import Components
+from sluice.engine.apps import Apps
+from sluice.engine.components import ComponentInput, Components
 from sluice.engine.directory import EndpointDirectory
 from sluice.engine.enqueuer import Enqueuer
+from sluice.engine.events import Events
 from sluice.engine.executor import Executor
 from sluice.engine.handlers.emit import EmitJobs
 from sluice.engine.handlers.http import HttpJobs
 from sluice.engine.handlers.send import SendJobs
 from sluice.engine.handlers.timer import TimerJobs
 from sluice.engine.handlers.workflow import WorkflowJobs
-from sluice.engine.ingress import Ingress
+from sluice.engine.ingress import IncomingRequest, Ingress
 from sluice.engine.invoker import Invoker
 from sluice.engine.jobs import Handler, JobWorker, WorkerConfig
 from sluice.engine.mailer import Mailer
+from sluice.engine.options import Options, OptionsRequest
+from sluice.engine.runs import Runs
 from sluice.engine.scheduler import Scheduler
-from sluice.engine.sources import Sources
+from sluice.engine.sources import DeployRequest, Sources, UpdateRequest
+from sluice.engine.streams import Stream
+from sluice.engine.subscriptions import Subscriptions
 from sluice.engine.waiters import Waiters
-from sluice.engine.workflows import Workflows, create_default_error_workflow
+from sluice.engine.workflows import WorkflowInput, Workflows, create_default_error_workflow
 from sluice.runtime.deps import DependencyStore
 from sluice.runtime.pool import PoolConfig, RunnerPool
 from sluice.runtime.sandbox import Sandbox, SandboxConfig
 from sluice.storage import accounts, database
+from sluice.storage import components as component_store
+from sluice.storage import workflows as workflow_store
 from sluice.storage.accounts import Account
+from sluice.storage.components import SavedComponent
+from sluice.storage.events import Page as EventPage
+from sluice.storage.runs import Run
+from sluice.storage.sources import Deployment
+from sluice.storage.workflows import Workflow
 
 log = logging.getLogger(__name__)
+
+# What the API edge names in its annotations, re-exported so api/ reaches no deeper layer.
+__all__ = [
+    "Account",
+    "ComponentInput",
+    "DeployRequest",
+    "Deployment",
+    "EventPage",
+    "IncomingRequest",
+    "OptionsRequest",
+    "Platform",
+    "Run",
+    "Stream",
+    "UpdateRequest",
+    "Workflow",
+    "WorkflowInput",
+    "check_sandbox",
+    "create_account_offline",
+]
 
 
 @dataclass
@@ -58,6 +91,11 @@ class Platform:
     invoker: Invoker
     sources: Sources
     actions: Actions
+    options: Options
+    apps: Apps
+    events: Events
+    subscriptions: Subscriptions
+    runs: Runs
     jobs: JobWorker
     scheduler: Scheduler
     ingress: Ingress
@@ -149,6 +187,16 @@ class Platform:
             # Requests first: the background loop yields while the endpoints are saturated.
             pressure=enqueuer.pressed if settings.requests_first else None,
         )
+        ingress = Ingress(
+            reader,
+            directory,
+            workflows,
+            settings,
+            clock,
+            enqueuer=enqueuer,
+            worker=worker,
+            waiters=waiters,
+        )
         # Jobs this process enqueues with a run's results (emits, sends) wake its worker now.
         invoker.broker.on(broker.JOBS, lambda _items: worker.notify())
         return cls(
@@ -165,18 +213,14 @@ class Platform:
                 db, reader, pool, components, invoker, cipher, settings, clock, directory
             ),
             actions=Actions(db, pool, components, cipher, settings),
+            options=Options(db, pool, components, cipher, settings),
+            apps=Apps(db, cipher, clock),
+            events=Events(db),
+            subscriptions=Subscriptions(db),
+            runs=Runs(db, ingress),
             jobs=worker,
             scheduler=Scheduler(db, clock, notify=worker.notify),
-            ingress=Ingress(
-                reader,
-                directory,
-                workflows,
-                settings,
-                clock,
-                enqueuer=enqueuer,
-                worker=worker,
-                waiters=waiters,
-            ),
+            ingress=ingress,
             workflows=workflows,
             executor=executor,
             enqueuer=enqueuer,
@@ -200,6 +244,83 @@ class Platform:
 
     async def authenticate(self, api_key: str) -> Account | None:
         return await self.reader(lambda conn: accounts.authenticate(conn, api_key))
+
+    async def set_email(self, account_id: str, email: str | None) -> Account:
+        """Change (``None``: remove) the account's e-mail address; the account as it is now."""
+        async with self.db.begin() as conn:
+            await accounts.set_email(conn, account_id, email)
+            found = await accounts.get(conn, account_id)
+        assert found is not None
+        return found
+
+    def open_emits(
+        self, emitter_id: str, *, after: tuple[int, int] | None, channel: str | None
+    ) -> Stream:
+        """The emitter's emits as they are stored, first the stored ones after ``after`` when
+        given (``streams.open_emits``); storage is also polled (``stream_poll_seconds``)."""
+        return streams.open_emits(
+            self.db,
+            self.invoker.broker,
+            emitter_id,
+            after=after,
+            channel=channel,
+            poll_seconds=self.settings.resolved_stream_poll_seconds,
+        )
+
+    def open_logs(self, emitter_id: str, *, after: int | None) -> Stream:
+        """The emitter's log lines as they are stored, first the stored ones after ``after``."""
+        return streams.open_logs(
+            self.db,
+            self.invoker.broker,
+            emitter_id,
+            after=after,
+            poll_seconds=self.settings.resolved_stream_poll_seconds,
+        )
+
+    async def workflow_page(
+        self, owner_id: str, *, limit: int, before: str | None, after: str | None
+    ) -> tuple[list[Workflow], int]:
+        """The account's workflows, newest first (``before``/``after``: ``p_`` ids), and the
+        total count."""
+        async with self.db.connect() as conn:
+            return await workflow_store.page(
+                conn, owner_id, limit=limit, before=before, after=after
+            )
+
+    async def component_page(
+        self,
+        owner_id: str,
+        *,
+        limit: int,
+        before: str | None,
+        after: str | None,
+        component_type: str | None,
+    ) -> component_store.Page:
+        """The account's saved components, newest first (``before``/``after``: ``sc_`` ids)."""
+        async with self.db.connect() as conn:
+            return await component_store.page(
+                conn,
+                owner_id,
+                limit=limit,
+                before=before,
+                after=after,
+                component_type=component_type,
+            )
+
+    async def find_component(self, owner_id: str, key_or_id: str) -> SavedComponent | None:
+        """The account's saved component by ``sc_`` id, else its newest with that key."""
+        async with self.db.connect() as conn:
+            found = None
+            if ids.has_prefix(key_or_id, "sc"):
+                found = await component_store.get(conn, owner_id, key_or_id)
+            if found is None:
+                found = await component_store.get_by_key(conn, owner_id, key_or_id)
+        return found
+
+    async def registry_versions(self, key: str) -> list[SavedComponent]:
+        """Every published version of the registry component ``key``."""
+        async with self.db.connect() as conn:
+            return await component_store.registry_versions(conn, key)
 
 
 async def create_account_offline(

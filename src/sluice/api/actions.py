@@ -9,7 +9,7 @@ from fastapi import APIRouter
 from sluice.api.auth import AccountDep, PlatformDep
 from sluice.api.components import component_input
 from sluice.api.schemas import ActionRun
-from sluice.engine.sources import DeployRequest
+from sluice.platform import DeployRequest
 
 router = APIRouter()
 

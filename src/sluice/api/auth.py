@@ -7,8 +7,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from sluice import errors
-from sluice.platform import Platform
-from sluice.storage.accounts import Account
+from sluice.platform import Account, Platform
 
 
 def get_platform(request: Request) -> Platform:

@@ -12,7 +12,6 @@ from fastapi import APIRouter, Query
 
 from sluice.api import paging
 from sluice.api.auth import AccountDep, PlatformDep
-from sluice.storage import components as store
 
 router = APIRouter()
 
@@ -29,15 +28,9 @@ async def list_components(
     ] = None,
 ) -> dict[str, Any]:
     before_id, after_id = paging.cursors(before, after, "sc")
-    async with platform.db.connect() as conn:
-        page = await store.page(
-            conn,
-            account.id,
-            limit=limit,
-            before=before_id,
-            after=after_id,
-            component_type=type,
-        )
+    page = await platform.component_page(
+        account.id, limit=limit, before=before_id, after=after_id, component_type=type
+    )
     data = []
     for component in page.items:
         item = component.to_api()

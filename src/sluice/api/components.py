@@ -6,12 +6,11 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from sluice import errors, ids
+from sluice import errors
 from sluice.api.auth import AccountDep, PlatformDep
 from sluice.api.schemas import ComponentCreate, ComponentFiles
 from sluice.domain import registry as registry_rules
-from sluice.engine.components import ComponentInput
-from sluice.storage import components as store
+from sluice.platform import ComponentInput
 
 router = APIRouter()
 
@@ -61,8 +60,7 @@ async def publish_to_registry(
 @router.get("/v1/components/registry/{key}")
 async def read_registry(key: str, account: AccountDep, platform: PlatformDep) -> dict[str, Any]:
     """The newest version of a registry component."""
-    async with platform.db.connect() as conn:
-        versions = await store.registry_versions(conn, key)
+    versions = await platform.registry_versions(key)
     newest = registry_rules.latest([c.version for c in versions])
     found = next((c for c in versions if c.version == newest), None)
     if found is None:
@@ -74,12 +72,7 @@ async def read_registry(key: str, account: AccountDep, platform: PlatformDep) ->
 
 @router.get("/v1/components/{key_or_id}")
 async def read(key_or_id: str, account: AccountDep, platform: PlatformDep) -> dict[str, Any]:
-    async with platform.db.connect() as conn:
-        found = None
-        if ids.has_prefix(key_or_id, "sc"):
-            found = await store.get(conn, account.id, key_or_id)
-        if found is None:
-            found = await store.get_by_key(conn, account.id, key_or_id)
+    found = await platform.find_component(account.id, key_or_id)
     if found is None:
         raise errors.NotFound(f"component {key_or_id} not found")
     return {"data": found.to_api()}

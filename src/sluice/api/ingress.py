@@ -21,8 +21,7 @@ from sluice import errors
 from sluice.api import errors as api_errors
 from sluice.domain import http_events
 from sluice.domain.http_events import Answer, Refusal
-from sluice.engine.ingress import IncomingRequest
-from sluice.platform import Platform
+from sluice.platform import IncomingRequest, Platform
 
 log = logging.getLogger(__name__)
 

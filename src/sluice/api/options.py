@@ -13,8 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sluice import ids
 from sluice.api.auth import AccountDep, PlatformDep
-from sluice.engine import options
-from sluice.engine.sources import DeployRequest
+from sluice.platform import DeployRequest, OptionsRequest
 
 router = APIRouter()
 
@@ -53,13 +52,10 @@ async def list_options(
             component_key=None if by_id else component,
         ),
     )
-    engine = options.Options(
-        platform.db, platform.pool, platform.components, platform.cipher, platform.settings
-    )
-    page = await engine.list(
+    page = await platform.options.list(
         account.id,
         saved,
-        options.OptionsRequest(
+        OptionsRequest(
             prop=prop,
             configured_props=body.configured_props,
             page=body.page,

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from sluice import errors, ids
-from sluice.storage import events
+from sluice.platform import EventPage, Platform
 
 #: The spec: the newest 100 events of a source (errors of a workflow) are served.
 EVENT_WINDOW = 100
@@ -71,23 +69,21 @@ def check_expand(expand: str | None) -> bool:
 
 
 async def event_page(
-    db: AsyncEngine,
+    platform: Platform,
     emitter_id: str,
     *,
     channel: str | None,
     limit: int,
     before: str | None,
     after: str | None,
-) -> events.Page:
+) -> EventPage:
     """The newest 100 events of an emitter (one channel's when given), a page of them by
     ``before``/``after`` event ids: the spec's event and error lists."""
-    async with db.connect() as conn:
-        return await events.page(
-            conn,
-            emitter_id,
-            limit=limit,
-            window=EVENT_WINDOW,
-            channel=channel,
-            before=event_position(before, "before"),
-            after=event_position(after, "after"),
-        )
+    return await platform.events.page(
+        emitter_id,
+        channel=channel,
+        limit=limit,
+        window=EVENT_WINDOW,
+        before=event_position(before, "before"),
+        after=event_position(after, "after"),
+    )

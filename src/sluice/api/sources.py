@@ -11,10 +11,7 @@ from sluice.api import paging
 from sluice.api.auth import AccountDep, PlatformDep
 from sluice.api.components import component_input
 from sluice.api.schemas import SourceCreate, SourceRun, SourceUpdate
-from sluice.engine.sources import DeployRequest, UpdateRequest
-from sluice.platform import Platform
-from sluice.storage import events
-from sluice.storage.sources import Deployment
+from sluice.platform import Deployment, DeployRequest, Platform, UpdateRequest
 
 router = APIRouter()
 
@@ -76,7 +73,7 @@ async def event_summaries(
     expanded = paging.check_expand(expand)
     deployment = await platform.sources.get(account.id, source_id)
     page = await paging.event_page(
-        platform.db, deployment.id, channel=event_name, limit=limit, before=before, after=after
+        platform, deployment.id, channel=event_name, limit=limit, before=before, after=after
     )
     data = [e.to_summary(expand=expanded) for e in page.items]
     return paging.id_body(data, page.total_count)
@@ -101,8 +98,7 @@ async def delete_events(
     if start is not None and end is not None and start > end:
         raise errors.InvalidRequest("start_id is after end_id", field="start_id")
     deployment = await platform.sources.get(account.id, source_id)
-    async with platform.db.begin() as conn:
-        await events.delete_range(conn, deployment.id, start=start, end=end, channel=event_name)
+    await platform.events.delete_range(deployment.id, start=start, end=end, channel=event_name)
     return {}
 
 
@@ -114,8 +110,7 @@ async def logs(
     limit: Annotated[int, Query(ge=1, le=100)] = 100,
 ) -> dict[str, Any]:
     deployment = await platform.sources.get(account.id, source_id)
-    async with platform.db.connect() as conn:
-        entries = await events.recent_logs(conn, deployment.id, limit)
+    entries = await platform.events.recent_logs(deployment.id, limit)
     return {"data": entries}
 
 

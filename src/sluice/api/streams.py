@@ -16,9 +16,7 @@ from starlette.background import BackgroundTask
 from sluice import errors
 from sluice.api import bodies, paging
 from sluice.api.auth import AccountDep, PlatformDep
-from sluice.engine import streams
-from sluice.engine.streams import Stream
-from sluice.platform import Platform
+from sluice.platform import Platform, Stream
 
 router = APIRouter()
 
@@ -64,14 +62,7 @@ async def emits(
     field = "Last-Event-ID" if last_event_id is not None else "after"
     position = paging.event_position(last_event_id if last_event_id is not None else after, field)
     deployment = await platform.sources.get(account.id, source_id)
-    stream = streams.open_emits(
-        platform.db,
-        platform.invoker.broker,
-        deployment.id,
-        after=position,
-        channel=event_name,
-        poll_seconds=platform.settings.resolved_stream_poll_seconds,
-    )
+    stream = platform.open_emits(deployment.id, after=position, channel=event_name)
     return _response(platform, stream)
 
 
@@ -89,11 +80,5 @@ async def logs(
     field = "Last-Event-ID" if last_event_id is not None else "after"
     position = _log_position(last_event_id if last_event_id is not None else after, field)
     deployment = await platform.sources.get(account.id, source_id)
-    stream = streams.open_logs(
-        platform.db,
-        platform.invoker.broker,
-        deployment.id,
-        after=position,
-        poll_seconds=platform.settings.resolved_stream_poll_seconds,
-    )
+    stream = platform.open_logs(deployment.id, after=position)
     return _response(platform, stream)

@@ -13,8 +13,6 @@ from sluice import errors
 from sluice.api.auth import AccountDep, PlatformDep
 from sluice.domain import text
 from sluice.domain.routing import Link
-from sluice.engine import subscriptions
-from sluice.storage import subscriptions as subscription_store
 
 router = APIRouter()
 
@@ -43,8 +41,7 @@ async def create(
     event_name: EventName = "",
 ) -> dict[str, Any]:
     text.check_name(event_name, "event_name", 300)  # a channel is a name, stored as one
-    found = await subscriptions.create(
-        platform.db,
+    found = await platform.subscriptions.create(
         account.id,
         Link(emitter_id, listener_id, event_name),
         now_s=platform.clock.now_ms() // 1000,
@@ -60,13 +57,13 @@ async def delete(
     listener_id: ListenerId,
     event_name: EventName = "",
 ) -> dict[str, Any]:
-    await subscriptions.delete(platform.db, account.id, Link(emitter_id, listener_id, event_name))
+    await platform.subscriptions.delete(account.id, Link(emitter_id, listener_id, event_name))
     return {}
 
 
 @router.get("/v1/users/me/subscriptions")
 async def list_mine(account: AccountDep, platform: PlatformDep) -> dict[str, Any]:
-    found = await subscriptions.list_for(platform.db, account.id)
+    found = await platform.subscriptions.list_for(account.id)
     return {"data": [s.to_api() for s in found]}
 
 
@@ -79,16 +76,15 @@ async def create_auto(
 ) -> dict[str, Any]:
     """Every workflow created from now on is subscribed to ``listener_id`` for its
     ``event_name`` (``$errors``); not retroactive, as in Pipedream."""
-    found = await subscriptions.create_auto(
-        platform.db, account.id, listener_id, event_name, now_s=platform.clock.now_ms() // 1000
+    found = await platform.subscriptions.create_auto(
+        account.id, listener_id, event_name, now_s=platform.clock.now_ms() // 1000
     )
     return {"data": found.to_api()}
 
 
 @router.get("/v1/users/me/auto_subscriptions")
 async def list_auto(account: AccountDep, platform: PlatformDep) -> dict[str, Any]:
-    async with platform.db.connect() as conn:
-        found = await subscription_store.list_auto(conn, account.id)
+    found = await platform.subscriptions.list_auto(account.id)
     return {"data": [a.to_api() for a in found]}
 
 
@@ -99,7 +95,6 @@ async def delete_auto(
     listener_id: Annotated[str, Query()],
     event_name: Annotated[str, Query()],
 ) -> dict[str, Any]:
-    async with platform.db.begin() as conn:
-        if not await subscription_store.delete_auto(conn, account.id, listener_id, event_name):
-            raise errors.NotFound(f"no auto-subscription of {listener_id} for {event_name}")
+    if not await platform.subscriptions.delete_auto(account.id, listener_id, event_name):
+        raise errors.NotFound(f"no auto-subscription of {listener_id} for {event_name}")
     return {}

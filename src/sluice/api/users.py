@@ -9,7 +9,6 @@ from fastapi import APIRouter
 from sluice import errors
 from sluice.api.auth import AccountDep, PlatformDep
 from sluice.api.schemas import UserUpdate
-from sluice.storage import accounts
 
 router = APIRouter()
 
@@ -30,8 +29,5 @@ async def update_me(body: UserUpdate, account: AccountDep, platform: PlatformDep
         raise errors.InvalidRequest(
             "email must be an address such as ada@example.com", field="email"
         )
-    async with platform.db.begin() as conn:
-        await accounts.set_email(conn, account.id, email)
-        found = await accounts.get(conn, account.id)
-    assert found is not None
+    found = await platform.set_email(account.id, email)
     return {"data": found.to_api()}

@@ -12,20 +12,12 @@ from fastapi import APIRouter, Query
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.background import BackgroundTask
 
-from sluice import errors, ids
+from sluice import errors
 from sluice.api import bodies, paging
 from sluice.api.auth import AccountDep, PlatformDep
 from sluice.api.schemas import ErrorWorkflow, WorkflowCreate, WorkflowRun
 from sluice.domain import states, text
-from sluice.domain.states import JobKind
-from sluice.engine import streams
-from sluice.engine.workflows import WorkflowInput
-from sluice.platform import Platform
-from sluice.storage import runs
-from sluice.storage import workflows as store
-from sluice.storage.jobs import NewJob
-from sluice.storage.runs import Run
-from sluice.storage.workflows import Workflow
+from sluice.platform import Platform, Run, Workflow, WorkflowInput
 
 router = APIRouter()
 
@@ -64,10 +56,9 @@ async def list_mine(
     after: str | None = None,
 ) -> dict[str, Any]:
     before_id, after_id = paging.cursors(before, after, "p")
-    async with platform.db.connect() as conn:
-        found, total = await store.page(
-            conn, account.id, limit=limit, before=before_id, after=after_id
-        )
+    found, total = await platform.workflow_page(
+        account.id, limit=limit, before=before_id, after=after_id
+    )
     error_workflow = await platform.workflows.error_workflow_id(account.id)
     data = [platform.workflows.to_api(w, error_workflow_id=error_workflow) for w in found]
     return paging.body(data, total)
@@ -108,13 +99,9 @@ def _redact(run: Run) -> dict[str, Any]:
 
 
 async def _run_now(platform: Platform, workflow: Workflow, payload: dict[str, Any]) -> Run:
-    run_id = ids.random_token(27)
-    await platform.ingress.run_now_and_wait(
-        NewJob(JobKind.WORKFLOW, workflow.owner_id, workflow.id, {**payload, "run_id": run_id}),
-        platform.settings.workflow_timeout_seconds + 5,
+    found = await platform.runs.run_now(
+        workflow, payload, platform.settings.workflow_timeout_seconds + 5
     )
-    async with platform.db.connect() as conn:
-        found = await runs.get(conn, workflow.owner_id, run_id)
     if found is None:
         raise errors.RunnerUnavailable(
             "the run could not finish now (the Node runner crashed); it is queued and will run "
@@ -150,15 +137,13 @@ async def list_runs(
 ) -> dict[str, Any]:
     """Newest first; ``before``/``after`` are run ids (the cursors of ``page_info``)."""
     workflow = await platform.workflows.get(account.id, workflow_id)
-    async with platform.db.connect() as conn:
-        found, total = await runs.page(conn, workflow.id, limit=limit, before=before, after=after)
+    found, total = await platform.runs.page(workflow.id, limit=limit, before=before, after=after)
     data = [_redact(r) for r in found]
     return paging.id_body(data, total)
 
 
 async def _get_run(platform: Platform, owner_id: str, run_id: str) -> Run:
-    async with platform.db.connect() as conn:
-        found = await runs.get(conn, owner_id, run_id)
+    found = await platform.runs.get(owner_id, run_id)
     if found is None:
         raise errors.NotFound(f"run {run_id} not found")
     return found
@@ -201,7 +186,7 @@ async def error_summaries(
     expanded = paging.check_expand(expand)
     workflow = await platform.workflows.get(account.id, workflow_id)
     page = await paging.event_page(
-        platform.db, workflow.id, channel=states.ERRORS, limit=limit, before=before, after=after
+        platform, workflow.id, channel=states.ERRORS, limit=limit, before=before, after=after
     )
     items = []
     for event in page.items:
@@ -249,7 +234,7 @@ async def emit_summaries(
         )
     workflow = await platform.workflows.get(account.id, workflow_id)
     page = await paging.event_page(
-        platform.db, workflow.id, channel=channel, limit=limit, before=before, after=after
+        platform, workflow.id, channel=channel, limit=limit, before=before, after=after
     )
     items = [e.to_summary(expand=expanded) for e in page.items]
     return paging.id_body(items, page.total_count)
@@ -260,14 +245,7 @@ async def sse(workflow_id: str, account: AccountDep, platform: PlatformDep) -> E
     """``$.send.sse({channel, payload})`` of the workflow: on connect the newest 100, then
     live; the states.SSE ``event:`` field is the channel, ``data:`` the payload as JSON."""
     workflow = await platform.workflows.get(account.id, workflow_id)
-    stream = streams.open_emits(
-        platform.db,
-        platform.invoker.broker,
-        workflow.id,
-        after=(0, 0),
-        channel=states.SSE,
-        poll_seconds=platform.settings.resolved_stream_poll_seconds,
-    )
+    stream = platform.open_emits(workflow.id, after=(0, 0), channel=states.SSE)
 
     async def messages() -> Any:
         async for message_id, item in stream.items():

@@ -26,40 +26,52 @@ async def _must_exist(conn: AsyncConnection, owner_id: str, field: str, value: s
         raise errors.NotFound(f"{field}: source {value} not found", field=field)
 
 
-async def create_auto(
-    db: AsyncEngine, owner_id: str, listener_id: str, event_name: str, *, now_s: int
-) -> subscriptions.AutoSubscription:
-    """Subscribe ``listener_id`` to ``event_name`` of every workflow created from now on."""
-    routing.check_link(routing.WORKFLOWS_GLOB, listener_id, event_name)
-    if event_name != states.ERRORS:
-        raise errors.InvalidRequest(
-            "event_name must be $errors: new workflows are subscribed for their errors",
-            field="event_name",
-        )
-    async with db.begin() as conn:
-        await _must_exist(conn, owner_id, "listener_id", listener_id)
-        return await subscriptions.create_auto(conn, owner_id, listener_id, event_name, now_s=now_s)
+class Subscriptions:
+    def __init__(self, db: AsyncEngine) -> None:
+        self.db = db
 
-
-async def create(db: AsyncEngine, owner_id: str, link: Link, *, now_s: int) -> Subscription:
-    """Subscribe ``link.listener_id`` to ``link.emitter_id``'s ``link.event_name`` channel;
-    the existing subscription when there is one."""
-    routing.check_link(link.emitter_id, link.listener_id, link.event_name)
-    async with db.begin() as conn:
-        await _must_exist(conn, owner_id, "emitter_id", link.emitter_id)
-        await _must_exist(conn, owner_id, "listener_id", link.listener_id)
-        return await subscriptions.create(conn, owner_id, link, now_s=now_s)
-
-
-async def delete(db: AsyncEngine, owner_id: str, link: Link) -> None:
-    async with db.begin() as conn:
-        if not await subscriptions.delete(conn, owner_id, link):
-            raise errors.NotFound(
-                f"no subscription of {link.listener_id} to {link.emitter_id} on "
-                + (f"channel {link.event_name!r}" if link.event_name else "the default channel")
+    async def create_auto(
+        self, owner_id: str, listener_id: str, event_name: str, *, now_s: int
+    ) -> subscriptions.AutoSubscription:
+        """Subscribe ``listener_id`` to ``event_name`` of every workflow created from now on."""
+        routing.check_link(routing.WORKFLOWS_GLOB, listener_id, event_name)
+        if event_name != states.ERRORS:
+            raise errors.InvalidRequest(
+                "event_name must be $errors: new workflows are subscribed for their errors",
+                field="event_name",
+            )
+        async with self.db.begin() as conn:
+            await _must_exist(conn, owner_id, "listener_id", listener_id)
+            return await subscriptions.create_auto(
+                conn, owner_id, listener_id, event_name, now_s=now_s
             )
 
+    async def list_auto(self, owner_id: str) -> list[subscriptions.AutoSubscription]:
+        async with self.db.connect() as conn:
+            return await subscriptions.list_auto(conn, owner_id)
 
-async def list_for(db: AsyncEngine, owner_id: str) -> list[Subscription]:
-    async with db.connect() as conn:
-        return await subscriptions.list_for(conn, owner_id)
+    async def delete_auto(self, owner_id: str, listener_id: str, event_name: str) -> bool:
+        """Whether there was one to delete."""
+        async with self.db.begin() as conn:
+            return await subscriptions.delete_auto(conn, owner_id, listener_id, event_name)
+
+    async def create(self, owner_id: str, link: Link, *, now_s: int) -> Subscription:
+        """Subscribe ``link.listener_id`` to ``link.emitter_id``'s ``link.event_name`` channel;
+        the existing subscription when there is one."""
+        routing.check_link(link.emitter_id, link.listener_id, link.event_name)
+        async with self.db.begin() as conn:
+            await _must_exist(conn, owner_id, "emitter_id", link.emitter_id)
+            await _must_exist(conn, owner_id, "listener_id", link.listener_id)
+            return await subscriptions.create(conn, owner_id, link, now_s=now_s)
+
+    async def delete(self, owner_id: str, link: Link) -> None:
+        async with self.db.begin() as conn:
+            if not await subscriptions.delete(conn, owner_id, link):
+                raise errors.NotFound(
+                    f"no subscription of {link.listener_id} to {link.emitter_id} on "
+                    + (f"channel {link.event_name!r}" if link.event_name else "the default channel")
+                )
+
+    async def list_for(self, owner_id: str) -> list[Subscription]:
+        async with self.db.connect() as conn:
+            return await subscriptions.list_for(conn, owner_id)
