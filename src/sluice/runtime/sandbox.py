@@ -280,9 +280,14 @@ class Sandbox:
         Descriptors the caller passes (the runner's protocol socket, ``seccomp_fd``) stay
         open through bubblewrap, so they reach Node under the same numbers.
         """
-        assert self.root is not None
-        cfg = self.config
-        bw = [
+        bw = [*self._namespaces(), *self._system(), *self._mounts(jail)]
+        if seccomp_fd is not None:
+            bw += ["--seccomp", str(seccomp_fd)]
+        return self._launcher(jail, [*bw, "--", *argv])
+
+    def _namespaces(self) -> list[str]:
+        """Every namespace its own, a new session, no environment, no capabilities."""
+        return [
             self._bwrap,
             "--unshare-all",
             "--die-with-parent",
@@ -296,29 +301,29 @@ class Sandbox:
             _JAIL_TMP,
             "--cap-drop",
             "ALL",
-            "--ro-bind",
-            "/usr",
-            "/usr",
         ]
+
+    def _system(self) -> list[str]:
+        """Node and the system libraries, read-only, and the jail's own /proc, /dev, /tmp."""
+        args = ["--ro-bind", "/usr", "/usr"]
         for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
             if os.path.islink(top):
-                bw += ["--symlink", os.readlink(top), top]
+                args += ["--symlink", os.readlink(top), top]
             elif os.path.isdir(top):
-                bw += ["--ro-bind", top, top]
+                args += ["--ro-bind", top, top]
         node_prefix = Path(self._node).resolve().parent.parent
         if not str(node_prefix).startswith("/usr"):
-            bw += ["--ro-bind", str(node_prefix), str(node_prefix)]
+            args += ["--ro-bind", str(node_prefix), str(node_prefix)]
         for name in _ETC:
-            bw += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-        bw += [
-            "--proc",
-            "/proc",
-            "--dev",
-            "/dev",
-            "--size",
-            str(cfg.tmp_mb * 1024 * 1024),
-            "--tmpfs",
-            _JAIL_TMP,
+            args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+        size = str(self.config.tmp_mb * 1024 * 1024)
+        return [*args, "--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", _JAIL_TMP]
+
+    def _mounts(self, jail: Jail) -> list[str]:
+        """Sluice's runtime, the account's view at the stores' host paths, its egress socket."""
+        assert self.root is not None
+        cfg = self.config
+        return [
             "--ro-bind",
             str(self.root / "runtime"),
             str(JS_DIR),
@@ -334,25 +339,19 @@ class Sandbox:
             EGRESS_SOCKET,
             "--chdir",
             _JAIL_TMP,
-            *(["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []),
-            "--",
-            *argv,
         ]
+
+    def _launcher(self, jail: Jail, bwrap: list[str]) -> list[str]:
+        """rlimits, then (as root) the jail's uid, then (with cgroups) joining its cgroups."""
         limits = ["prlimit", "--core=0", "--nofile=4096"]
         if jail.uid is not None and not jail.cgroups:
             # RLIMIT_NPROC counts the real uid's processes: meaningful with a uid of its own.
-            limits.append(f"--nproc={cfg.max_processes}")
-        cmd = [*limits, "--", *bw]
+            limits.append(f"--nproc={self.config.max_processes}")
+        cmd = [*limits, "--", *bwrap]
         if jail.uid is not None:
-            cmd = [
-                "setpriv",
-                f"--reuid={jail.uid}",
-                f"--regid={jail.uid}",
-                "--clear-groups",
-                "--inh-caps=-all",
-                "--",
-                *cmd,
-            ]
+            uid = str(jail.uid)
+            drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+            cmd = [*drop, "--inh-caps=-all", "--", *cmd]
         if jail.cgroups:
             # Join the cgroups before anything else runs: every process the runner ever starts
             # is born inside them. ``sh`` is still root here; setpriv drops to the jail's uid.
