@@ -346,6 +346,22 @@ class Executor:
                 links = subscriptions.from_emitter(
                     conn, workflow.owner_id, routing.emitter_patterns(workflow.id)
                 )
+
+            def forward(listeners: list[str], event_id: str, channel: str, event: Any) -> int:
+                """This run's event to its listeners, carrying the chain (``hops``)."""
+                return deliveries.forward_sync(
+                    conn,
+                    workflow.owner_id,
+                    workflow.id,
+                    listeners,
+                    event_id,
+                    channel,
+                    event,
+                    now_ms,
+                    chain=chain,
+                    max_hops=max_hops,
+                )
+
             if run.status == "error":
                 payload = error_events.event(run.error or {}, run.event, run.context)
                 event_id = append(states.ERRORS, payload)
@@ -353,18 +369,7 @@ class Executor:
                 error_workflow = store.error_workflow_id_sync(conn, workflow.owner_id)
                 if workflow.global_errors and error_workflow and error_workflow not in listeners:
                     listeners.append(error_workflow)
-                queued += deliveries.forward_sync(
-                    conn,
-                    workflow.owner_id,
-                    workflow.id,
-                    listeners,
-                    event_id,
-                    states.ERRORS,
-                    payload,
-                    now_ms,
-                    chain=chain,
-                    max_hops=max_hops,
-                )
+                queued += forward(listeners, event_id, states.ERRORS, payload)
             for idx, send in enumerate(run.sends):
                 config = send.get("config") or {}
                 if send["type"] == "emit":
@@ -372,18 +377,7 @@ class Executor:
                     raw = config.get("raw_event")
                     event_id = append(channel, {"raw_event": raw})
                     listeners = routing.listeners(links or [], workflow.id, channel)
-                    queued += deliveries.forward_sync(
-                        conn,
-                        workflow.owner_id,
-                        workflow.id,
-                        listeners,
-                        event_id,
-                        channel,
-                        raw,
-                        now_ms,
-                        chain=chain,
-                        max_hops=max_hops,
-                    )
+                    queued += forward(listeners, event_id, channel, raw)
                 elif send["type"] == "sse":
                     append(
                         states.SSE,
