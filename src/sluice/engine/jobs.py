@@ -122,6 +122,10 @@ class JobWorker:
         self._share = shares.effective(self.config.account_share, self.config.concurrency)
         #: Jobs of each account running or waiting for a slot (counted before their task runs).
         self._busy: collections.Counter[str] = collections.Counter()
+        #: The accounts skipped by the last claim when it found nothing, and when.
+        self._missed: tuple[str, ...] | None = None
+        self._missed_at = 0
+        self._poll_ms = int(self.config.poll_seconds * 1000)
         #: Each busy account's slots (``account_share`` of them), when there is a share.
         self._gates: dict[str, asyncio.Semaphore] = {}
 
@@ -143,6 +147,7 @@ class JobWorker:
     def notify(self) -> None:
         """A job was enqueued in this process: look now rather than at the next poll (when a
         slot is free; a job that ends wakes the loop anyway)."""
+        self._missed = None  # the new job may be another account's
         if len(self._running) < self._limit:
             self._wake.set()
 
@@ -152,12 +157,16 @@ class JobWorker:
         # The accounts at their share: their jobs stay queued (in order) until a slot frees.
         skip = tuple(sorted(shares.full(self._busy, self._share)))
         now_ms, kinds = self.clock.now_ms(), tuple(self.handlers)
+        if skip and self._missed == skip and now_ms - self._missed_at < self._poll_ms:
+            # The same claim found nothing a moment ago: it walks past every queued job of
+            # those accounts, so it is not repeated until a job is enqueued here or a poll.
+            return []
         expired = (
             self._expired_at is None or now_ms - self._expired_at >= self.config.expired_every_ms
         )
         if expired:
             self._expired_at = now_ms
-        return await self.writer(
+        claimed = await self.writer(
             lambda conn: jobs.claim_sync(
                 conn,
                 worker_id=self.worker_id,
@@ -169,6 +178,9 @@ class JobWorker:
                 skip_owners=skip,
             )
         )
+        if skip:  # a claim without skipped accounts says nothing of the others' queue
+            self._missed, self._missed_at = (None, 0) if claimed else (skip, now_ms)
+        return claimed
 
     async def run_once(self) -> int:
         """Claim one batch of ready jobs and run them all; the number run."""
@@ -290,8 +302,11 @@ class JobWorker:
                     await asyncio.sleep(pause)
                     continue
             if free > 0 and not self._queue:
+                # With shares, claim only what may start: the jobs of an account past its
+                # share would go back to the queue at once (an UPDATE each).
+                size = self.config.batch if not self._share else free
                 try:
-                    self._queue.extend(await self._claim(self.config.batch))
+                    self._queue.extend(await self._claim(size))
                 except Exception:
                     log.exception("the job worker failed to claim jobs")
             started = released = 0
