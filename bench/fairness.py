@@ -118,7 +118,7 @@ def attack(
             with lock:
                 sent[kind] += 1
         except httpx.HTTPError:
-            pass
+            pass  # an attacker's request refused or timed out is part of the attack: not counted
 
     def series(kind: str, count: int, workers: int) -> Callable[[], None]:
         def run() -> None:

@@ -192,7 +192,7 @@ class Runner:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
         except ConnectionError:
-            pass
+            pass  # the socket went with the process: the finally below answers every caller
         finally:
             code = await proc.wait()
             if self._writer is not None:
