@@ -21,6 +21,8 @@ from sluice.domain.states import JobKind
 from sluice.engine import broker, streams
 from sluice.engine.actions import Actions
 from sluice.engine.apps import Apps
+from sluice.engine.broker import Broker
+from sluice.engine.commit import Commit
 from sluice.engine.components import ComponentInput, Components
 from sluice.engine.directory import EndpointDirectory
 from sluice.engine.enqueuer import Enqueuer
@@ -89,6 +91,7 @@ class Platform:
     deps: DependencyStore
     components: Components
     invoker: Invoker
+    commit: Commit
     sources: Sources
     actions: Actions
     options: Options
@@ -137,9 +140,7 @@ class Platform:
                     await platform.scheduler.stop()
                     await platform.jobs.stop()
                     await platform.enqueuer.close()
-                    platform.invoker.writer.dispose()
-                    platform.executor.writer.dispose()
-                    platform.sends.dispose()
+                    platform.commit.dispose()
         finally:
             reader.dispose()
             await db.dispose()
@@ -158,13 +159,14 @@ class Platform:
         handlers (``engine/handlers/``), one per job kind."""
         deps = DependencyStore(settings.npm_store_dir, npm=settings.npm)
         components = Components(db, pool, deps, settings, clock)
-        invoker = Invoker(db, pool, components, cipher, settings, clock, reader)
+        commit = Commit(db, settings, clock, Broker())
+        invoker = Invoker(db, pool, components, cipher, settings, clock, commit, reader)
         directory = EndpointDirectory(reader, components)
         workflows = Workflows(db, components, cipher, settings, clock)
-        executor = Executor(db, pool, workflows, invoker.broker, settings, clock, reader)
+        executor = Executor(db, pool, workflows, commit, settings, clock, reader)
         waiters = Waiters()
         enqueuer = Enqueuer(db, clock)
-        sends = SendJobs(db, cipher, Mailer(settings), settings, clock)
+        sends = SendJobs(db, cipher, Mailer(settings), settings, clock, commit)
         handlers: dict[str, Handler] = {
             JobKind.HTTP: HttpJobs(
                 reader, invoker, waiters, run_timeout_seconds=settings.http_source_timeout_seconds
@@ -198,7 +200,7 @@ class Platform:
             waiters=waiters,
         )
         # Jobs this process enqueues with a run's results (emits, sends) wake its worker now.
-        invoker.broker.on(broker.JOBS, lambda _items: worker.notify())
+        commit.broker.on(broker.JOBS, lambda _items: worker.notify())
         return cls(
             settings=settings,
             clock=clock,
@@ -209,6 +211,7 @@ class Platform:
             deps=deps,
             components=components,
             invoker=invoker,
+            commit=commit,
             sources=Sources(
                 db, reader, pool, components, invoker, cipher, settings, clock, directory
             ),
@@ -260,7 +263,7 @@ class Platform:
         given (``streams.open_emits``); storage is also polled (``stream_poll_seconds``)."""
         return streams.open_emits(
             self.db,
-            self.invoker.broker,
+            self.commit.broker,
             emitter_id,
             after=after,
             channel=channel,
@@ -271,7 +274,7 @@ class Platform:
         """The emitter's log lines as they are stored, first the stored ones after ``after``."""
         return streams.open_logs(
             self.db,
-            self.invoker.broker,
+            self.commit.broker,
             emitter_id,
             after=after,
             poll_seconds=self.settings.resolved_stream_poll_seconds,

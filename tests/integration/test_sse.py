@@ -121,7 +121,7 @@ async def test_each_emit_streams_as_it_is_stored(api: Api, live: str) -> None:
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
         # Subscribed before the headers were sent: nothing stored from now on is missed.
-        assert api.platform.invoker.broker.subscribers(broker.emits_topic(source)) == 1
+        assert api.platform.commit.broker.subscribers(broker.emits_topic(source)) == 1
         stream = messages(response)
         ids = await emit(api, source, {"payload": {"n": 1}}, {"payload": [2], "channel": "ch"})
         first = await next_data(stream)

@@ -496,7 +496,7 @@ async def test_the_mail_throttle_window(platform: Platform) -> None:
             conn, owner, "email:p_x:TypeError", now_ms=at, window_ms=day
         )
 
-    writer = platform.executor.writer
+    writer = platform.commit.writer
     assert await writer(claim(1_000)) is True
     assert await writer(claim(1_000 + day - 1)) is False
     assert await writer(claim(1_000 + day)) is True  # a day later: again

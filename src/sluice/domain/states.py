@@ -10,9 +10,10 @@ A job's states (``storage/jobs.py`` moves it; ``engine/jobs.py`` decides)::
       └──retry/release───┤
                          └──attempts used up──► failed
 
-A run's status is decided once, from its steps (``engine/executor.py``): ``success``, or
-``error`` when a step threw. A ``$.send`` of a run is ``queued`` (a ``send`` job delivers it),
-then ``done`` or ``failed``; ``emit``/``sse`` sends are ``done`` when the run is stored.
+A run's status is decided once, from its steps (``domain/outcomes.py``): ``success``,
+``error`` when a step threw, ``exited`` when a step called ``$.flow.exit``. A ``$.send`` of a
+run is ``queued`` (a ``send`` job delivers it), then ``done`` or ``failed``; ``emit``/``sse``
+sends are ``done`` when the run is stored.
 """
 
 from __future__ import annotations
@@ -40,6 +41,15 @@ class JobState(StrEnum):
 class RunStatus(StrEnum):
     SUCCESS = "success"
     ERROR = "error"
+    EXITED = "exited"  #: a step called $.flow.exit and none failed
+
+
+class StepStatus(StrEnum):
+    """A workflow step's record (the runner's, ``runtime/js/steps.mjs``)."""
+
+    SUCCESS = "success"
+    ERROR = "error"
+    EXITED = "exited"
 
 
 class SendStatus(StrEnum):

@@ -1,8 +1,9 @@
 """Running workflows, and keeping what each run did.
 
 ``execute`` runs every step of a workflow in one warm Node worker (a ``workflow`` call, see
-docs/runner-protocol.md), then ``persist`` stores, in one transaction together with the job that
-asked for the run (``also``):
+docs/runner-protocol.md); ``domain/outcomes.py`` decides what its answer means, and
+``engine/commit.py`` stores, in one transaction together with the job that asked for the run
+(``also``):
 
 - the run: its event, context, each step's record (status, return value, exports, logs,
   duration, error), the flow exit, the ``$.respond`` answer and the sends;
@@ -31,22 +32,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sluice import PLATFORM_VERSION, ids
 from sluice.clock import Clock, iso_ms
 from sluice.config import Settings
 from sluice.crypto import Cipher
-from sluice.domain import error_events, limits, retention, routing, states, text
-from sluice.domain.states import JobKind, SendStatus
-from sluice.engine import deliveries, sealed, streams
-from sluice.engine.broker import Broker
+from sluice.domain import outcomes, states, text
+from sluice.domain.states import SendStatus
+from sluice.engine import sealed
+from sluice.engine.commit import DEFERRED_SENDS, Commit
 from sluice.engine.jobs import Finish
 from sluice.engine.workflows import Workflows
 from sluice.runtime.port import Invocation, Runner
 from sluice.runtime.protocol import Response, Result
-from sluice.storage import database, events, jobs, runs, subscriptions
+from sluice.storage import database, jobs, runs
 from sluice.storage import workflows as store
 from sluice.storage.runs import Run
 from sluice.storage.workflows import Workflow
@@ -54,8 +54,20 @@ from sluice.storage.workflows import Workflow
 log = logging.getLogger(__name__)
 
 WORKFLOW_ENTRY = Path(__file__).resolve().parent.parent / "runtime" / "js" / "workflow-entry.mjs"
-#: Sends performed by a job after the run is stored; the others are stored with the run.
-DEFERRED_SENDS = ("http", "email", "s3")
+
+
+def _response(responses: list[Response]) -> dict[str, Any] | None:
+    """The run's ``$.respond`` answer: the first one."""
+    if not responses:
+        return None
+    first = responses[0]
+    return {
+        "status": first.status,
+        "headers": first.headers,
+        "body": first.body,
+        "body_encoding": first.body_encoding,
+        "immediate": first.immediate,
+    }
 
 
 @dataclass
@@ -72,7 +84,7 @@ class Executor:
         db: AsyncEngine,
         pool: Runner,
         workflows: Workflows,
-        broker: Broker,
+        commit: Commit,
         settings: Settings,
         clock: Clock,
         reader: database.Reader | None = None,
@@ -84,10 +96,10 @@ class Executor:
         self.cipher = cipher or workflows.cipher
         self.pool = pool
         self.workflows = workflows
-        self.broker = broker
+        #: The one writer of results (``engine/commit.py``).
+        self.commit = commit
         self.settings = settings
         self.clock = clock
-        self.writer = database.Writer(db)
         self._paths = re.compile(
             r"(?:file://)?(?:"
             + re.escape(str(settings.components_dir))
@@ -95,7 +107,6 @@ class Executor:
             + re.escape(str(settings.npm_store_dir))
             + r"/[^/\s]+/)"
         )
-        self._trims = retention.TrimSchedule()
 
     # ---- running ----------------------------------------------------------------------------
 
@@ -132,10 +143,10 @@ class Executor:
         run_s = self.settings.workflow_timeout_seconds
         step_s = self.settings.workflow_step_timeout_seconds or run_s
         with_db = [step["id"] for step in workflow.steps if step.get("uses_db")]
-        states: dict[str, dict[str, Any]] = {}
+        step_db: dict[str, dict[str, Any]] = {}
         if with_db:
             async with self.db.connect() as conn:
-                states = await conn.run_sync(runs.step_states_sync, with_db)
+                step_db = await conn.run_sync(runs.step_states_sync, with_db)
         call_steps = [
             {
                 "id": step["id"],
@@ -144,7 +155,7 @@ class Executor:
                 "props": await self.workflows.step_props(workflow, step),
                 "timeout_ms": int(step_s * 1000),
                 **(
-                    {"db": states.get(step["id"], {}), "max_db_bytes": self.settings.max_db_bytes}
+                    {"db": step_db.get(step["id"], {}), "max_db_bytes": self.settings.max_db_bytes}
                     if step.get("uses_db")
                     else {}
                 ),
@@ -175,7 +186,9 @@ class Executor:
         run, db_writes = self._record(
             workflow, context, event, result, responses, now_ms, replay_of
         )
-        stored = await self.persist(workflow, run, also=also, hops=hops, db_writes=db_writes)
+        stored = await self.commit.run(
+            run, global_errors=workflow.global_errors, db_writes=db_writes, hops=hops, also=also
+        )
         return RunOutcome(run if stored else None, result)
 
     def _scrub(self, text: Any) -> Any:
@@ -196,212 +209,45 @@ class Executor:
         now_ms: int,
         replay_of: str | None,
     ) -> tuple[Run, dict[str, dict[str, Any]]]:
-        records = [dict(r) for r in result.steps]
-        # Code steps' $.service.db writes are applied with the run, not stored in it.
-        db_writes = {r["id"]: r.pop("db") for r in records if r.get("db")}
-        if not result.ok:
-            # The runner ended the call (time-out, memory, a stopped worker): the step that was
-            # running gets the runner's error.
-            failed = (result.error or {}).get("step")
-            done = {r["id"] for r in records}
-            step = workflow.step_by_id(failed) if failed else None
-            if step is None:
-                step = next((s for s in workflow.steps if s["id"] not in done), None)
-            if step is not None:
-                records.append(
-                    {
-                        "id": step["id"],
-                        "name": step["name"],
-                        "status": "error",
-                        "return_value": None,
-                        "exports": {},
-                        "duration_ms": None,
-                        "error": dict(result.error or {}),
-                    }
-                )
-        by_step: dict[str, list[dict[str, Any]]] = {}
-        loose: list[dict[str, Any]] = []
-        for line in result.logs:
-            entry = {k: v for k, v in line.items() if k != "step"}
-            step_id = line.get("step")
-            (by_step.setdefault(step_id, []) if step_id else loose).append(entry)
-        for record in records:
-            record["logs"] = by_step.get(record["id"], [])
-        if records and loose:
-            records[-1]["logs"] = records[-1]["logs"] + loose
-        status, error = "success", None
-        for record in records:
-            if record.get("error"):
-                record["error"]["stack"] = self._scrub(record["error"].get("stack"))
-                record["error"]["message"] = self._scrub(record["error"].get("message"))
-            if record["status"] == "error":
-                status = "error"
-                error = error_events.error_of(
-                    record["error"] or {},
-                    cell_id=record["id"],
-                    ts=iso_ms(now_ms + int(result.duration_ms)),
-                )
-                error["step_name"] = record["name"]
-                break
-            if record["status"] == "exited":
-                status = "exited"
-        response = None
-        if responses:
-            first = responses[0]
-            response = {
-                "status": first.status,
-                "headers": first.headers,
-                "body": first.body,
-                "body_encoding": first.body_encoding,
-                "immediate": first.immediate,
-            }
-        sends = []
-        for idx, send in enumerate(result.sends):
-            kind = str(send.get("type"))
-            sends.append(
-                {
-                    "type": kind,
-                    "step": send.get("step"),
-                    "config": sealed.seal(self.cipher, send.get("config"), context["id"], idx),
-                    "status": SendStatus.QUEUED if kind in DEFERRED_SENDS else "done",
-                }
-            )
+        """The run to store (``domain/outcomes.py`` decides its steps and status) and its code
+        steps' db writes."""
+        decided = outcomes.run_outcome(
+            workflow.steps,
+            result.steps,
+            logs=result.logs,
+            ok=result.ok,
+            error=result.error,
+            ts=iso_ms(now_ms + int(result.duration_ms)),
+            scrub=self._scrub,
+        )
         run = Run(
             id=context["id"],
             owner_id=workflow.owner_id,
             workflow_id=workflow.id,
             deployment_id=workflow.deployment_id,
-            status=status,
+            status=decided.status,
             event=event,
             context=context,
-            steps=records,
-            error=error,
+            steps=decided.steps,
+            error=decided.error,
             flow_exit=result.flow_exit,
-            response=response,
+            response=_response(responses),
             started_ms=now_ms,
             duration_ms=float(result.duration_ms),
             replay_of=replay_of,
-            sends=sends,
+            sends=[
+                {
+                    "type": str(send.get("type")),
+                    "step": send.get("step"),
+                    "config": sealed.seal(self.cipher, send.get("config"), context["id"], idx),
+                    "status": SendStatus.QUEUED
+                    if send.get("type") in DEFERRED_SENDS
+                    else SendStatus.DONE,
+                }
+                for idx, send in enumerate(result.sends)
+            ],
         )
-        return run, db_writes
-
-    # ---- storing ----------------------------------------------------------------------------
-
-    async def persist(
-        self,
-        workflow: Workflow,
-        run: Run,
-        *,
-        also: Finish | None,
-        hops: Sequence[str],
-        db_writes: dict[str, dict[str, Any]] | None = None,
-    ) -> bool:
-        now_ms = self.clock.now_ms()
-        chain = [*hops, workflow.id]
-        max_hops = self.settings.max_hops
-        trim_runs = self._trims.due(workflow.id, added=1, retention=self.settings.run_retention)
-
-        def transaction(
-            conn: Connection,
-        ) -> tuple[list[tuple[str, tuple[str, Any, dict[str, Any]]]], int] | None:
-            if also is not None:
-                also(conn)
-            if store.get_sync(conn, workflow.owner_id, workflow.id) is None:
-                return None  # deleted while it ran
-            runs.insert_sync(conn, run)
-            for step_id, db in (db_writes or {}).items():
-                writes, deletes = db.get("writes") or {}, db.get("deletes") or []
-                # The worker refuses a set() past the limit; this is the backstop for a result
-                # that did not come from it (the store as it is now, under this transaction).
-                state = runs.step_states_sync(conn, [step_id]).get(step_id, {})
-                if limits.check_db(state, writes, deletes, self.settings.max_db_bytes):
-                    log.warning(
-                        "step %s's db writes are over max_db_bytes: not saved",
-                        step_id,
-                        extra={"action": "db_limit", "workflow": workflow.id, "step": step_id},
-                    )
-                    continue
-                runs.write_step_state_sync(conn, workflow.id, step_id, writes, deletes)
-            if trim_runs:
-                runs.trim_sync(conn, workflow.id, self.settings.run_retention)
-                events.trim_sync(conn, workflow.id, self.settings.event_retention)
-            stored: list[tuple[str, tuple[str, Any, dict[str, Any]]]] = []
-            queued = 0
-
-            def append(channel: str, payload: Any) -> str:
-                """Store one event of the workflow; its id."""
-                item: tuple[str, Any, dict[str, Any]] = (channel, payload, {})
-                [event_id] = events.append_sync(
-                    conn,
-                    emitter_id=workflow.id,
-                    owner_id=workflow.owner_id,
-                    now_ms=now_ms,
-                    items=[item],
-                )
-                stored.append((event_id, item))
-                return event_id
-
-            links = None
-            if run.status == "error" or any(s["type"] == "emit" for s in run.sends):
-                links = subscriptions.from_emitter(
-                    conn, workflow.owner_id, routing.emitter_patterns(workflow.id)
-                )
-
-            def forward(listeners: list[str], event_id: str, channel: str, event: Any) -> int:
-                """This run's event to its listeners, carrying the chain (``hops``)."""
-                return deliveries.forward_sync(
-                    conn,
-                    workflow.owner_id,
-                    workflow.id,
-                    listeners,
-                    event_id,
-                    channel,
-                    event,
-                    now_ms,
-                    chain=chain,
-                    max_hops=max_hops,
-                )
-
-            if run.status == "error":
-                payload = error_events.event(run.error or {}, run.event, run.context)
-                event_id = append(states.ERRORS, payload)
-                listeners = routing.listeners(links or [], workflow.id, states.ERRORS)
-                error_workflow = store.error_workflow_id_sync(conn, workflow.owner_id)
-                if workflow.global_errors and error_workflow and error_workflow not in listeners:
-                    listeners.append(error_workflow)
-                queued += forward(listeners, event_id, states.ERRORS, payload)
-            for idx, send in enumerate(run.sends):
-                config = send.get("config") or {}
-                if send["type"] == "emit":
-                    channel = str(config.get("channel") or "")
-                    raw = config.get("raw_event")
-                    event_id = append(channel, {"raw_event": raw})
-                    listeners = routing.listeners(links or [], workflow.id, channel)
-                    queued += forward(listeners, event_id, channel, raw)
-                elif send["type"] == "sse":
-                    append(
-                        states.SSE,
-                        {"channel": config.get("channel"), "payload": config.get("payload")},
-                    )
-                elif send["type"] in DEFERRED_SENDS:
-                    queued += 1
-                    jobs.enqueue_sync(
-                        conn,
-                        kind=JobKind.SEND,
-                        owner_id=workflow.owner_id,
-                        target_id=workflow.id,
-                        payload={"run_id": run.id, "idx": idx},
-                        now_ms=now_ms,
-                    )
-            return stored, queued
-
-        done = await self.writer(transaction)
-        if done is None:
-            return False
-        stored, queued = done
-        # After the commit: live streams see only durable events; the job worker wakes up.
-        streams.publish_committed(self.broker, workflow.id, stored, [], queued)
-        return True
+        return run, decided.db_writes
 
     # ---- jobs -------------------------------------------------------------------------------
 

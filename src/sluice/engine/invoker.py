@@ -19,7 +19,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sluice import PLATFORM_VERSION, errors, ids
@@ -27,35 +26,18 @@ from sluice.clock import Clock, iso_ms
 from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain import components as rules
-from sluice.domain import dedupe, error_events, limits, retention, states, text
-from sluice.engine import deliveries, streams
-from sluice.engine.broker import Broker
+from sluice.domain import error_events, limits, states, text
+from sluice.engine.commit import Commit, SourceResults
 from sluice.engine.components import Components, scrub_paths
+from sluice.engine.jobs import Finish
 from sluice.runtime import protocol
 from sluice.runtime.port import Invocation, RespondCallback, Runner
 from sluice.runtime.protocol import Result
-from sluice.storage import apps, database, events, sources
+from sluice.storage import apps, database, sources
 from sluice.storage.components import SavedComponent
 from sluice.storage.sources import Deployment
 
 log = logging.getLogger(__name__)
-
-#: Runs inside the transaction that stores an invocation's results (see engine/jobs.py).
-Finish = Callable[[Connection], None]
-
-
-@dataclass
-class _Stored:
-    """What one persist transaction wrote, for the caller and the live streams."""
-
-    event_ids: list[str]
-    items: list[tuple[str, Any, dict[str, Any]]]
-    dropped: list[str]
-    lines: list[dict[str, Any]]
-    log_lines: list[events.LogLine]
-    routed: int
-    #: The invocation's error: the runner's, or a limit's found in the transaction.
-    error: dict[str, Any] | None
 
 
 @dataclass
@@ -80,15 +62,6 @@ class Outcome:
         }
 
 
-def _error_line(error: dict[str, Any]) -> str:
-    """A failed invocation's log line: its stack, else its name, code and message."""
-    if error.get("stack"):
-        return str(error["stack"])
-    name, code = error.get("name") or "Error", error.get("code")
-    label = f"{name} [{code}]" if code and code != name else name
-    return f"{label}: {error.get('message')}"
-
-
 def secret_aad(deployment_id: str, prop: str) -> str:
     return f"deployed_components:{deployment_id}:props.{prop}"
 
@@ -106,6 +79,7 @@ class Invoker:
         cipher: Cipher,
         settings: Settings,
         clock: Clock,
+        commit: Commit,
         reader: database.Reader | None = None,
     ) -> None:
         self.db = db
@@ -114,13 +88,9 @@ class Invoker:
         self.cipher = cipher
         self.settings = settings
         self.clock = clock
-        # Events and log lines added per (kind, emitter) since its last trim, in this process.
-        self._trims = retention.TrimSchedule()
         self.reader = reader
-        # Persist transactions: inline on SQLite, run_sync on PostgreSQL.
-        self.writer = database.Writer(db)
-        #: What this process committed, for live streams (SSE) and the job worker.
-        self.broker = Broker()
+        #: The one writer of results (shared with the workflow executor).
+        self.commit = commit
 
     def endpoint_url(self, endpoint_id: str | None) -> str | None:
         if endpoint_id is None:
@@ -254,12 +224,11 @@ class Invoker:
         *,
         error_event: Callable[[Result], dict[str, Any]] | None = None,
     ) -> Outcome:
-        """Keep what the invocation did, in one transaction run by the writer (inline on
-        SQLite: no per-statement thread hand-offs; ``run_sync`` on PostgreSQL). ``also`` runs in
-        that transaction: a job marking itself done together with its results. A failed run
-        (``error_event`` builds its ``$errors`` event) is kept like any other: emits and logs."""
+        """Keep what the invocation did (``engine/commit.py``), after the limits: emits past
+        the cap are dropped and fail it; a db write the worker refused keeps none. ``also``
+        runs in the same transaction (a job's done mark). A failed run (``error_event`` builds
+        its ``$errors`` event) is kept like any other: emits and logs."""
         outcome = Outcome(invocation_id, result)
-        now_ms = self.clock.now_ms()
         result.emits, over = limits.cap_emits(result.emits, self.settings.max_emits_per_invocation)
         if over is not None and result.error is None:
             result.ok, result.error = False, over
@@ -274,84 +243,32 @@ class Invoker:
         emits, db_writes, db_deletes, unstorable = text.storable_results(
             list(result.emits), dict(result.db_writes), list(result.db_deletes)
         )
+        now_ms = self.clock.now_ms()
         logs.extend({"ts": now_ms, "level": "error", "msg": reason} for reason in unstorable)
-        strategy = component.shape.get("dedupe")
-        max_db_bytes = self.settings.max_db_bytes
-        trim_events = self.settings.event_retention
-        trim_logs = self.settings.log_retention
+        failed_event = None
+        if error_event is not None:
+            on_error = error_event
 
-        def transaction(conn: Connection) -> _Stored | None:
-            if also is not None:
-                also(conn)
-            current = sources.lock_sync(conn, deployment.id)
-            if current is None:
-                return None  # deleted while it ran: nothing to keep
-            error, db_error = result.error, None
-            if db_writes or db_deletes:
-                # The store as it is now (the row is locked): concurrent runs cannot add up.
-                state = sources.read_state_sync(conn, deployment.id)
-                db_error = limits.check_db(state, db_writes, db_deletes, max_db_bytes)
-                if db_error is None:
-                    sources.write_state_sync(conn, deployment.id, db_writes, db_deletes)
-                elif error is None:
-                    error = db_error
-            decision = dedupe.apply(strategy, current.dedupe_state, emits, now_ms)
-            dropped = [reason for _emit, reason in decision.dropped]
-            lines = logs + [{"ts": now_ms, "level": "warn", "msg": r} for r in dropped]
-            for failure in (error, db_error if db_error is not error else None):
-                if failure is not None:
-                    lines.append({"ts": now_ms, "level": "error", "msg": _error_line(failure)})
-            if strategy is not None and decision.state != current.dedupe_state:
-                sources.set_dedupe_state_sync(conn, deployment.id, decision.state)
-            items = [
-                (str(e["meta"].get("name") or ""), e.get("event"), dict(e.get("meta") or {}))
-                for e in decision.emitted
-            ]
-            if error_event is not None and error is not None:
-                # Its subscribers (a workflow archiving the source's errors) hear it like an emit.
-                failed = dataclasses.replace(result, ok=False, error=error)
-                items.append((states.ERRORS, error_event(failed), {}))
-            event_ids = events.append_sync(
-                conn,
-                emitter_id=deployment.id,
-                owner_id=deployment.owner_id,
-                now_ms=now_ms,
-                items=items,
-            )
-            # Same transaction: an emit is never stored without its deliveries.
-            routed = deliveries.enqueue_sync(conn, deployment, event_ids, items, now_ms)
-            log_lines = events.append_logs_sync(
-                conn,
-                emitter_id=deployment.id,
-                owner_id=deployment.owner_id,
-                invocation_id=invocation_id,
-                entries=lines,
-            )
-            # Trimming walks the retention window, so do it once per tenth of the window:
-            # storage holds at most 10% more than the setting, at a fraction of the cost.
-            if self._trims.due(
-                ("events", deployment.id), added=len(event_ids), retention=trim_events
-            ):
-                events.trim_sync(conn, deployment.id, trim_events)
-            if self._trims.due(("logs", deployment.id), added=len(lines), retention=trim_logs):
-                events.trim_logs_sync(conn, deployment.id, trim_logs)
-            return _Stored(event_ids, items, dropped, lines, log_lines, routed, error)
+            def failed_event(error: dict[str, Any]) -> Any:
+                return on_error(dataclasses.replace(result, ok=False, error=error))
 
-        stored = await self.writer(transaction)
+        stored = await self.commit.source(
+            deployment,
+            component.shape.get("dedupe"),
+            SourceResults(
+                invocation_id, emits, db_writes, db_deletes, logs, result.error, failed_event
+            ),
+            also,
+        )
         if stored is None:
             return outcome
         if stored.error is not None:
             result.ok, result.error = False, stored.error
-        emitted = [
+        outcome.event_ids = [
             i
             for i, item in zip(stored.event_ids, stored.items, strict=True)
             if item[0] != states.ERRORS
         ]
-        outcome.event_ids, outcome.dropped = emitted, stored.dropped
-        # After the commit, never before: live streams show only durable events.
-        pairs = list(zip(stored.event_ids, stored.items, strict=True))
-        streams.publish_committed(
-            self.broker, deployment.id, pairs, stored.log_lines, stored.routed
-        )
+        outcome.dropped = stored.dropped
         result.logs = stored.lines
         return outcome

@@ -1,7 +1,7 @@
 """``emit`` jobs: one stored event (an emit, or a ``$errors`` event) delivered to one
 listener, a source or a workflow (``p_``).
 
-Enqueued in the transaction that stores the event (``deliveries.enqueue_sync`` for sources'
+Enqueued in the transaction that stores the event (``engine/commit.py``, for
 emits, ``Executor`` for workflows' errors and emits). The listener's run is marked done in the
 transaction that stores its own results. At least once: a crashed runner or a dead process
 runs the delivery again; deliveries of several events to one listener may run concurrently,

@@ -19,9 +19,10 @@ from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain.states import SendStatus
 from sluice.engine import destinations, outbound, sealed
+from sluice.engine.commit import Commit
 from sluice.engine.jobs import Finish
 from sluice.engine.mailer import Mailer
-from sluice.storage import database, runs
+from sluice.storage import runs
 from sluice.storage.jobs import Job
 
 
@@ -33,13 +34,15 @@ class SendJobs:
         mailer: Mailer,
         settings: Settings,
         clock: Clock,
+        commit: Commit,
     ) -> None:
         self.db = db
         self.cipher = cipher
         self.mailer = mailer
         self.settings = settings
         self.clock = clock
-        self.writer = database.Writer(db)
+        #: The one writer of results (``engine/commit.py``).
+        self.commit = commit
         #: Parsed once: a bad SLUICE_EGRESS_ALLOW fails at start, not at the first send.
         self.egress = outbound.policy(settings)
 
@@ -64,15 +67,7 @@ class SendJobs:
                 outcome = await self._email(job.owner_id, email, config, now_ms)
         except destinations.InvalidSend as exc:
             outcome = {"status": "failed", "error": exc.message}
-        status = str(outcome.get("status") or "failed")
-
-        def transaction(conn: Connection) -> None:
-            finish(conn)
-            runs.set_send_sync(
-                conn, run_id, idx, status=status, outcome=outcome, now_ms=self.clock.now_ms()
-            )
-
-        await self.writer(transaction)
+        await self.commit.send_outcome(run_id, idx, outcome, finish)
 
     async def _email(
         self, owner_id: str, to: str | None, config: dict[str, Any], now_ms: int
@@ -90,16 +85,13 @@ class SendJobs:
                     conn, owner_id, slot, now_ms=now_ms, window_ms=window_ms
                 )
 
-            if not await self.writer(claim):
+            if not await self.commit.write(claim):
                 reason = f"an e-mail for {key!r} went out less than {throttle_s} s ago"
                 return {"status": "skipped", "reason": reason}
         mail = {k: v for k, v in config.items() if k in ("subject", "text", "html")}
         outcome = await destinations.send_email(self.mailer, to=to, config=mail)
         if slot is not None and outcome.get("status") == "failed":
-            await self.writer(
+            await self.commit.write(
                 lambda conn: runs.release_mail_slot_sync(conn, owner_id, slot, now_ms)
             )
         return outcome
-
-    def dispose(self) -> None:
-        self.writer.dispose()

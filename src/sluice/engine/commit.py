@@ -1,0 +1,362 @@
+"""The one writer of what invocations did: every result of a source's invocation, a workflow's
+run and a run's ``$.send`` is stored here, each in one transaction.
+
+A transaction holds, together: the job's done mark (``also``, so "done" and the results commit
+or roll back as one), the events (emits, ``$errors``, ``$.send.emit``/``sse``), one ``emit``
+job per (listener, event) carrying the chain of workflows it went through (an event is never
+stored without its deliveries), the db state, the run, log lines, and the trims of the
+retention windows. After the commit, never before, the live streams hear what was stored and
+the job worker is woken for the jobs enqueued (``streams.publish_committed``).
+
+The transactions run on one ``database.Writer``: inline on SQLite (no thread hand-offs per
+statement), ``run_sync`` on PostgreSQL. What an answer *means* (a run's status, its
+``$errors`` error, a source's failure) is decided before, in ``domain/outcomes.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from sluice.clock import Clock
+from sluice.config import Settings
+from sluice.domain import dedupe, error_events, limits, outcomes, retention, routing, states
+from sluice.domain.states import JobKind, RunStatus
+from sluice.engine import streams
+from sluice.engine.broker import Broker
+from sluice.engine.jobs import Finish
+from sluice.storage import database, events, jobs, runs, sources, subscriptions
+from sluice.storage import workflows as workflow_store
+from sluice.storage.runs import Run
+from sluice.storage.sources import Deployment
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+#: A stored event: ``(channel, payload, meta)``.
+Item = tuple[str, Any, dict[str, Any]]
+#: Sends performed by a ``send`` job after the run is stored; the others are stored with it.
+DEFERRED_SENDS = ("http", "email", "s3")
+
+
+@dataclass
+class SourceResults:
+    """What a source's invocation left, ready to store (limits applied, text storable)."""
+
+    invocation_id: str
+    emits: list[dict[str, Any]]
+    db_writes: dict[str, Any]
+    db_deletes: list[str]
+    logs: list[dict[str, Any]]
+    #: The runner's error, if the invocation failed there.
+    error: dict[str, Any] | None
+    #: Builds the ``$errors`` event of a failed ``run()`` (None: not a run, nothing to say).
+    error_event: Callable[[dict[str, Any]], Any] | None = None
+
+
+@dataclass
+class SourceStored:
+    """What one source transaction wrote."""
+
+    event_ids: list[str]
+    items: list[Item]
+    dropped: list[str]
+    lines: list[dict[str, Any]]
+    #: The invocation's error: the runner's, or a limit's found in the transaction.
+    error: dict[str, Any] | None
+
+
+class _Batch:
+    """One transaction's events and the deliveries they cause, for one emitter."""
+
+    def __init__(
+        self,
+        conn: Connection,
+        owner_id: str,
+        emitter_id: str,
+        now_ms: int,
+        *,
+        chain: list[str] | None = None,
+        max_hops: int = 0,
+    ) -> None:
+        self.conn, self.owner_id, self.emitter_id, self.now_ms = conn, owner_id, emitter_id, now_ms
+        self.chain, self.max_hops = chain, max_hops
+        self.stored: list[tuple[str, Item]] = []
+        self.log_lines: list[events.LogLine] = []
+        self.queued = 0
+        self._links: list[routing.Link] | None = None
+
+    def append(self, items: list[Item]) -> list[str]:
+        """Store events of the emitter; their ids."""
+        if not items:
+            return []
+        event_ids = events.append_sync(
+            self.conn,
+            emitter_id=self.emitter_id,
+            owner_id=self.owner_id,
+            now_ms=self.now_ms,
+            items=items,
+        )
+        self.stored.extend(zip(event_ids, items, strict=True))
+        return event_ids
+
+    def deliver(
+        self, event_id: str, channel: str, event: Any, *, also_to: str | None = None
+    ) -> None:
+        """One ``emit`` job per listener of a stored event (``also_to``: one more, the global
+        error workflow). With a ``chain`` (the workflows the event went through), a listener
+        on it is skipped (never a loop), and nothing goes past ``max_hops``."""
+        if self._links is None:
+            patterns = routing.emitter_patterns(self.emitter_id)
+            self._links = subscriptions.from_emitter(self.conn, self.owner_id, patterns)
+        listeners = routing.listeners(self._links, self.emitter_id, channel)
+        if also_to and also_to not in listeners:
+            listeners.append(also_to)
+        for listener in listeners:
+            if self.chain is not None and listener in self.chain:
+                continue  # it is on this event's way already: never a loop
+            if self.chain is not None and self.max_hops and len(self.chain) >= self.max_hops:
+                log.warning(
+                    "forwarding stopped after %d hops",
+                    len(self.chain),
+                    extra={"action": "hops_exceeded", "emitter_id": self.emitter_id},
+                )
+                return
+            payload: dict[str, Any] = {
+                "event_id": event_id,
+                "emitter_id": self.emitter_id,
+                "channel": channel,
+                "event": event,
+            }
+            if self.chain is not None:
+                payload["hops"] = self.chain
+            self.enqueue(JobKind.EMIT, listener, payload)
+
+    def enqueue(self, kind: JobKind, target_id: str, payload: dict[str, Any]) -> None:
+        jobs.enqueue_sync(
+            self.conn,
+            kind=kind,
+            owner_id=self.owner_id,
+            target_id=target_id,
+            payload=payload,
+            now_ms=self.now_ms,
+        )
+        self.queued += 1
+
+    def log(self, invocation_id: str, lines: list[dict[str, Any]]) -> None:
+        self.log_lines = events.append_logs_sync(
+            self.conn,
+            emitter_id=self.emitter_id,
+            owner_id=self.owner_id,
+            invocation_id=invocation_id,
+            entries=lines,
+        )
+
+
+class Commit:
+    def __init__(self, db: AsyncEngine, settings: Settings, clock: Clock, broker: Broker) -> None:
+        self.settings = settings
+        self.clock = clock
+        #: What this process committed, for live streams (SSE) and the job worker.
+        self.broker = broker
+        self.writer = database.Writer(db)
+        # Events, log lines and runs added per emitter since its last trim, in this process.
+        self._trims = retention.TrimSchedule()
+
+    def dispose(self) -> None:
+        self.writer.dispose()
+
+    async def write(self, transaction: Callable[[Connection], T]) -> T:
+        """Any other write on the same writer (the e-mail throttle's slots)."""
+        return await self.writer(transaction)
+
+    def _published(self, batch: _Batch) -> None:
+        # After the commit: live streams see only durable events; the job worker wakes up.
+        streams.publish_committed(
+            self.broker, batch.emitter_id, batch.stored, batch.log_lines, batch.queued
+        )
+
+    # ---- a source's invocation ----------------------------------------------------------------
+
+    async def source(
+        self,
+        deployment: Deployment,
+        strategy: str | None,
+        results: SourceResults,
+        also: Finish | None,
+    ) -> SourceStored | None:
+        """Store a source invocation's results with its deployment's row locked (dedupe and the
+        db limit see the store as it is now); None when the source was deleted while it ran."""
+        now_ms = self.clock.now_ms()
+        batch: _Batch | None = None
+
+        def transaction(conn: Connection) -> SourceStored | None:
+            nonlocal batch
+            if also is not None:
+                also(conn)
+            current = sources.lock_sync(conn, deployment.id)
+            if current is None:
+                return None  # deleted while it ran: nothing to keep
+            batch = _Batch(conn, deployment.owner_id, deployment.id, now_ms)
+            db_error = self._source_db(conn, deployment.id, results)
+            error, error_lines = outcomes.source_failure(results.error, db_error)
+            decision = dedupe.apply(strategy, current.dedupe_state, results.emits, now_ms)
+            if strategy is not None and decision.state != current.dedupe_state:
+                sources.set_dedupe_state_sync(conn, deployment.id, decision.state)
+            dropped = [reason for _emit, reason in decision.dropped]
+            lines = results.logs + [{"ts": now_ms, "level": "warn", "msg": r} for r in dropped]
+            lines += [{"ts": now_ms, "level": "error", "msg": line} for line in error_lines]
+            items: list[Item] = [
+                (str(e["meta"].get("name") or ""), e.get("event"), dict(e.get("meta") or {}))
+                for e in decision.emitted
+            ]
+            if results.error_event is not None and error is not None:
+                # Its subscribers (a workflow archiving the source's errors) hear it like an emit.
+                items.append((states.ERRORS, results.error_event(error), {}))
+            event_ids = batch.append(items)
+            for event_id, (channel, payload, _meta) in zip(event_ids, items, strict=True):
+                batch.deliver(event_id, channel, payload)
+            batch.log(results.invocation_id, lines)
+            self._trim_source(conn, deployment.id, added=len(event_ids), lines=len(lines))
+            return SourceStored(event_ids, items, dropped, lines, error)
+
+        stored = await self.writer(transaction)
+        if stored is not None and batch is not None:
+            self._published(batch)
+        return stored
+
+    def _source_db(
+        self, conn: Connection, deployment_id: str, results: SourceResults
+    ) -> dict[str, Any] | None:
+        """Apply the invocation's db writes unless the store would pass ``max_db_bytes`` (then
+        none of them, and the limit's error)."""
+        if not (results.db_writes or results.db_deletes):
+            return None
+        # The store as it is now (the row is locked): concurrent runs cannot add up.
+        state = sources.read_state_sync(conn, deployment_id)
+        error = limits.check_db(
+            state, results.db_writes, results.db_deletes, self.settings.max_db_bytes
+        )
+        if error is None:
+            sources.write_state_sync(conn, deployment_id, results.db_writes, results.db_deletes)
+        return error
+
+    def _trim_source(self, conn: Connection, emitter_id: str, *, added: int, lines: int) -> None:
+        # Trimming walks the retention window, so do it once per tenth of the window: storage
+        # holds at most 10% more than the setting, at a fraction of the cost.
+        keep_events, keep_logs = self.settings.event_retention, self.settings.log_retention
+        if self._trims.due(("events", emitter_id), added=added, retention=keep_events):
+            events.trim_sync(conn, emitter_id, keep_events)
+        if self._trims.due(("logs", emitter_id), added=lines, retention=keep_logs):
+            events.trim_logs_sync(conn, emitter_id, keep_logs)
+
+    # ---- a workflow's run ---------------------------------------------------------------------
+
+    async def run(
+        self,
+        run: Run,
+        *,
+        global_errors: bool,
+        db_writes: dict[str, dict[str, Any]],
+        hops: Sequence[str],
+        also: Finish | None,
+    ) -> bool:
+        """Store a run and everything it caused; False when the workflow was deleted while it
+        ran (nothing stored). A failed run's ``$errors`` event goes to the workflow's ``$errors``
+        subscribers and, with ``global_errors``, to the account's global error workflow."""
+        now_ms = self.clock.now_ms()
+        chain = [*hops, run.workflow_id]
+        trim = self._trims.due(
+            ("runs", run.workflow_id), added=1, retention=self.settings.run_retention
+        )
+        batch: _Batch | None = None
+
+        def transaction(conn: Connection) -> bool:
+            nonlocal batch
+            if also is not None:
+                also(conn)
+            if workflow_store.get_sync(conn, run.owner_id, run.workflow_id) is None:
+                return False  # deleted while it ran
+            runs.insert_sync(conn, run)
+            self._step_db(conn, run.workflow_id, db_writes)
+            if trim:
+                runs.trim_sync(conn, run.workflow_id, self.settings.run_retention)
+                events.trim_sync(conn, run.workflow_id, self.settings.event_retention)
+            batch = _Batch(
+                conn,
+                run.owner_id,
+                run.workflow_id,
+                now_ms,
+                chain=chain,
+                max_hops=self.settings.max_hops,
+            )
+            if run.status == RunStatus.ERROR:
+                error_workflow = (
+                    workflow_store.error_workflow_id_sync(conn, run.owner_id)
+                    if global_errors
+                    else None
+                )
+                payload = error_events.event(run.error or {}, run.event, run.context)
+                [event_id] = batch.append([(states.ERRORS, payload, {})])
+                batch.deliver(event_id, states.ERRORS, payload, also_to=error_workflow)
+            self._sends(batch, run)
+            return True
+
+        done = await self.writer(transaction)
+        if done and batch is not None:
+            self._published(batch)
+        return done
+
+    def _step_db(
+        self, conn: Connection, workflow_id: str, db_writes: dict[str, dict[str, Any]]
+    ) -> None:
+        for step_id, db in db_writes.items():
+            writes, deletes = db.get("writes") or {}, db.get("deletes") or []
+            # The worker refuses a set() past the limit; this is the backstop for a result that
+            # did not come from it (the store as it is now, under this transaction).
+            state = runs.step_states_sync(conn, [step_id]).get(step_id, {})
+            if limits.check_db(state, writes, deletes, self.settings.max_db_bytes):
+                log.warning(
+                    "step %s's db writes are over max_db_bytes: not saved",
+                    step_id,
+                    extra={"action": "db_limit", "workflow": workflow_id, "step": step_id},
+                )
+                continue
+            runs.write_step_state_sync(conn, workflow_id, step_id, writes, deletes)
+
+    @staticmethod
+    def _sends(batch: _Batch, run: Run) -> None:
+        """``$.send.emit`` and ``$.send.sse`` events stored now; the others as ``send`` jobs."""
+        for idx, send in enumerate(run.sends):
+            config = send.get("config") or {}
+            if send["type"] == "emit":
+                channel = str(config.get("channel") or "")
+                raw = config.get("raw_event")
+                [event_id] = batch.append([(channel, {"raw_event": raw}, {})])
+                batch.deliver(event_id, channel, raw)
+            elif send["type"] == "sse":
+                payload = {"channel": config.get("channel"), "payload": config.get("payload")}
+                batch.append([(states.SSE, payload, {})])
+            elif send["type"] in DEFERRED_SENDS:
+                batch.enqueue(JobKind.SEND, run.workflow_id, {"run_id": run.id, "idx": idx})
+
+    # ---- a run's $.send -----------------------------------------------------------------------
+
+    async def send_outcome(
+        self, run_id: str, idx: int, outcome: dict[str, Any], also: Finish
+    ) -> None:
+        """A performed ``$.send``'s outcome, written into its run with the job's done mark."""
+        status = str(outcome.get("status") or "failed")
+
+        def transaction(conn: Connection) -> None:
+            also(conn)
+            runs.set_send_sync(
+                conn, run_id, idx, status=status, outcome=outcome, now_ms=self.clock.now_ms()
+            )
+
+        await self.writer(transaction)
