@@ -167,28 +167,8 @@ class Platform:
         waiters = Waiters()
         enqueuer = Enqueuer(db, clock)
         sends = SendJobs(db, cipher, Mailer(settings), settings, clock, commit)
-        handlers: dict[str, Handler] = {
-            JobKind.HTTP: HttpJobs(
-                reader, invoker, waiters, run_timeout_seconds=settings.http_source_timeout_seconds
-            ),
-            JobKind.TIMER: TimerJobs(reader, invoker, executor),
-            JobKind.EMIT: EmitJobs(invoker, executor),
-            JobKind.WORKFLOW: WorkflowJobs(executor, waiters),
-            JobKind.SEND: sends,
-        }
-        worker = JobWorker(
-            db,
-            clock,
-            WorkerConfig(
-                lease_ms=int((settings.source_timeout_seconds + 60) * 1000),
-                poll_seconds=settings.job_poll_seconds,
-                retention_ms=settings.job_retention_seconds * 1000,
-                account_share=settings.account_max_concurrency,
-            ),
-            handlers,
-            # Requests first: the background loop yields while the endpoints are saturated.
-            pressure=enqueuer.pressed if settings.requests_first else None,
-        )
+        table = cls._handlers(settings, reader, invoker, executor, waiters, sends)
+        worker = cls._worker(db, clock, settings, enqueuer, table)
         ingress = Ingress(
             reader,
             directory,
@@ -228,6 +208,49 @@ class Platform:
             executor=executor,
             enqueuer=enqueuer,
             sends=sends,
+        )
+
+    @staticmethod
+    def _handlers(
+        settings: Settings,
+        reader: database.Reader,
+        invoker: Invoker,
+        executor: Executor,
+        waiters: Waiters,
+        sends: SendJobs,
+    ) -> dict[str, Handler]:
+        """The job worker's table: one handler per job kind (``engine/handlers/``)."""
+        return {
+            JobKind.HTTP: HttpJobs(
+                reader, invoker, waiters, run_timeout_seconds=settings.http_source_timeout_seconds
+            ),
+            JobKind.TIMER: TimerJobs(reader, invoker, executor),
+            JobKind.EMIT: EmitJobs(invoker, executor),
+            JobKind.WORKFLOW: WorkflowJobs(executor, waiters),
+            JobKind.SEND: sends,
+        }
+
+    @staticmethod
+    def _worker(
+        db: AsyncEngine,
+        clock: Clock,
+        settings: Settings,
+        enqueuer: Enqueuer,
+        handlers: dict[str, Handler],
+    ) -> JobWorker:
+        """The job worker with its table of handlers, one per job kind."""
+        return JobWorker(
+            db,
+            clock,
+            WorkerConfig(
+                lease_ms=int((settings.source_timeout_seconds + 60) * 1000),
+                poll_seconds=settings.job_poll_seconds,
+                retention_ms=settings.job_retention_seconds * 1000,
+                account_share=settings.account_max_concurrency,
+            ),
+            handlers,
+            # Requests first: the background loop yields while the endpoints are saturated.
+            pressure=enqueuer.pressed if settings.requests_first else None,
         )
 
     async def create_account(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import sqlalchemy as sa
@@ -202,6 +203,20 @@ async def test_names_become_unique_slugs(api: Api) -> None:
     assert (named["name"], named["name_slug"]) == ("Custom", "custom")
 
 
+async def test_concurrent_deploys_of_one_name_all_get_a_slug(api: Api) -> None:
+    """Deploys racing for one name: each gets its own slug, none a 500 (on PostgreSQL the
+    slug read and the insert of two transactions interleave; the loser retries its slug)."""
+    code = 'export default { name: "Racing Name", version: "1", async run() {} };'
+    saved = (await api.client.post("/v1/components", json={"component_code": code})).json()
+    component_id = saved["data"]["id"]
+    responses = await asyncio.gather(
+        *(api.client.post("/v1/sources", json={"component_id": component_id}) for _ in range(6))
+    )
+    assert [r.status_code for r in responses] == [200] * 6, [r.text for r in responses]
+    slugs = sorted(r.json()["data"]["name_slug"] for r in responses)
+    assert slugs == sorted(["racing-name"] + [f"racing-name-{n}" for n in range(2, 7)])
+
+
 async def test_run_errors_are_reported_and_logged(api: Api) -> None:
     code = """
 export default { name: "Thrower", version: "1",
@@ -261,14 +276,14 @@ export default { name: "Chatty", version: "1",
   async run(event) { for (let i = 0; i < 3; i++) { console.log(`line ${event.n}.${i}`); this.$emit({ n: event.n, i }); } } };
 """
     source = await deploy(api, code)
-    invoker = api.platform.invoker
-    original = invoker.settings
-    invoker.settings = replace(original, event_retention=4, log_retention=5)
+    commit = api.platform.commit  # the writer of results applies the retention windows
+    original = commit.settings
+    commit.settings = replace(original, event_retention=4, log_retention=5)
     try:
         for n in range(3):
             await api.client.post(f"/v1/sources/{source['id']}/run", json={"event": {"n": n}})
     finally:
-        invoker.settings = original
+        commit.settings = original
     page = (
         await api.client.get(
             f"/v1/sources/{source['id']}/event_summaries", params={"expand": "event"}

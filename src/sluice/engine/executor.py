@@ -56,6 +56,31 @@ log = logging.getLogger(__name__)
 WORKFLOW_ENTRY = Path(__file__).resolve().parent.parent / "runtime" / "js" / "workflow-entry.mjs"
 
 
+def _context(
+    workflow: Workflow,
+    run_id: str,
+    now_ms: int,
+    source_type: str,
+    replay_of: str | None,
+    hops: Sequence[str],
+) -> dict[str, Any]:
+    """The run's ``steps.trigger.context`` (Pipedream's fields, plus Sluice's ``hops``)."""
+    return {
+        "id": run_id,
+        "ts": iso_ms(now_ms),
+        "workflow_id": workflow.id,
+        "deployment_id": workflow.deployment_id,
+        "source_type": source_type,
+        "verified": False,
+        "owner_id": workflow.owner_id,
+        "platform_version": PLATFORM_VERSION,
+        "workflow_name": workflow.name,
+        "replay": replay_of is not None,
+        "hops": list(hops),
+        "trace_id": run_id,
+    }
+
+
 def _response(responses: list[Response]) -> dict[str, Any] | None:
     """The run's ``$.respond`` answer: the first one."""
     if not responses:
@@ -125,43 +150,12 @@ class Executor:
     ) -> RunOutcome:
         run_id = run_id or ids.random_token(27)
         now_ms = self.clock.now_ms()
-        context: dict[str, Any] = {
-            "id": run_id,
-            "ts": iso_ms(now_ms),
-            "workflow_id": workflow.id,
-            "deployment_id": workflow.deployment_id,
-            "source_type": source_type,
-            "verified": False,
-            "owner_id": workflow.owner_id,
-            "platform_version": PLATFORM_VERSION,
-            "workflow_name": workflow.name,
-            "replay": replay_of is not None,
-            "hops": list(hops),
-            "trace_id": run_id,
+        context = {
+            **_context(workflow, run_id, now_ms, source_type, replay_of, hops),
             **(trigger_context or {}),
         }
         run_s = self.settings.workflow_timeout_seconds
-        step_s = self.settings.workflow_step_timeout_seconds or run_s
-        with_db = [step["id"] for step in workflow.steps if step.get("uses_db")]
-        step_db: dict[str, dict[str, Any]] = {}
-        if with_db:
-            async with self.db.connect() as conn:
-                step_db = await conn.run_sync(runs.step_states_sync, with_db)
-        call_steps = [
-            {
-                "id": step["id"],
-                "name": step["name"],
-                "entry": str(await self.workflows.step_entry(step)),
-                "props": await self.workflows.step_props(workflow, step),
-                "timeout_ms": int(step_s * 1000),
-                **(
-                    {"db": step_db.get(step["id"], {}), "max_db_bytes": self.settings.max_db_bytes}
-                    if step.get("uses_db")
-                    else {}
-                ),
-            }
-            for step in workflow.steps
-        ]
+        call_steps = await self._call_steps(workflow)
         responses: list[Response] = []
 
         def responded(response: Response) -> None:
@@ -190,6 +184,33 @@ class Executor:
             run, global_errors=workflow.global_errors, db_writes=db_writes, hops=hops, also=also
         )
         return RunOutcome(run if stored else None, result)
+
+    async def _call_steps(self, workflow: Workflow) -> list[dict[str, Any]]:
+        """Each step as the runner's ``workflow`` call takes it: entry, props, time-out, and
+        the step's db for code steps that use one."""
+        step_s = (
+            self.settings.workflow_step_timeout_seconds or self.settings.workflow_timeout_seconds
+        )
+        with_db = [step["id"] for step in workflow.steps if step.get("uses_db")]
+        step_db: dict[str, dict[str, Any]] = {}
+        if with_db:
+            async with self.db.connect() as conn:
+                step_db = await conn.run_sync(runs.step_states_sync, with_db)
+        return [
+            {
+                "id": step["id"],
+                "name": step["name"],
+                "entry": str(await self.workflows.step_entry(step)),
+                "props": await self.workflows.step_props(workflow, step),
+                "timeout_ms": int(step_s * 1000),
+                **(
+                    {"db": step_db.get(step["id"], {}), "max_db_bytes": self.settings.max_db_bytes}
+                    if step.get("uses_db")
+                    else {}
+                ),
+            }
+            for step in workflow.steps
+        ]
 
     def _scrub(self, text: Any) -> Any:
         """Component paths become relative; Sluice's own frames are left out."""

@@ -12,11 +12,11 @@ it (``DB_LIMIT``), checked against the store as it is in the transaction.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -118,39 +118,11 @@ class Invoker:
                 snapshot = await sources.read_state(conn, deployment.id)
         entry = await self.components.materialize(component)
         invocation_id = ids.random_token(27)
-        max_emits = self.settings.max_emits_per_invocation
+        timeout_ms = int((timeout_seconds or self.settings.source_timeout_seconds) * 1000)
+        call = {**call, "props": props, "db": snapshot}
+        invocation = self._invocation(deployment, component, entry, invocation_id, call, timeout_ms)
         try:
-            result = await self.pool.invoke(
-                Invocation(
-                    owner_id=deployment.owner_id,
-                    worker_key=worker_key(deployment, component),
-                    entry=str(entry),
-                    env={"PD_COMPONENT": deployment.id},
-                    timeout_ms=int(
-                        (timeout_seconds or self.settings.source_timeout_seconds) * 1000
-                    ),
-                    memory_mb=self.settings.memory_mb,
-                    # Events (a delivered emit) and db values may hold lone surrogates from
-                    # JavaScript, which the runner's UTF-8 pipe cannot carry.
-                    call=text.for_runner(
-                        {
-                            **call,
-                            # The runner keeps one emit past it (docs/runner-protocol.md).
-                            **({"max_emits": max_emits} if max_emits > 0 else {}),
-                            # The worker refuses a set() past it at once (Python checks again).
-                            "max_db_bytes": self.settings.max_db_bytes,
-                            "props": props,
-                            "db": snapshot,
-                            "context": {
-                                "id": invocation_id,
-                                "deployment_id": deployment.id,
-                                "owner_id": deployment.owner_id,
-                            },
-                        }
-                    ),
-                ),
-                on_respond,
-            )
+            result = await self.pool.invoke(invocation, on_respond)
         except errors.RunnerCrashed as exc:
             if also is not None:
                 raise  # a job: nothing is stored, and the job worker runs it again
@@ -163,15 +135,51 @@ class Invoker:
         if call.get("kind") == "run" and not crashed:
             event = call.get("event")
 
-            def failed_run(failed: Result) -> dict[str, Any]:
-                return self.error_event(deployment, invocation_id, event, failed)
+            def failed_run(error: dict[str, Any]) -> dict[str, Any]:
+                return self.error_event(deployment, invocation_id, event, error)
 
         return await self.persist(
             deployment, component, invocation_id, result, also, error_event=failed_run
         )
 
+    def _invocation(
+        self,
+        deployment: Deployment,
+        component: SavedComponent,
+        entry: Path,
+        invocation_id: str,
+        call: dict[str, Any],
+        timeout_ms: int,
+    ) -> Invocation:
+        """The runner call (docs/runner-protocol.md) with the limits the worker enforces."""
+        max_emits = self.settings.max_emits_per_invocation
+        return Invocation(
+            owner_id=deployment.owner_id,
+            worker_key=worker_key(deployment, component),
+            entry=str(entry),
+            env={"PD_COMPONENT": deployment.id},
+            timeout_ms=timeout_ms,
+            memory_mb=self.settings.memory_mb,
+            # Events (a delivered emit) and db values may hold lone surrogates from
+            # JavaScript, which the runner's UTF-8 pipe cannot carry.
+            call=text.for_runner(
+                {
+                    **call,
+                    # The runner keeps one emit past it (docs/runner-protocol.md).
+                    **({"max_emits": max_emits} if max_emits > 0 else {}),
+                    # The worker refuses a set() past it at once (Python checks again).
+                    "max_db_bytes": self.settings.max_db_bytes,
+                    "context": {
+                        "id": invocation_id,
+                        "deployment_id": deployment.id,
+                        "owner_id": deployment.owner_id,
+                    },
+                }
+            ),
+        )
+
     def error_event(
-        self, deployment: Deployment, invocation_id: str, event: Any, result: Result
+        self, deployment: Deployment, invocation_id: str, event: Any, failure: dict[str, Any]
     ) -> dict[str, Any]:
         """A source's ``run()`` that threw, as an ``$errors`` event (the shape of a workflow's,
         ``cellId`` the source's id), for the source's ``$errors`` subscribers."""
@@ -186,7 +194,7 @@ class Invoker:
             "platform_version": PLATFORM_VERSION,
             "emitter_id": deployment.id,
         }
-        error = error_events.error_of(result.error or {}, cell_id=deployment.id, ts=ts)
+        error = error_events.error_of(failure, cell_id=deployment.id, ts=ts)
         return error_events.event(error, event, context)
 
     async def props_for(self, deployment: Deployment, component: SavedComponent) -> dict[str, Any]:
@@ -222,7 +230,7 @@ class Invoker:
         result: Result,
         also: Finish | None = None,
         *,
-        error_event: Callable[[Result], dict[str, Any]] | None = None,
+        error_event: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> Outcome:
         """Keep what the invocation did (``engine/commit.py``), after the limits: emits past
         the cap are dropped and fail it; a db write the worker refused keeps none. ``also``
@@ -245,18 +253,11 @@ class Invoker:
         )
         now_ms = self.clock.now_ms()
         logs.extend({"ts": now_ms, "level": "error", "msg": reason} for reason in unstorable)
-        failed_event = None
-        if error_event is not None:
-            on_error = error_event
-
-            def failed_event(error: dict[str, Any]) -> Any:
-                return on_error(dataclasses.replace(result, ok=False, error=error))
-
         stored = await self.commit.source(
             deployment,
             component.shape.get("dedupe"),
             SourceResults(
-                invocation_id, emits, db_writes, db_deletes, logs, result.error, failed_event
+                invocation_id, emits, db_writes, db_deletes, logs, result.error, error_event
             ),
             also,
         )

@@ -120,46 +120,15 @@ class Sources:
                 "(actions run as workflow steps)",
                 field="component_id",
             )
-        deployment_id = ids.new_id("dc")
         configured = prop_rules.check_configured(
             component.configurable_props,
             request.configured_props,
             max_bytes=self.settings.max_prop_bytes,
             min_timer_interval_seconds=self.settings.timer_min_interval_seconds,
         )
-        now_s = self.clock.now_ms() // 1000
-        has_http = any(p["type"] == rules.HTTP for p in component.configurable_props)
         async with self.db.begin() as conn:
             await self._check_apps(conn, owner_id, configured)
-            name = request.name or component.name
-            if not isinstance(name, str) or not name.strip():
-                raise errors.InvalidRequest("name must be a non-empty string", field="name")
-            text.check_name(name, "name", NAME_CHARS)
-            deployment = Deployment(
-                id=deployment_id,
-                owner_id=owner_id,
-                component_id=component.id,
-                name=name,
-                name_slug=await sources.unique_slug(conn, owner_id, name),
-                configured_props=configured.plain,
-                secret_props=self._encrypt(deployment_id, configured.secret),
-                active=request.active,
-                endpoint_id=ids.random_token(20).lower() if has_http else None,
-                dedupe_state=None,
-                created_at=now_s,
-                updated_at=now_s,
-            )
-            await sources.insert(conn, deployment)
-            await timers.sync(
-                conn,
-                deployment_id=deployment.id,
-                owner_id=owner_id,
-                schedule=schedules.configured_timer(
-                    component.configurable_props, deployment.configured_props
-                ),
-                active=deployment.active,
-                now_ms=self.clock.now_ms(),
-            )
+            deployment = await self._insert(conn, owner_id, component, request, configured)
         hooks = ["deploy", "activate"] if request.active else ["deploy"]
         try:
             for hook in hooks:
@@ -175,6 +144,40 @@ class Sources:
                 "owner_id": owner_id,
             },
         )
+        return deployment
+
+    async def _insert(
+        self,
+        conn: AsyncConnection,
+        owner_id: str,
+        component: SavedComponent,
+        request: DeployRequest,
+        configured: prop_rules.Configured,
+    ) -> Deployment:
+        """The new deployment's row and its timer (hooks run after the commit)."""
+        name = request.name or component.name
+        if not isinstance(name, str) or not name.strip():
+            raise errors.InvalidRequest("name must be a non-empty string", field="name")
+        text.check_name(name, "name", NAME_CHARS)
+        now_s = self.clock.now_ms() // 1000
+        deployment_id = ids.new_id("dc")
+        has_http = any(p["type"] == rules.HTTP for p in component.configurable_props)
+        deployment = Deployment(
+            id=deployment_id,
+            owner_id=owner_id,
+            component_id=component.id,
+            name=name,
+            name_slug="",
+            configured_props=configured.plain,
+            secret_props=self._encrypt(deployment_id, configured.secret),
+            active=request.active,
+            endpoint_id=ids.random_token(20).lower() if has_http else None,
+            dedupe_state=None,
+            created_at=now_s,
+            updated_at=now_s,
+        )
+        deployment = await sources.with_free_slug(conn, deployment, name, sources.insert)
+        await self._sync_timer(conn, deployment, component)
         return deployment
 
     async def update(self, owner_id: str, deployment_id: str, request: UpdateRequest) -> Deployment:
@@ -195,23 +198,7 @@ class Sources:
         active = current.active if request.active is None else request.active
         updated = current
         if replacing:
-            configured = prop_rules.check_configured(
-                new.configurable_props,
-                self._values_for_update(current, new, request),
-                max_bytes=self.settings.max_prop_bytes,
-                min_timer_interval_seconds=self.settings.timer_min_interval_seconds,
-            )
-            has_http = any(p["type"] == rules.HTTP for p in new.configurable_props)
-            updated = current.with_changes(
-                component_id=new.id,
-                configured_props=configured.plain,
-                secret_props=self._encrypt(current.id, configured.secret),
-                endpoint_id=(current.endpoint_id or ids.random_token(20).lower())
-                if has_http
-                else None,
-            )
-            async with self.db.connect() as conn:
-                await self._check_apps(conn, owner_id, configured)
+            updated = await self._replaced(owner_id, current, new, request)
         if request.name is not None and request.name != current.name:
             if not request.name.strip():
                 raise errors.InvalidRequest("name must be a non-empty string", field="name")
@@ -220,29 +207,54 @@ class Sources:
         if current.active and (replacing or not active):
             await self._hook(current, old, "deactivate")
         async with self.db.begin() as conn:
-            if updated.name != current.name:
-                slug = sources.slugify(updated.name)
-                if slug != current.name_slug:
-                    slug = await sources.unique_slug(conn, owner_id, updated.name)
-                updated = updated.with_changes(name_slug=slug)
             updated = updated.with_changes(active=active, updated_at=self.clock.now_ms() // 1000)
-            await sources.update(conn, updated)
+            renamed = updated.name != current.name
+            if renamed and sources.slugify(updated.name) != current.name_slug:
+                updated = await sources.with_free_slug(conn, updated, updated.name, sources.update)
+            else:
+                await sources.update(conn, updated)
             await self._sync_timer(conn, updated, new)
         self.directory.forget(current.endpoint_id)
         if replacing:
             await self.pool.evict(owner_id, f"{current.id}:*")
         if active and (replacing or not current.active):
-            try:
-                await self._hook(updated, new, "activate")
-            except errors.HookFailed as exc:
-                async with self.db.begin() as conn:
-                    updated = updated.with_changes(active=False)
-                    await sources.update(conn, updated)
-                    await self._sync_timer(conn, updated, new)
-                self.directory.forget(current.endpoint_id)
-                exc.message += "; the source was updated and left inactive"
-                raise
+            await self._activate(updated, new, current.endpoint_id)
         return updated
+
+    async def _replaced(
+        self, owner_id: str, current: Deployment, new: SavedComponent, request: UpdateRequest
+    ) -> Deployment:
+        """The deployment with the new code and props, checked (nothing stored yet)."""
+        configured = prop_rules.check_configured(
+            new.configurable_props,
+            self._values_for_update(current, new, request),
+            max_bytes=self.settings.max_prop_bytes,
+            min_timer_interval_seconds=self.settings.timer_min_interval_seconds,
+        )
+        async with self.db.connect() as conn:
+            await self._check_apps(conn, owner_id, configured)
+        has_http = any(p["type"] == rules.HTTP for p in new.configurable_props)
+        return current.with_changes(
+            component_id=new.id,
+            configured_props=configured.plain,
+            secret_props=self._encrypt(current.id, configured.secret),
+            endpoint_id=(current.endpoint_id or ids.random_token(20).lower()) if has_http else None,
+        )
+
+    async def _activate(
+        self, updated: Deployment, component: SavedComponent, endpoint_id: str | None
+    ) -> None:
+        """Run the ``activate`` hook of an updated source; if it fails, leave it inactive."""
+        try:
+            await self._hook(updated, component, "activate")
+        except errors.HookFailed as exc:
+            async with self.db.begin() as conn:
+                inactive = updated.with_changes(active=False)
+                await sources.update(conn, inactive)
+                await self._sync_timer(conn, inactive, component)
+            self.directory.forget(endpoint_id)
+            exc.message += "; the source was updated and left inactive"
+            raise
 
     async def _sync_timer(
         self, conn: AsyncConnection, deployment: Deployment, component: SavedComponent

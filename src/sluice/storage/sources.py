@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -11,6 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from sluice import errors
 from sluice.storage import paging
 from sluice.storage.tables import component_state
 from sluice.storage.tables import deployed_components as t
@@ -72,6 +74,40 @@ async def unique_slug(conn: AsyncConnection, owner_id: str, name: str) -> str:
 
 async def insert(conn: AsyncConnection, d: Deployment) -> None:
     await conn.execute(t.insert().values(**d.__dict__))
+
+
+#: Tries of a slug that concurrent deploys keep taking, before a 409.
+SLUG_ATTEMPTS = 5
+
+
+async def with_free_slug(
+    conn: AsyncConnection,
+    d: Deployment,
+    name: str,
+    write: Callable[[AsyncConnection, Deployment], Awaitable[None]],
+) -> Deployment:
+    """``write`` (``insert`` or ``update``) the deployment with a slug of ``name`` free among
+    the account's deployments. On PostgreSQL a concurrent deploy can take the slug between
+    the read and the write: the write runs in a savepoint and, refused by the unique
+    constraint, is tried again with the next free slug. (On SQLite the one writer connection
+    of a process orders them already.)"""
+    retry = conn.dialect.name == "postgresql"
+    for _ in range(SLUG_ATTEMPTS):
+        d = replace(d, name_slug=await unique_slug(conn, d.owner_id, name))
+        if not retry:
+            await write(conn, d)
+            return d
+        try:
+            async with conn.begin_nested():
+                await write(conn, d)
+            return d
+        except sa.exc.IntegrityError as exc:
+            if "uq_deployed_components_owner_slug" not in str(exc.orig):
+                raise
+    raise errors.Conflict(
+        f"the name {name!r} was taken by concurrent deploys {SLUG_ATTEMPTS} times; try again",
+        field="name",
+    )
 
 
 async def update(conn: AsyncConnection, d: Deployment) -> None:
