@@ -19,7 +19,7 @@ from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain.states import JobKind
 from sluice.engine import broker, streams
-from sluice.engine.actions import Actions
+from sluice.engine.actions import ActionRun, Actions
 from sluice.engine.apps import Apps
 from sluice.engine.broker import Broker
 from sluice.engine.commit import Commit
@@ -35,9 +35,10 @@ from sluice.engine.handlers.timer import TimerJobs
 from sluice.engine.handlers.workflow import WorkflowJobs
 from sluice.engine.ingress import IncomingRequest, Ingress
 from sluice.engine.invoker import Invoker
+from sluice.engine.invoker import Outcome as InvocationOutcome
 from sluice.engine.jobs import Handler, JobWorker, WorkerConfig
 from sluice.engine.mailer import Mailer
-from sluice.engine.options import Options, OptionsRequest
+from sluice.engine.options import Options, OptionsPage, OptionsRequest
 from sluice.engine.runs import Runs
 from sluice.engine.scheduler import Scheduler
 from sluice.engine.sources import DeployRequest, Sources, UpdateRequest
@@ -56,6 +57,7 @@ from sluice.storage.components import SavedComponent
 from sluice.storage.events import Page as EventPage
 from sluice.storage.runs import Run
 from sluice.storage.sources import Deployment
+from sluice.storage.subscriptions import AutoSubscription, Subscription
 from sluice.storage.workflows import Workflow
 
 log = logging.getLogger(__name__)
@@ -63,15 +65,21 @@ log = logging.getLogger(__name__)
 # What the API edge names in its annotations, re-exported so api/ reaches no deeper layer.
 __all__ = [
     "Account",
+    "ActionRun",
+    "AutoSubscription",
     "ComponentInput",
     "DeployRequest",
     "Deployment",
     "EventPage",
     "IncomingRequest",
+    "InvocationOutcome",
+    "OptionsPage",
     "OptionsRequest",
     "Platform",
     "Run",
+    "SavedComponent",
     "Stream",
+    "Subscription",
     "UpdateRequest",
     "Workflow",
     "WorkflowInput",
@@ -252,6 +260,10 @@ class Platform:
             # Requests first: the background loop yields while the endpoints are saturated.
             pressure=enqueuer.pressed if settings.requests_first else None,
         )
+
+    def endpoint_url(self, endpoint_id: str | None) -> str | None:
+        """The public URL of an HTTP endpoint (``SLUICE_ENDPOINT_BASE_URL`` + its id)."""
+        return self.invoker.endpoint_url(endpoint_id)
 
     async def create_account(
         self, username: str, email: str | None = None, *, is_admin: bool = False

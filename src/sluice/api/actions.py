@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from sluice.api import render
 from sluice.api.auth import AccountDep, PlatformDep
 from sluice.api.components import component_input
 from sluice.api.schemas import ActionRun
@@ -25,4 +26,4 @@ async def run(body: ActionRun, account: AccountDep, platform: PlatformDep) -> di
         ),
     )
     result = await platform.actions.run(component, body.configured_props, body.steps)
-    return {"data": result.to_api()}
+    return {"data": render.action_run(result)}

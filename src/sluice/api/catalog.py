@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 
-from sluice.api import paging
+from sluice.api import paging, render
 from sluice.api.auth import AccountDep, PlatformDep
 
 router = APIRouter()
@@ -33,7 +33,7 @@ async def list_components(
     )
     data = []
     for component in page.items:
-        item = component.to_api()
+        item = render.component(component)
         del item["code"]
         data.append(item)
     return paging.body(data, page.total_count)

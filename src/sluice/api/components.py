@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from sluice import errors
+from sluice.api import render
 from sluice.api.auth import AccountDep, PlatformDep
 from sluice.api.schemas import ComponentCreate, ComponentFiles
 from sluice.domain import registry as registry_rules
@@ -38,7 +39,7 @@ async def create(
     if source is None:
         raise errors.InvalidRequest("give component_code or component_url", field="component_code")
     saved = await platform.components.save(account.id, source)
-    return {"data": saved.to_api()}
+    return {"data": render.component(saved)}
 
 
 @router.post("/v1/components/registry")
@@ -54,7 +55,7 @@ async def publish_to_registry(
     if source is None:
         raise errors.InvalidRequest("give component_code or component_url", field="component_code")
     saved = await platform.components.save(account.id, source, registry=True)
-    return {"data": saved.to_api()}
+    return {"data": render.component(saved)}
 
 
 @router.get("/v1/components/registry/{key}")
@@ -65,7 +66,7 @@ async def read_registry(key: str, account: AccountDep, platform: PlatformDep) ->
     found = next((c for c in versions if c.version == newest), None)
     if found is None:
         raise errors.NotFound(f"no registry component with key {key!r}")
-    data = found.to_api()
+    data = render.component(found)
     data["versions"] = registry_rules.ordered([c.version for c in versions])
     return {"data": data}
 
@@ -75,4 +76,4 @@ async def read(key_or_id: str, account: AccountDep, platform: PlatformDep) -> di
     found = await platform.find_component(account.id, key_or_id)
     if found is None:
         raise errors.NotFound(f"component {key_or_id} not found")
-    return {"data": found.to_api()}
+    return {"data": render.component(found)}

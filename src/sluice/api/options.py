@@ -12,6 +12,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
 from sluice import ids
+from sluice.api import render
 from sluice.api.auth import AccountDep, PlatformDep
 from sluice.platform import DeployRequest, OptionsRequest
 
@@ -63,4 +64,4 @@ async def list_options(
             query=body.query,
         ),
     )
-    return {"data": page.to_api()}
+    return {"data": render.options_page(page)}

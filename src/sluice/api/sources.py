@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from sluice import errors
-from sluice.api import paging
+from sluice.api import paging, render
 from sluice.api.auth import AccountDep, PlatformDep
 from sluice.api.components import component_input
 from sluice.api.schemas import SourceCreate, SourceRun, SourceUpdate
@@ -18,7 +18,9 @@ router = APIRouter()
 
 async def _render(platform: Platform, deployment: Deployment) -> dict[str, Any]:
     component = await platform.components.by_id(deployment.component_id)
-    return platform.sources.to_api(deployment, component)
+    return render.deployment(
+        deployment, component, endpoint_url=platform.endpoint_url(deployment.endpoint_id)
+    )
 
 
 @router.post("/v1/sources")
@@ -56,7 +58,7 @@ async def run(
     outcome = await platform.sources.run(
         account.id, source_id, body.event if body is not None else None
     )
-    return {"data": outcome.to_api()}
+    return {"data": render.invocation(outcome)}
 
 
 @router.get("/v1/sources/{source_id}/event_summaries")

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from sluice import errors
+from sluice.api import render
 from sluice.api.auth import AccountDep, PlatformDep
 from sluice.domain import text
 from sluice.domain.routing import Link
@@ -46,7 +47,7 @@ async def create(
         Link(emitter_id, listener_id, event_name),
         now_s=platform.clock.now_ms() // 1000,
     )
-    return {"data": found.to_api()}
+    return {"data": render.subscription(found)}
 
 
 @router.delete("/v1/subscriptions")
@@ -64,7 +65,7 @@ async def delete(
 @router.get("/v1/users/me/subscriptions")
 async def list_mine(account: AccountDep, platform: PlatformDep) -> dict[str, Any]:
     found = await platform.subscriptions.list_for(account.id)
-    return {"data": [s.to_api() for s in found]}
+    return {"data": [render.subscription(s) for s in found]}
 
 
 @router.post("/v1/auto_subscriptions")
@@ -79,13 +80,13 @@ async def create_auto(
     found = await platform.subscriptions.create_auto(
         account.id, listener_id, event_name, now_s=platform.clock.now_ms() // 1000
     )
-    return {"data": found.to_api()}
+    return {"data": render.auto_subscription(found)}
 
 
 @router.get("/v1/users/me/auto_subscriptions")
 async def list_auto(account: AccountDep, platform: PlatformDep) -> dict[str, Any]:
     found = await platform.subscriptions.list_auto(account.id)
-    return {"data": [a.to_api() for a in found]}
+    return {"data": [render.auto_subscription(a) for a in found]}
 
 
 @router.delete("/v1/auto_subscriptions")

@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from sluice import errors
+from sluice.api import render
 from sluice.api.auth import AccountDep, PlatformDep
 from sluice.api.schemas import UserUpdate
 
@@ -15,7 +16,7 @@ router = APIRouter()
 
 @router.get("/v1/users/me")
 async def me(account: AccountDep) -> dict[str, Any]:
-    return {"data": account.to_api()}
+    return {"data": render.account(account)}
 
 
 @router.put("/v1/users/me")
@@ -30,4 +31,4 @@ async def update_me(body: UserUpdate, account: AccountDep, platform: PlatformDep
             "email must be an address such as ada@example.com", field="email"
         )
     found = await platform.set_email(account.id, email)
-    return {"data": found.to_api()}
+    return {"data": render.account(found)}

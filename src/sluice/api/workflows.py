@@ -13,7 +13,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.background import BackgroundTask
 
 from sluice import errors
-from sluice.api import bodies, paging
+from sluice.api import bodies, paging, render
 from sluice.api.auth import AccountDep, PlatformDep
 from sluice.api.schemas import ErrorWorkflow, WorkflowCreate, WorkflowRun
 from sluice.domain import states, text
@@ -89,7 +89,7 @@ async def delete(workflow_id: str, account: AccountDep, platform: PlatformDep) -
 
 def _redact(run: Run) -> dict[str, Any]:
     """A run for the API: ``$.send.http`` passwords are not echoed."""
-    data = run.to_api()
+    data = render.run(run)
     for send in data["sends"]:
         auth = (send.get("config") or {}).get("auth")
         if isinstance(auth, dict) and "password" in auth:

@@ -29,32 +29,6 @@ class ActionRun:
     result: Result
     responses: list[Response] = field(default_factory=list)
 
-    def to_api(self) -> dict[str, Any]:
-        r = self.result
-        exports = dict(r.exports)
-        data: dict[str, Any] = {
-            "id": self.id,
-            "ok": r.ok,
-            "exports": exports,
-            "ret": r.value,
-            "summary": exports.get("$summary"),
-            "flow_exit": r.flow_exit,
-            "error": r.error,
-            "os": r.logs,
-            "sends": r.sends,
-            "duration_ms": r.duration_ms,
-        }
-        if self.responses:
-            first = self.responses[0]
-            data["respond"] = {
-                "status": first.status,
-                "headers": first.headers,
-                "body": first.body,
-                "body_encoding": first.body_encoding,
-                "immediate": first.immediate,
-            }
-        return data
-
 
 class Actions:
     def __init__(

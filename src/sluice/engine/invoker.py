@@ -49,18 +49,6 @@ class Outcome:
     event_ids: list[str] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
 
-    def to_api(self) -> dict[str, Any]:
-        r = self.result
-        return {
-            "id": self.invocation_id,
-            "ok": r.ok,
-            "emitted": self.event_ids,
-            "value": r.value,
-            "error": r.error,
-            "logs": r.logs,
-            "duration_ms": r.duration_ms,
-        }
-
 
 def secret_aad(deployment_id: str, prop: str) -> str:
     return f"deployed_components:{deployment_id}:props.{prop}"

@@ -38,9 +38,6 @@ class OptionsPage:
     #: What ``options()`` returned as ``context`` (pass it back as ``prev_context``), or None.
     context: Any = None
 
-    def to_api(self) -> dict[str, Any]:
-        return {"options": self.options, "context": self.context}
-
 
 class Options:
     def __init__(

@@ -382,45 +382,5 @@ class Sources:
         self.directory.forget(deployment.endpoint_id)
         await self.pool.evict(deployment.owner_id, f"{deployment.id}:*")
 
-    def to_api(self, d: Deployment, component: SavedComponent | None = None) -> dict[str, Any]:
-        configured: dict[str, Any] = {}
-        for name, value in d.configured_props.items():
-            if isinstance(value, dict) and "intervalSeconds" in value:
-                configured[name] = {
-                    "cron": value.get("cron"),
-                    "interval_seconds": value.get("intervalSeconds"),
-                }
-            elif isinstance(value, dict) and "cron" in value:
-                configured[name] = {
-                    "cron": value.get("cron"),
-                    "interval_seconds": None,
-                    "timezone": value.get("timezone"),
-                }
-            else:
-                configured[name] = value
-        for name in d.secret_props:
-            configured[name] = {"secret": True}
-        endpoint = self.invoker.endpoint_url(d.endpoint_id)
-        if component is not None:
-            for prop in component.configurable_props:
-                if prop["type"] == rules.HTTP:
-                    configured[prop["name"]] = {"endpoint_url": endpoint}
-        data: dict[str, Any] = {
-            "id": d.id,
-            "owner_id": d.owner_id,
-            "component_id": d.component_id,
-            "configured_props": configured,
-            "active": d.active,
-            "created_at": d.created_at,
-            "updated_at": d.updated_at,
-            "name": d.name,
-            "name_slug": d.name_slug,
-        }
-        if endpoint:
-            data["endpoint_url"] = endpoint
-        if component is not None:
-            data["configurable_props"] = component.configurable_props
-        return data
-
 
 __all__ = ["DeployRequest", "Sources", "worker_key"]

@@ -29,15 +29,6 @@ class Account:
     is_admin: bool
     created_at: int
 
-    def to_api(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "username": self.username,
-            "email": self.email,
-            "is_admin": self.is_admin,
-            "created_at": self.created_at,
-        }
-
 
 def _row(row: Any) -> Account:
     return Account(row.id, row.username, row.email, bool(row.is_admin), row.created_at)

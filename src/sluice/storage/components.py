@@ -36,32 +36,6 @@ class SavedComponent:
     def code(self) -> str:
         return self.files[self.entry_path]
 
-    def to_api(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "id": self.id,
-            "key": self.key,
-            "name": self.name,
-            "version": self.version,
-            "description": self.description,
-            "component_type": self.component_type,
-            "code": self.code,
-            "code_hash": self.code_hash,
-            "entry_path": self.entry_path,
-            "configurable_props": self.configurable_props,
-            "dependencies": self.dependencies,
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-        }
-        if self.registry:
-            data["registry"] = True
-        if len(self.files) > 1:
-            data["files"] = sorted(p for p in self.files if p != self.entry_path)
-        if self.component_url:
-            data["component_url"] = self.component_url
-        if self.shape.get("warnings"):
-            data["warnings"] = self.shape["warnings"]
-        return data
-
 
 _COLUMNS = [c.name for c in t.columns]
 

@@ -38,24 +38,6 @@ class Run:
     replay_of: str | None = None
     sends: list[dict[str, Any]] = field(default_factory=list)
 
-    def to_api(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "workflow_id": self.workflow_id,
-            "deployment_id": self.deployment_id,
-            "status": self.status,
-            "event": self.event,
-            "context": self.context,
-            "steps": self.steps,
-            "error": self.error,
-            "flow_exit": self.flow_exit,
-            "response": self.response,
-            "sends": self.sends,
-            "started_at_ms": self.started_ms,
-            "duration_ms": self.duration_ms,
-            "replay_of": self.replay_of,
-        }
-
 
 def _row(row: Any) -> Run:
     return Run(

@@ -29,15 +29,6 @@ class Subscription:
     def link(self) -> Link:
         return Link(self.emitter_id, self.listener_id, self.event_name)
 
-    def to_api(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "emitter_id": self.emitter_id,
-            "listener_id": self.listener_id,
-            "event_name": self.event_name,
-            "created_at": self.created_at,
-        }
-
 
 def _row(row: Any) -> Subscription:
     return Subscription(
@@ -127,14 +118,6 @@ class AutoSubscription:
     listener_id: str
     event_name: str
     created_at: int
-
-    def to_api(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "listener_id": self.listener_id,
-            "event_name": self.event_name,
-            "created_at": self.created_at,
-        }
 
 
 async def create_auto(

@@ -1,0 +1,190 @@
+"""The wire shapes of the ``/v1`` API: one function per resource, from the values the platform
+returns (storage and engine return values, never wire shapes). Field names follow
+Pipedream's REST API where it has the resource (``../docs/api.md``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sluice.domain import components as rules
+from sluice.platform import (
+    Account,
+    ActionRun,
+    AutoSubscription,
+    Deployment,
+    InvocationOutcome,
+    OptionsPage,
+    Run,
+    SavedComponent,
+    Subscription,
+)
+
+
+def account(a: Account) -> dict[str, Any]:
+    return {
+        "id": a.id,
+        "username": a.username,
+        "email": a.email,
+        "is_admin": a.is_admin,
+        "created_at": a.created_at,
+    }
+
+
+def component(c: SavedComponent) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "id": c.id,
+        "key": c.key,
+        "name": c.name,
+        "version": c.version,
+        "description": c.description,
+        "component_type": c.component_type,
+        "code": c.code,
+        "code_hash": c.code_hash,
+        "entry_path": c.entry_path,
+        "configurable_props": c.configurable_props,
+        "dependencies": c.dependencies,
+        "created_at": c.created_at,
+        "updated_at": c.updated_at,
+    }
+    if c.registry:
+        data["registry"] = True
+    if len(c.files) > 1:
+        data["files"] = sorted(p for p in c.files if p != c.entry_path)
+    if c.component_url:
+        data["component_url"] = c.component_url
+    if c.shape.get("warnings"):
+        data["warnings"] = c.shape["warnings"]
+    return data
+
+
+def _configured(d: Deployment) -> dict[str, Any]:
+    """Configured props as shown: timers in the API's terms, secrets never."""
+    configured: dict[str, Any] = {}
+    for name, value in d.configured_props.items():
+        if isinstance(value, dict) and "intervalSeconds" in value:
+            configured[name] = {
+                "cron": value.get("cron"),
+                "interval_seconds": value.get("intervalSeconds"),
+            }
+        elif isinstance(value, dict) and "cron" in value:
+            configured[name] = {
+                "cron": value.get("cron"),
+                "interval_seconds": None,
+                "timezone": value.get("timezone"),
+            }
+        else:
+            configured[name] = value
+    for name in d.secret_props:
+        configured[name] = {"secret": True}
+    return configured
+
+
+def deployment(
+    d: Deployment, c: SavedComponent | None = None, *, endpoint_url: str | None = None
+) -> dict[str, Any]:
+    """A deployed source; ``c`` its component (adds ``configurable_props``)."""
+    configured = _configured(d)
+    if c is not None:
+        for prop in c.configurable_props:
+            if prop["type"] == rules.HTTP:
+                configured[prop["name"]] = {"endpoint_url": endpoint_url}
+    data: dict[str, Any] = {
+        "id": d.id,
+        "owner_id": d.owner_id,
+        "component_id": d.component_id,
+        "configured_props": configured,
+        "active": d.active,
+        "created_at": d.created_at,
+        "updated_at": d.updated_at,
+        "name": d.name,
+        "name_slug": d.name_slug,
+    }
+    if endpoint_url:
+        data["endpoint_url"] = endpoint_url
+    if c is not None:
+        data["configurable_props"] = c.configurable_props
+    return data
+
+
+def invocation(outcome: InvocationOutcome) -> dict[str, Any]:
+    """A source run by hand."""
+    r = outcome.result
+    return {
+        "id": outcome.invocation_id,
+        "ok": r.ok,
+        "emitted": outcome.event_ids,
+        "value": r.value,
+        "error": r.error,
+        "logs": r.logs,
+        "duration_ms": r.duration_ms,
+    }
+
+
+def action_run(run: ActionRun) -> dict[str, Any]:
+    """An action run by hand (Pipedream's ``actions/run`` answer: ``exports``, ``ret``, ``os``)."""
+    r = run.result
+    exports = dict(r.exports)
+    data: dict[str, Any] = {
+        "id": run.id,
+        "ok": r.ok,
+        "exports": exports,
+        "ret": r.value,
+        "summary": exports.get("$summary"),
+        "flow_exit": r.flow_exit,
+        "error": r.error,
+        "os": r.logs,
+        "sends": r.sends,
+        "duration_ms": r.duration_ms,
+    }
+    if run.responses:
+        first = run.responses[0]
+        data["respond"] = {
+            "status": first.status,
+            "headers": first.headers,
+            "body": first.body,
+            "body_encoding": first.body_encoding,
+            "immediate": first.immediate,
+        }
+    return data
+
+
+def options_page(page: OptionsPage) -> dict[str, Any]:
+    return {"options": page.options, "context": page.context}
+
+
+def run(r: Run) -> dict[str, Any]:
+    return {
+        "id": r.id,
+        "workflow_id": r.workflow_id,
+        "deployment_id": r.deployment_id,
+        "status": r.status,
+        "event": r.event,
+        "context": r.context,
+        "steps": r.steps,
+        "error": r.error,
+        "flow_exit": r.flow_exit,
+        "response": r.response,
+        "sends": r.sends,
+        "started_at_ms": r.started_ms,
+        "duration_ms": r.duration_ms,
+        "replay_of": r.replay_of,
+    }
+
+
+def subscription(s: Subscription) -> dict[str, Any]:
+    return {
+        "id": s.id,
+        "emitter_id": s.emitter_id,
+        "listener_id": s.listener_id,
+        "event_name": s.event_name,
+        "created_at": s.created_at,
+    }
+
+
+def auto_subscription(a: AutoSubscription) -> dict[str, Any]:
+    return {
+        "id": a.id,
+        "listener_id": a.listener_id,
+        "event_name": a.event_name,
+        "created_at": a.created_at,
+    }
