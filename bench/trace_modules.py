@@ -46,7 +46,7 @@ def _rank(module: str) -> int | None:
     return RANK.get(parts[1]) if len(parts) > 1 else None
 
 
-async def _trace() -> tuple[list[str], set[tuple[str, str]]]:
+async def _trace() -> tuple[list[str], set[tuple[str, str]], dict[str, list[str]]]:
     import httpx
 
     from sluice.api.app import create_app
@@ -55,6 +55,7 @@ async def _trace() -> tuple[list[str], set[tuple[str, str]]]:
 
     order: list[str] = []
     climbs: set[tuple[str, str]] = set()
+    functions: dict[str, list[str]] = {}
 
     def hook(frame: Any, event: str, _arg: Any) -> None:
         if event != "call":
@@ -64,6 +65,9 @@ async def _trace() -> tuple[list[str], set[tuple[str, str]]]:
             return
         if callee not in order:
             order.append(callee)
+        called = functions.setdefault(callee, [])
+        if frame.f_code.co_qualname not in called:
+            called.append(frame.f_code.co_qualname)
         back = frame.f_back
         while back is not None and _module(back.f_code.co_filename) is None:
             back = back.f_back
@@ -100,18 +104,23 @@ async def _trace() -> tuple[list[str], set[tuple[str, str]]]:
                     f"/v1/sources/{source['id']}/event_summaries?expand=event", headers=headers
                 )
                 assert {"n": 1} in [e.get("event") for e in events.json()["data"]], events.text
-    return order, climbs
+    return order, climbs, functions
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--list", action="store_true", help="print the modules and climbs")
+    parser.add_argument(
+        "--functions", action="store_true", help="with --list: the functions called in each"
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "src"))
-    order, climbs = asyncio.run(_trace())
+    order, climbs, functions = asyncio.run(_trace())
     print(f"modules crossed: {len(order)}; climbs back up: {len(climbs)}")
     if args.list:
-        print("\n".join(f"  {m}" for m in order))
+        for module in order:
+            called = f": {', '.join(functions[module])}" if args.functions else ""
+            print(f"  {module}{called}")
         print("climbs:")
         print("\n".join(f"  {a} -> {b}" for a, b in sorted(climbs)))
     return 0

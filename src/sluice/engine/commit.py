@@ -6,7 +6,7 @@ or roll back as one), the events (emits, ``$errors``, ``$.send.emit``/``sse``), 
 job per (listener, event) carrying the chain of workflows it went through (an event is never
 stored without its deliveries), the db state, the run, log lines, and the trims of the
 retention windows. After the commit, never before, the live streams hear what was stored and
-the job worker is woken for the jobs enqueued (``streams.publish_committed``).
+the job worker is woken for the jobs enqueued (``Commit._published``).
 
 The transactions run on one ``database.Writer``: inline on SQLite (no thread hand-offs per
 statement), ``run_sync`` on PostgreSQL. What an answer *means* (a run's status, its
@@ -27,7 +27,7 @@ from sluice.clock import Clock
 from sluice.config import Settings
 from sluice.domain import dedupe, error_events, limits, outcomes, retention, routing, states
 from sluice.domain.states import JobKind, RunStatus
-from sluice.engine import streams
+from sluice.engine import broker
 from sluice.engine.broker import Broker
 from sluice.engine.jobs import Finish
 from sluice.storage import database, events, jobs, runs, sources, subscriptions
@@ -176,10 +176,17 @@ class Commit:
         return await self.writer(transaction)
 
     def _published(self, batch: _Batch) -> None:
-        # After the commit: live streams see only durable events; the job worker wakes up.
-        streams.publish_committed(
-            self.broker, batch.emitter_id, batch.stored, batch.log_lines, batch.queued
-        )
+        """After the commit, never before: live streams (``engine/streams.py``) see only
+        durable events and log lines; the job worker wakes up for the jobs enqueued."""
+        hub, emitter_id = self.broker, batch.emitter_id
+        if batch.stored and hub.subscribers(broker.emits_topic(emitter_id)):
+            emitted = [events.emitted(event_id, *item) for event_id, item in batch.stored]
+            hub.publish(broker.emits_topic(emitter_id), emitted)
+        if batch.log_lines and hub.subscribers(broker.logs_topic(emitter_id)):
+            lines = [line.to_stream() | {"id": line.pk} for line in batch.log_lines]
+            hub.publish(broker.logs_topic(emitter_id), lines)
+        if batch.queued:
+            hub.publish(broker.JOBS, [batch.queued])
 
     # ---- a source's invocation ----------------------------------------------------------------
 

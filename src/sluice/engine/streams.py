@@ -166,25 +166,3 @@ def open_logs(
         poll=poll,
         poll_seconds=poll_seconds,
     )
-
-
-def publish_committed(
-    hub: Broker,
-    emitter_id: str,
-    stored: Sequence[tuple[str, tuple[str, Any, dict[str, Any]]]],
-    logs: Sequence[events.LogLine],
-    deliveries: int,
-) -> None:
-    """What one invocation committed, to the live readers: its events (``(event id,
-    (channel, payload, meta))``), its log lines, and the number of deliveries it enqueued."""
-    if stored and hub.subscribers(broker.emits_topic(emitter_id)):
-        hub.publish(
-            broker.emits_topic(emitter_id),
-            [events.emitted(event_id, *item) for event_id, item in stored],
-        )
-    if logs and hub.subscribers(broker.logs_topic(emitter_id)):
-        hub.publish(
-            broker.logs_topic(emitter_id), [line.to_stream() | {"id": line.pk} for line in logs]
-        )
-    if deliveries:
-        hub.publish(broker.JOBS, [deliveries])
