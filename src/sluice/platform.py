@@ -26,6 +26,7 @@ from sluice.engine.commit import Commit
 from sluice.engine.components import ComponentInput, Components
 from sluice.engine.directory import EndpointDirectory
 from sluice.engine.enqueuer import Enqueuer
+from sluice.engine.error_workflows import create_default_error_workflow
 from sluice.engine.events import Events
 from sluice.engine.executor import Executor
 from sluice.engine.handlers.emit import EmitJobs
@@ -45,7 +46,8 @@ from sluice.engine.sources import DeployRequest, Sources, UpdateRequest
 from sluice.engine.streams import Stream
 from sluice.engine.subscriptions import Subscriptions
 from sluice.engine.waiters import Waiters
-from sluice.engine.workflows import WorkflowInput, Workflows, create_default_error_workflow
+from sluice.engine.workflow_input import WorkflowInput
+from sluice.engine.workflows import Workflows
 from sluice.runtime.deps import DependencyStore
 from sluice.runtime.pool import PoolConfig, RunnerPool
 from sluice.runtime.sandbox import Sandbox, SandboxConfig

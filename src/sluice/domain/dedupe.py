@@ -43,6 +43,22 @@ def apply(
     if strategy is None:
         return Decision(emitted=batch, state=state)
     decision = Decision()
+    keyed = _keyed(strategy, batch, decision)
+    state = dict(state or {})
+    if strategy == "unique":
+        _unique(keyed, state, decision)
+    elif strategy == "greatest":
+        _greatest(keyed, state, decision)
+    elif strategy == "last":
+        _last(keyed, state, decision)
+    else:
+        raise ValueError(f"unknown dedupe strategy {strategy!r}")
+    decision.state = state
+    return decision
+
+
+def _keyed(strategy: str, batch: list[dict[str, Any]], decision: Decision) -> list[dict[str, Any]]:
+    """The emits that carry an ``id``; the others are dropped, with the reason."""
     keyed: list[dict[str, Any]] = []
     for emit in batch:
         emit_id = (emit.get("meta") or {}).get("id")
@@ -56,47 +72,49 @@ def apply(
             )
         else:
             keyed.append(emit)
-    state = dict(state or {})
-    if strategy == "unique":
-        seen: list[str] = list(state.get("ids") or [])
-        for emit in keyed:
-            key = str(emit["meta"]["id"])
-            if key in seen:
-                continue
-            decision.emitted.append(emit)
-            seen.append(key)
-            if len(seen) > UNIQUE_CACHE:
-                del seen[0]
-        state["ids"] = seen
-    elif strategy == "greatest":
-        best = state.get("max")
-        for emit in keyed:
-            number = _number(emit["meta"]["id"])
-            if number is None:
-                decision.dropped.append(
-                    (
-                        emit,
-                        f"not emitted: the greatest dedupe strategy needs a numeric id, "
-                        f"not {emit['meta']['id']!r}",
-                    )
+    return keyed
+
+
+def _unique(keyed: list[dict[str, Any]], state: dict[str, Any], decision: Decision) -> None:
+    seen: list[str] = list(state.get("ids") or [])
+    for emit in keyed:
+        key = str(emit["meta"]["id"])
+        if key in seen:
+            continue
+        decision.emitted.append(emit)
+        seen.append(key)
+        if len(seen) > UNIQUE_CACHE:
+            del seen[0]
+    state["ids"] = seen
+
+
+def _greatest(keyed: list[dict[str, Any]], state: dict[str, Any], decision: Decision) -> None:
+    best = state.get("max")
+    for emit in keyed:
+        number = _number(emit["meta"]["id"])
+        if number is None:
+            decision.dropped.append(
+                (
+                    emit,
+                    f"not emitted: the greatest dedupe strategy needs a numeric id, "
+                    f"not {emit['meta']['id']!r}",
                 )
-                continue
-            if best is None or number > best:
-                decision.emitted.append(emit)
-                best = number
-        if best is not None:
-            state["max"] = best
-    elif strategy == "last":
-        last = state.get("last")
-        ids = [str(e["meta"]["id"]) for e in keyed]
-        start = ids.index(last) + 1 if last is not None and last in ids else 0
-        decision.emitted.extend(keyed[start:])
-        if ids:
-            state["last"] = ids[-1]
-    else:
-        raise ValueError(f"unknown dedupe strategy {strategy!r}")
-    decision.state = state
-    return decision
+            )
+            continue
+        if best is None or number > best:
+            decision.emitted.append(emit)
+            best = number
+    if best is not None:
+        state["max"] = best
+
+
+def _last(keyed: list[dict[str, Any]], state: dict[str, Any], decision: Decision) -> None:
+    last = state.get("last")
+    ids = [str(e["meta"]["id"]) for e in keyed]
+    start = ids.index(last) + 1 if last is not None and last in ids else 0
+    decision.emitted.extend(keyed[start:])
+    if ids:
+        state["last"] = ids[-1]
 
 
 def _number(value: Any) -> float | None:

@@ -8,6 +8,7 @@ their values from the platform (the HTTP endpoint) or from the user (a timer sch
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,17 +36,7 @@ def check_configured(
     max_bytes: int = 65_536,
     min_timer_interval_seconds: int = schedules.DEFAULT_MIN_INTERVAL_SECONDS,
 ) -> Configured:
-    if values is None:
-        values = {}
-    if not isinstance(values, dict):
-        raise InvalidProps(
-            "configured_props must be an object of {prop name: value}", field="configured_props"
-        )
-    known = {p["name"] for p in props}
-    for name in values:
-        if name not in known:
-            hint = f"; the props are: {', '.join(sorted(known))}" if known else ""
-            raise InvalidProps(f"unknown prop {name!r}{hint}", field=f"configured_props.{name}")
+    values = _known_values(props, values)
     out = Configured()
     for prop in props:
         name = prop["name"]
@@ -59,30 +50,13 @@ def check_configured(
             continue
         if typ == components.TIMER:
             raw = value if present else prop.get("default", DEFAULT_TIMER)
-            timer = components.check_timer_value(raw, where, InvalidProps)
-            schedules.validate(
-                schedules.Schedule.from_value(timer),
-                where,
-                min_interval_seconds=min_timer_interval_seconds,
-            )
-            out.plain[name] = {k: v for k, v in timer.items() if v is not None or k == "cron"}
+            out.plain[name] = _timer(raw, where, min_timer_interval_seconds)
             continue
         if typ == "app":
-            if not present:
-                if not prop.get("optional"):
-                    raise InvalidProps(
-                        f"prop {name!r} needs a connected {prop.get('app')} account: "
-                        '{"authProvisionId": "apn_..."}',
-                        field=where,
-                    )
-                continue
-            account = value.get("authProvisionId") if isinstance(value, dict) else None
-            if not isinstance(account, str):
-                raise InvalidProps(
-                    f'prop {name!r}: give {{"authProvisionId": "apn_..."}}', field=where
-                )
-            out.apps[name] = (account, str(prop.get("app")))
-            out.plain[name] = {"authProvisionId": account}
+            account = _app_account(prop, value if present else None, where)
+            if account is not None:
+                out.apps[name] = (account, str(prop.get("app")))
+                out.plain[name] = {"authProvisionId": account}
             continue
         if not present:
             if not prop.get("optional") and "default" not in prop:
@@ -97,6 +71,51 @@ def check_configured(
     return out
 
 
+def _known_values(props: list[dict[str, Any]], values: Any) -> dict[str, Any]:
+    """The configured values as an object (``None``: none), each naming a defined prop."""
+    if values is None:
+        values = {}
+    if not isinstance(values, dict):
+        raise InvalidProps(
+            "configured_props must be an object of {prop name: value}", field="configured_props"
+        )
+    known = {p["name"] for p in props}
+    for name in values:
+        if name not in known:
+            hint = f"; the props are: {', '.join(sorted(known))}" if known else ""
+            raise InvalidProps(f"unknown prop {name!r}{hint}", field=f"configured_props.{name}")
+    return values
+
+
+def _timer(raw: Any, where: str, min_interval_seconds: int) -> dict[str, Any]:
+    """A timer prop's schedule as stored (``cron`` kept even when ``None``)."""
+    timer = components.check_timer_value(raw, where, InvalidProps)
+    schedules.validate(
+        schedules.Schedule.from_value(timer),
+        where,
+        min_interval_seconds=min_interval_seconds,
+    )
+    return {k: v for k, v in timer.items() if v is not None or k == "cron"}
+
+
+def _app_account(prop: dict[str, Any], value: Any, where: str) -> str | None:
+    """The connected account id an app prop's value names (``None`` when left out, if the
+    prop is optional)."""
+    name = prop["name"]
+    if value is None:
+        if not prop.get("optional"):
+            raise InvalidProps(
+                f"prop {name!r} needs a connected {prop.get('app')} account: "
+                '{"authProvisionId": "apn_..."}',
+                field=where,
+            )
+        return None
+    account = value.get("authProvisionId") if isinstance(value, dict) else None
+    if not isinstance(account, str):
+        raise InvalidProps(f'prop {name!r}: give {{"authProvisionId": "apn_..."}}', field=where)
+    return account
+
+
 def check_value(prop: dict[str, Any], value: Any, where: str) -> Any:
     """Type, range and options check of one user-input value; light coercion of strings."""
     if isinstance(value, dict) and set(value) == {"__lv"}:
@@ -107,59 +126,94 @@ def check_value(prop: dict[str, Any], value: Any, where: str) -> Any:
         check_value(prop, inner["value"], where)
         return value
     typ: str = prop["type"]
-    name = prop["name"]
     if typ.endswith("[]"):
-        if isinstance(value, str):
-            try:
-                value = json.loads(value)
-            except ValueError:
-                value = [value]
-        if not isinstance(value, list):
-            raise InvalidProps(f"prop {name!r} is {typ}: give an array", field=where)
-        item = {**prop, "type": typ[:-2]}
-        return [check_value(item, v, f"{where}[{i}]") for i, v in enumerate(value)]
-    if typ == "string":
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            value = str(value)
-        if not isinstance(value, str):
-            raise InvalidProps(f"prop {name!r} is a string, not {_kind(value)}", field=where)
-    elif typ == "integer":
-        value = _as_int(name, value, where)
-        if "min" in prop and value < prop["min"]:
+        return _check_array(prop, value, where)
+    checker = _SCALARS.get(typ)
+    if checker is not None:
+        value = checker(prop, value, where)
+    _check_options(prop, value, where)
+    return value
+
+
+def _check_array(prop: dict[str, Any], value: Any, where: str) -> list[Any]:
+    """An ``X[]`` prop: a list (a string is read as JSON, else as a one-item list), each item
+    checked as an ``X``."""
+    typ: str = prop["type"]
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            value = [value]
+    if not isinstance(value, list):
+        raise InvalidProps(f"prop {prop['name']!r} is {typ}: give an array", field=where)
+    item = {**prop, "type": typ[:-2]}
+    return [check_value(item, v, f"{where}[{i}]") for i, v in enumerate(value)]
+
+
+def _check_string(prop: dict[str, Any], value: Any, where: str) -> Any:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str):
+        raise InvalidProps(f"prop {prop['name']!r} is a string, not {_kind(value)}", field=where)
+    return value
+
+
+def _check_integer(prop: dict[str, Any], value: Any, where: str) -> Any:
+    name = prop["name"]
+    value = _as_int(name, value, where)
+    if "min" in prop and value < prop["min"]:
+        raise InvalidProps(
+            f"prop {name!r} must be at least {prop['min']}, not {value}", field=where
+        )
+    if "max" in prop and value > prop["max"]:
+        raise InvalidProps(f"prop {name!r} must be at most {prop['max']}, not {value}", field=where)
+    return value
+
+
+def _check_boolean(prop: dict[str, Any], value: Any, where: str) -> Any:
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        value = value.lower() == "true"
+    if not isinstance(value, bool):
+        raise InvalidProps(
+            f"prop {prop['name']!r} is a boolean (true or false), not {_kind(value)}", field=where
+        )
+    return value
+
+
+def _check_object(prop: dict[str, Any], value: Any, where: str) -> Any:
+    name = prop["name"]
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
             raise InvalidProps(
-                f"prop {name!r} must be at least {prop['min']}, not {value}", field=where
-            )
-        if "max" in prop and value > prop["max"]:
-            raise InvalidProps(
-                f"prop {name!r} must be at most {prop['max']}, not {value}", field=where
-            )
-    elif typ == "boolean":
-        if isinstance(value, str) and value.lower() in ("true", "false"):
-            value = value.lower() == "true"
-        if not isinstance(value, bool):
-            raise InvalidProps(
-                f"prop {name!r} is a boolean (true or false), not {_kind(value)}", field=where
-            )
-    elif typ == "object":
-        if isinstance(value, str):
-            try:
-                value = json.loads(value)
-            except ValueError as exc:
-                raise InvalidProps(
-                    f"prop {name!r} is an object; the string is not JSON", field=where
-                ) from exc
-        if not isinstance(value, dict):
-            raise InvalidProps(f"prop {name!r} is an object, not {_kind(value)}", field=where)
+                f"prop {name!r} is an object; the string is not JSON", field=where
+            ) from exc
+    if not isinstance(value, dict):
+        raise InvalidProps(f"prop {name!r} is an object, not {_kind(value)}", field=where)
+    return value
+
+
+#: The check (and light coercion) of a value of each scalar type; other types pass as given.
+_SCALARS: dict[str, Callable[[dict[str, Any], Any, str], Any]] = {
+    "string": _check_string,
+    "integer": _check_integer,
+    "boolean": _check_boolean,
+    "object": _check_object,
+}
+
+
+def _check_options(prop: dict[str, Any], value: Any, where: str) -> None:
+    """A prop with ``options`` takes one of their values."""
     options = prop.get("options")
     if isinstance(options, list) and options:
         allowed = components.option_values(options)
         if value not in allowed:
             shown = ", ".join(json.dumps(v) for v in allowed[:20])
             raise InvalidProps(
-                f"prop {name!r}: {json.dumps(value)} is not one of the options ({shown})",
+                f"prop {prop['name']!r}: {json.dumps(value)} is not one of the options ({shown})",
                 field=where,
             )
-    return value
 
 
 def _as_int(name: str, value: Any, where: str) -> int:

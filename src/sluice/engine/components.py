@@ -4,7 +4,8 @@ A component is an entry file plus the files it imports by relative path, as regi
 components are laid out (``actions/x/x.mjs`` importing ``../../app.app.mjs``). On disk it lives
 in ``<data_dir>/components/<code_hash>/`` (the files, with pinned specifiers rewritten, and a
 ``node_modules`` link into the npm store). The database holds the files too, so the tree is
-rebuilt on a new machine or after the data directory was cleaned.
+rebuilt on a new machine or after the data directory was cleaned. The rules of the files as
+given (paths, sizes, the entry's name) are ``domain/component_files.py``'s.
 """
 
 from __future__ import annotations
@@ -28,10 +29,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sluice import errors, ids
 from sluice.clock import Clock
 from sluice.config import Settings
+from sluice.domain import component_files as files_rules
 from sluice.domain import components as rules
 from sluice.domain import imports
 from sluice.domain import registry as registry_rules
-from sluice.domain import text as text_rules
 from sluice.engine import fetch, outbound
 from sluice.runtime import protocol
 from sluice.runtime.deps import DependencyStore
@@ -41,11 +42,7 @@ from sluice.storage.components import SavedComponent
 
 log = logging.getLogger(__name__)
 
-_CODE_SUFFIXES = (".mjs", ".cjs", ".js")
 _CACHE_SIZE = 2048
-_ESM_HINT = re.compile(
-    r"^\s*(export\s+default|export\s*\{|import\s[\w*{$]|import\s*['\"])", re.MULTILINE
-)
 
 
 @dataclass(frozen=True)
@@ -113,40 +110,15 @@ class Components:
         registry, where its key and semantic version are checked."""
         url = source.url
         if source.code is None:
-            if not url:
-                raise errors.InvalidRequest(
-                    "give component_code (the entry file's code) or component_url",
-                    field="component_code",
-                )
-            code = await fetch.fetch_text(
-                url,
-                time_limit=self.settings.fetch_timeout_seconds,
-                max_bytes=self.settings.fetch_max_bytes,
-                policy=self.egress,
-            )
-            entry_name = posixpath.basename(fetch.raw_url(url).split("?")[0])
-            source = ComponentInput(
-                code, url, source.entry_path or _entry_from_url(entry_name), source.files
-            )
+            source = await self._fetch(source)
         prepared = await self.prepare(source)
         info = await self.inspect(owner_id, prepared)
         shape = rules.validate_shape(info, required_defaults=self.settings.required_prop_defaults)
         if registry:
-            app_slugs = [
-                str(p.get("app")) for p in shape.configurable_props if p.get("type") == "app"
-            ]
-            key = registry_rules.check(shape.key, shape.version, shape.name, app_slugs)
-            async with self.db.connect() as conn:
-                published = await store.registry_versions(conn, key)
-            registry_rules.check_newer(key, shape.version, [c.version for c in published])
+            await self._check_publishable(shape)
         now_s = self.clock.now_ms() // 1000
         if shape.key and not registry:
-            async with self.db.connect() as conn:
-                previous = await store.get_by_key(conn, owner_id, shape.key)
-            if previous is not None and previous.created_at >= now_s:
-                # The newest with a key wins lookups, by created_at (seconds): a re-publish
-                # within the same second must still sort after the version it replaces.
-                now_s = previous.created_at + 1
+            now_s = await self._created_at(owner_id, shape.key, now_s)
         saved = SavedComponent(
             id=ids.new_id("sc"),
             owner_id=owner_id,
@@ -167,6 +139,51 @@ class Components:
             created_at=now_s,
             updated_at=now_s,
         )
+        await self._insert(saved)
+        log.info(
+            "component saved",
+            extra={"action": "component_saved", "component_id": saved.id, "owner_id": owner_id},
+        )
+        return saved
+
+    async def _fetch(self, source: ComponentInput) -> ComponentInput:
+        """A component given by ``component_url`` only: its entry file's code, fetched."""
+        url = source.url
+        if not url:
+            raise errors.InvalidRequest(
+                "give component_code (the entry file's code) or component_url",
+                field="component_code",
+            )
+        code = await fetch.fetch_text(
+            url,
+            time_limit=self.settings.fetch_timeout_seconds,
+            max_bytes=self.settings.fetch_max_bytes,
+            policy=self.egress,
+        )
+        entry_name = posixpath.basename(fetch.raw_url(url).split("?")[0])
+        return ComponentInput(
+            code, url, source.entry_path or files_rules.entry_from_url(entry_name), source.files
+        )
+
+    async def _check_publishable(self, shape: rules.Shape) -> None:
+        """A registry component: its key, version and name, newer than the published ones."""
+        app_slugs = [str(p.get("app")) for p in shape.configurable_props if p.get("type") == "app"]
+        key = registry_rules.check(shape.key, shape.version, shape.name, app_slugs)
+        async with self.db.connect() as conn:
+            published = await store.registry_versions(conn, key)
+        registry_rules.check_newer(key, shape.version, [c.version for c in published])
+
+    async def _created_at(self, owner_id: str, key: str, now_s: int) -> int:
+        """The creation time of a new version of the account's component ``key``."""
+        async with self.db.connect() as conn:
+            previous = await store.get_by_key(conn, owner_id, key)
+        if previous is not None and previous.created_at >= now_s:
+            # The newest with a key wins lookups, by created_at (seconds): a re-publish
+            # within the same second must still sort after the version it replaces.
+            return previous.created_at + 1
+        return now_s
+
+    async def _insert(self, saved: SavedComponent) -> None:
         try:
             async with self.db.begin() as conn:
                 await store.insert(conn, saved)
@@ -176,22 +193,21 @@ class Components:
                 "version",
                 field="version",
             ) from exc
-        log.info(
-            "component saved",
-            extra={"action": "component_saved", "component_id": saved.id, "owner_id": owner_id},
-        )
-        return saved
 
     async def prepare(self, source: ComponentInput) -> Prepared:
         """Check the files, install what they import, and lay them out on disk."""
-        files = normalize_files(source, self.settings.max_component_bytes)
-        entry_path = source.entry_path and _clean_path(source.entry_path, "component_path")
-        entry_path = entry_path or default_entry_name(source.code or "")
+        files = files_rules.normalize_files(
+            source.files, source.code, self.settings.max_component_bytes
+        )
+        entry_path = source.entry_path and files_rules.clean_path(
+            source.entry_path, "component_path"
+        )
+        entry_path = entry_path or files_rules.default_entry_name(source.code or "")
         files[entry_path] = source.code or ""
         code_hash = hashlib.sha256(
             json.dumps({"entry": entry_path, "files": files}, sort_keys=True).encode()
         ).hexdigest()
-        package_json = _nearest_package_json(files, entry_path)
+        package_json = files_rules.nearest_package_json(files, entry_path)
         plan = imports.plan_dependencies(files, package_json)
         store_dir = await self.deps.ensure(plan)
         directory = self.settings.components_dir / code_hash
@@ -315,75 +331,3 @@ def _first_location(stack: str, directory: Path) -> str | None:
             if m:
                 return m.group(1)
     return None
-
-
-def default_entry_name(code: str) -> str:
-    return "component.mjs" if _ESM_HINT.search(code) else "component.cjs"
-
-
-def _entry_from_url(name: str) -> str | None:
-    return name if name.endswith(_CODE_SUFFIXES) else None
-
-
-def normalize_files(source: ComponentInput, max_bytes: int) -> dict[str, str]:
-    if not isinstance(source.files, dict):
-        raise errors.InvalidRequest(
-            "files must be an object of {relative path: file text}", field="files"
-        )
-    out: dict[str, str] = {}
-    total = len((source.code or "").encode())
-    for raw, text in source.files.items():
-        # A long key is shown cut short: the error names it, not repeats it.
-        path = _clean_path(raw, f"files.{raw if len(raw) <= 80 else raw[:80] + '…'}")
-        if not isinstance(text, str):
-            raise errors.InvalidRequest(
-                f"files[{raw!r}] must be the file's text", field=f"files.{raw}"
-            )
-        total += len(text.encode())
-        out[path] = text
-    if total > max_bytes:
-        raise errors.PayloadTooLarge(
-            f"the component's files are over {max_bytes} bytes", field="files"
-        )
-    return out
-
-
-#: A path's limits: the entry path's column, and a segment's on common file systems (bytes).
-MAX_PATH_CHARS = 500
-MAX_SEGMENT_BYTES = 255
-
-
-def _clean_path(raw: str, where: str) -> str:
-    if not isinstance(raw, str) or not raw or "\\" in raw:
-        raise errors.InvalidRequest(f"{where}: not a valid relative path", field=where)
-    text_rules.check_name(raw, where, MAX_PATH_CHARS)
-    if any(len(part.encode()) > MAX_SEGMENT_BYTES for part in raw.split("/")):
-        raise errors.InvalidRequest(
-            f"{where}: a file or directory name is over {MAX_SEGMENT_BYTES} bytes", field=where
-        )
-    path = posixpath.normpath(raw)
-    parts = path.split("/")
-    if path.startswith("/") or parts[0] == ".." or path == ".":
-        raise errors.InvalidRequest(
-            f"{where}: {raw!r} must be a relative path inside the component", field=where
-        )
-    if "node_modules" in parts:
-        raise errors.InvalidRequest(f"{where}: files cannot go in node_modules", field=where)
-    return path
-
-
-def _nearest_package_json(files: dict[str, str], entry_path: str) -> dict[str, Any] | None:
-    directory = posixpath.dirname(entry_path)
-    while True:
-        candidate = posixpath.join(directory, "package.json") if directory else "package.json"
-        if candidate in files:
-            try:
-                parsed = json.loads(files[candidate])
-            except ValueError as exc:
-                raise errors.InvalidRequest(
-                    f"{candidate} is not valid JSON", field=f"files.{candidate}"
-                ) from exc
-            return parsed if isinstance(parsed, dict) else None
-        if not directory:
-            return None
-        directory = posixpath.dirname(directory)

@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from sluice import errors
 from sluice.clock import Clock
 from sluice.config import Settings
-from sluice.domain import http_events
-from sluice.domain.http_events import Answer, Bucket, Refusal
+from sluice.domain import http_answers, http_events
+from sluice.domain.http_answers import Answer, Refusal
+from sluice.domain.http_events import Bucket
 from sluice.domain.states import JobKind
 from sluice.engine.directory import EndpointDirectory
 from sluice.engine.enqueuer import Enqueuer
@@ -112,7 +113,7 @@ class Ingress:
         requested = next(
             (v for k, v in headers if k.lower() == "access-control-request-headers"), None
         )
-        return http_events.preflight_answer(requested)
+        return http_answers.preflight_answer(requested)
 
     async def accept(self, endpoint_id: str, request: IncomingRequest) -> Answer | Refusal:
         entry = await self.directory.find(endpoint_id)
@@ -141,7 +142,7 @@ class Ingress:
             await self.enqueuer.enqueue(job)
             # Committed: the request is durable from here on, and only now is it answered.
             self.worker.notify()
-            return http_events.default_answer()
+            return http_answers.default_answer()
         waiter: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
 
         registered: list[int] = []
@@ -209,7 +210,7 @@ class Ingress:
             self.waiters.discard(job_id)
         if isinstance(outcome, Ended):
             return Refusal(outcome.status, outcome.code, outcome.message)
-        return http_events.answer(
+        return http_answers.answer(
             outcome.status, outcome.headers, outcome.body, outcome.body_encoding
         )
 

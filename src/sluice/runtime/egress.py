@@ -218,31 +218,38 @@ class EgressProxy:
             )
             await _answer(writer, 503, "too many connections through the egress proxy")
             return
-        lines = head.decode("latin-1").split("\r\n")
+        request = _parse_head(head)
+        if isinstance(request, str):
+            await _answer(writer, 400, request)
+            return
+        sock = await self._open(writer, request.host, request.port)
+        if sock is None:
+            return
+        up_reader, up_writer = await asyncio.open_connection(
+            sock=sock, limit=self.limits.max_head_bytes
+        )
         try:
-            method, target, version = lines[0].split(" ")
-        except ValueError:
-            await _answer(writer, 400, "malformed request line")
-            return
-        if method == "CONNECT":
-            host, port = _authority(target, default_port=None)
-            rest = b""
-        else:
-            parts = urlsplit(target)
-            if parts.scheme != "http" or not parts.hostname:
-                await _answer(writer, 400, "the proxy forwards absolute http:// URIs and CONNECT")
-                return
-            host, port = _authority(parts.netloc.rpartition("@")[2], default_port=80)
-            path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-            rest = _forwarded_head(method, path, version, lines[1:])
-        if host is None or port is None:
-            await _answer(writer, 400, f"bad destination {target[:200]!r}")
-            return
+            if request.method == "CONNECT":
+                writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+                await writer.drain()
+            else:
+                up_writer.write(request.rest)
+            await _splice(reader, writer, up_reader, up_writer, self.limits.idle_timeout)
+        finally:
+            up_writer.close()
+            with contextlib.suppress(ConnectionError):
+                await up_writer.wait_closed()
+
+    async def _open(
+        self, writer: asyncio.StreamWriter, host: str, port: int
+    ) -> socket.socket | None:
+        """A socket connected to a vetted address of ``host``; or ``None`` once the client has
+        been answered why not (403 refused by the policy, 502 unresolved or unreachable)."""
         try:
             verdict = await vet(self.policy, self.resolver, host, port)
         except OSError as exc:
             await _answer(writer, 502, f"cannot resolve {host}: {exc.strerror or exc}")
-            return
+            return None
         if not verdict.allowed:
             log.info(
                 "egress refused",
@@ -255,29 +262,48 @@ class EgressProxy:
                 },
             )
             await _answer(writer, 403, f"refused: {verdict.reason}")
-            return
+            return None
         try:
-            sock = await connect_vetted(
+            return await connect_vetted(
                 verdict.addresses, port, time_limit=self.limits.connect_timeout
             )
         except (OSError, TimeoutError) as exc:
             why = "timed out" if isinstance(exc, TimeoutError) else exc.strerror or str(exc)
             await _answer(writer, 502, f"cannot connect to {host}:{port}: {why}")
-            return
-        up_reader, up_writer = await asyncio.open_connection(
-            sock=sock, limit=self.limits.max_head_bytes
-        )
-        try:
-            if method == "CONNECT":
-                writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
-                await writer.drain()
-            else:
-                up_writer.write(rest)
-            await _splice(reader, writer, up_reader, up_writer, self.limits.idle_timeout)
-        finally:
-            up_writer.close()
-            with contextlib.suppress(ConnectionError):
-                await up_writer.wait_closed()
+            return None
+
+
+@dataclass(frozen=True)
+class _Request:
+    """A client's request, as the proxy reads its head."""
+
+    method: str
+    host: str
+    port: int
+    #: The head to send upstream (origin form), empty for ``CONNECT``.
+    rest: bytes
+
+
+def _parse_head(head: bytes) -> _Request | str:
+    """The request in ``head``, or why it is a bad request (answered 400)."""
+    lines = head.decode("latin-1").split("\r\n")
+    try:
+        method, target, version = lines[0].split(" ")
+    except ValueError:
+        return "malformed request line"
+    if method == "CONNECT":
+        host, port = _authority(target, default_port=None)
+        rest = b""
+    else:
+        parts = urlsplit(target)
+        if parts.scheme != "http" or not parts.hostname:
+            return "the proxy forwards absolute http:// URIs and CONNECT"
+        host, port = _authority(parts.netloc.rpartition("@")[2], default_port=80)
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        rest = _forwarded_head(method, path, version, lines[1:])
+    if host is None or port is None:
+        return f"bad destination {target[:200]!r}"
+    return _Request(method, host, port, rest)
 
 
 def _authority(text: str, *, default_port: int | None) -> tuple[str | None, int | None]:
