@@ -155,6 +155,24 @@ class SandboxUnavailable(RunnerUnavailable):
     code = "sandbox_unavailable"
 
 
+class SeccompUnavailable(SandboxUnavailable):
+    """libseccomp is missing or refused the filter."""
+
+    code = "seccomp_unavailable"
+
+
+class InvalidSend(InvalidRequest, ValueError):
+    """A ``$.send`` config is invalid."""
+
+    code = "invalid_send"
+
+
+class DeliveryFailed(SluiceError):
+    """An e-mail could not be delivered."""
+
+    code = "delivery_failed"
+
+
 class InternalError(SluiceError):
     """An internal error occurred; it has been logged."""
 

@@ -234,7 +234,7 @@ async def test_http_uses_the_given_client_and_leaves_it_open() -> None:
     ],
 )
 async def test_http_invalid_configs_raise(config: Any, field: str, message: str) -> None:
-    with pytest.raises(destinations.InvalidSend) as caught:
+    with pytest.raises(errors.InvalidSend) as caught:
         await destinations.send_http(config, time_limit=5)
     assert caught.value.field == field
     assert str(caught.value).startswith("$.send.http: ")
@@ -244,7 +244,7 @@ async def test_http_invalid_configs_raise(config: Any, field: str, message: str)
 
 
 def test_invalid_auth_does_not_echo_the_password() -> None:
-    with pytest.raises(destinations.InvalidSend) as caught:
+    with pytest.raises(errors.InvalidSend) as caught:
         destinations.check_http(
             {"url": "https://x.test", "auth": {"username": 1, "password": "hunter2"}}
         )
@@ -310,7 +310,7 @@ async def test_email_delivery_failure_is_an_outcome(tmp_path: Path) -> None:
     ],
 )
 async def test_email_invalid_configs_raise(tmp_path: Path, config: Any, field: str) -> None:
-    with pytest.raises(destinations.InvalidSend, match=r"^\$\.send\.email: ") as caught:
+    with pytest.raises(errors.InvalidSend, match=r"^\$\.send\.email: ") as caught:
         await destinations.send_email(outbox_mailer(tmp_path), to="a@b.test", config=config)
     assert caught.value.field == field
 
@@ -447,7 +447,7 @@ async def test_s3_without_credentials_fails_clearly(tmp_path: Path) -> None:
 )
 async def test_s3_invalid_configs_raise(tmp_path: Path, config: Any, field: str) -> None:
     # Validation comes first, so a bad config is refused even where S3 is not configured.
-    with pytest.raises(destinations.InvalidSend, match=r"^\$\.send\.s3: ") as caught:
+    with pytest.raises(errors.InvalidSend, match=r"^\$\.send\.s3: ") as caught:
         await destinations.send_s3(make_settings(tmp_path), config, now_ms=NOW_MS)
     assert caught.value.field == field
 

@@ -215,7 +215,7 @@ async def test_header_injection_and_bad_addresses_are_refused(
 
 async def test_outbox_that_cannot_be_written_fails_clearly(tmp_path: Path) -> None:
     (tmp_path / "outbox").write_text("a file where the folder should be")
-    with pytest.raises(mailer.DeliveryFailed, match="outbox"):
+    with pytest.raises(errors.DeliveryFailed, match="outbox"):
         await make_mailer(tmp_path).send(to="ada@example.com", subject="x", text="x")
 
 
@@ -262,7 +262,7 @@ async def test_wrong_password_fails_without_revealing_it(
     async with smtp_server(auth=True, auth_require_tls=False) as inbox:
         url = f"smtp://{USER}:{quote(wrong, safe='')}@127.0.0.1:{inbox.port}"
         m = make_mailer(tmp_path, url)
-        with pytest.raises(mailer.DeliveryFailed) as caught:
+        with pytest.raises(errors.DeliveryFailed) as caught:
             await m.send(to="ada@example.com", subject="s", text="t")
     assert inbox.logins and set(inbox.logins) == {(USER, wrong)}  # smtplib tries PLAIN, LOGIN
     assert inbox.messages == []
@@ -298,7 +298,7 @@ async def test_smtps_implicit_tls(tmp_path: Path, tls: Tls) -> None:
 
         # The system trust store does not know the self-signed certificate.
         untrusting = make_mailer(tmp_path, f"smtps://127.0.0.1:{inbox.port}")
-        with pytest.raises(mailer.DeliveryFailed, match="CERTIFICATE_VERIFY_FAILED"):
+        with pytest.raises(errors.DeliveryFailed, match="CERTIFICATE_VERIFY_FAILED"):
             await untrusting.send(to="ada@example.com", subject="x", text="t")
     assert len(inbox.messages) == 1
 
@@ -306,7 +306,7 @@ async def test_smtps_implicit_tls(tmp_path: Path, tls: Tls) -> None:
 async def test_unreachable_server_fails_clearly(tmp_path: Path) -> None:
     port = free_port()
     url = f"smtp://{USER}:{quote(PASSWORD, safe='')}@127.0.0.1:{port}"
-    with pytest.raises(mailer.DeliveryFailed) as caught:
+    with pytest.raises(errors.DeliveryFailed) as caught:
         await make_mailer(tmp_path, url).send(to="ada@example.com", subject="s", text="t")
     assert f"127.0.0.1:{port}" in str(caught.value)
     assert "ConnectionRefusedError" in str(caught.value)

@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException
 
 from sluice import errors
 from sluice.api.bodies import SafeJSONResponse
+from sluice.domain.states import Unanswered
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,7 @@ STATUS: dict[type[errors.SluiceError], int] = {
     errors.FetchFailed: 400,
     errors.HookFailed: 400,
     errors.RunnerUnavailable: 503,
+    errors.DeliveryFailed: 502,
     errors.InternalError: 500,
 }
 
@@ -52,6 +54,25 @@ _HTTP_CODES = {
     415: "unsupported_media_type",
     429: "rate_limited",
 }
+
+
+#: Sluice's answer to an HTTP endpoint's client in place of the run's own: status and code.
+UNANSWERED: dict[Unanswered, tuple[int, str]] = {
+    Unanswered.NO_RESPONSE: (504, "no_response"),
+    Unanswered.NO_WORKFLOW_RESPONSE: (400, "no_response"),
+    Unanswered.GONE: (404, "not_found"),
+    Unanswered.WORKFLOW_FAILED: (500, "workflow_failed"),
+    Unanswered.RUNNER_CRASHED: (503, "runner_crashed"),
+    Unanswered.RETRYING: (503, "retrying"),
+    Unanswered.INVALID_STATUS: (500, "invalid_response_status"),
+    Unanswered.INVALID_RESPONSE: (500, "invalid_response"),
+}
+
+
+def unanswered(reason: Unanswered, message: str) -> JSONResponse:
+    """The error answer an endpoint's client gets when the run gave none of its own."""
+    status, code = UNANSWERED[reason]
+    return error_response(status, message, code)
 
 
 def status_of(exc: errors.SluiceError) -> int:

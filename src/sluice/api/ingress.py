@@ -74,7 +74,7 @@ async def serve(platform: Platform, rest: str, scope: Scope, receive: Receive, s
         response = (
             _render(answer)
             if isinstance(answer, Answer)
-            else api_errors.error_response(answer.status, answer.message, answer.code)
+            else api_errors.unanswered(answer.reason, answer.message)
         )
     except _Disconnected:
         return

@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from sluice.domain.states import Unanswered
+
 #: The answer of an endpoint whose source has no ``customResponse`` (Pipedream documents none
 #: for sources; a JSON body suits the machines that call webhooks).
 DEFAULT_BODY = b'{"success":true}'
@@ -41,8 +43,7 @@ class Answer:
 class Refusal:
     """An answer Sluice gives instead of the source's: rendered with the API's error shape."""
 
-    status: int
-    code: str
+    reason: Unanswered
     message: str
 
 
@@ -144,27 +145,25 @@ def answer(status: Any, headers: Any, body: Any, body_encoding: str | None) -> A
     code = coerce_status(status)
     if code is None:
         return Refusal(
-            500,
-            "invalid_response_status",
+            Unanswered.INVALID_STATUS,
             f"the source called respond() with an invalid status {json.dumps(status)}: "
             "a status must be an integer from 100 to 599",
         )
     if code < 200:
         return Refusal(
-            500,
-            "invalid_response_status",
+            Unanswered.INVALID_STATUS,
             f"the source called respond() with status {code}: a 1xx status is informational "
             "and cannot end an HTTP exchange; use 200 to 599",
         )
     pairs = _headers(headers)
     if isinstance(pairs, str):
         return Refusal(
-            500, "invalid_response", f"the source called respond() with bad headers: {pairs}"
+            Unanswered.INVALID_RESPONSE, f"the source called respond() with bad headers: {pairs}"
         )
     content = _body(body, body_encoding)
     if isinstance(content, str):
         return Refusal(
-            500, "invalid_response", f"the source called respond() with a bad body: {content}"
+            Unanswered.INVALID_RESPONSE, f"the source called respond() with a bad body: {content}"
         )
     data, content_type = content
     names = {name for name, _ in pairs}

@@ -58,6 +58,29 @@ class SendStatus(StrEnum):
     FAILED = "failed"
 
 
+class Unanswered(StrEnum):
+    """Why an HTTP endpoint's client gets Sluice's answer instead of the run's own
+    (``respond()``/``$.respond``). Each has one HTTP status and error code, decided in
+    ``api/errors.py`` (docs/errors.md)."""
+
+    #: A source's run ended, threw or timed out without respond(), or none came in time.
+    NO_RESPONSE = "no_response"
+    #: A workflow's run ended without $.respond (Pipedream's 400).
+    NO_WORKFLOW_RESPONSE = "no_workflow_response"
+    #: The workflow was deleted or deactivated before its run started.
+    GONE = "gone"
+    #: A workflow's step threw before $.respond.
+    WORKFLOW_FAILED = "workflow_failed"
+    #: The runner crashed first; the stored request runs again.
+    RUNNER_CRASHED = "runner_crashed"
+    #: The run could not finish for another reason (storage); the stored request runs again.
+    RETRYING = "retrying"
+    #: respond() gave a status that cannot be sent.
+    INVALID_STATUS = "invalid_response_status"
+    #: respond() gave headers or a body that cannot be sent.
+    INVALID_RESPONSE = "invalid_response"
+
+
 #: The channel of a workflow's or a source's errors (the spec's ``$errors``).
 ERRORS = "$errors"
 #: The channel of a workflow's ``$.send.sse`` events.

@@ -31,7 +31,7 @@ from sluice.config import Settings
 from sluice.domain import http_answers, http_events
 from sluice.domain.http_answers import Answer, Refusal
 from sluice.domain.http_events import Bucket
-from sluice.domain.states import JobKind
+from sluice.domain.states import JobKind, Unanswered
 from sluice.engine.directory import EndpointDirectory
 from sluice.engine.enqueuer import Enqueuer
 from sluice.engine.jobs import JobWorker
@@ -205,11 +205,11 @@ class Ingress:
         try:
             outcome = await asyncio.wait_for(waiter, wait_s)
         except TimeoutError:
-            return Refusal(504, "no_response", f"no respond() within {wait_s:g} s")
+            return Refusal(Unanswered.NO_RESPONSE, f"no respond() within {wait_s:g} s")
         finally:
             self.waiters.discard(job_id)
         if isinstance(outcome, Ended):
-            return Refusal(outcome.status, outcome.code, outcome.message)
+            return Refusal(outcome.reason, outcome.message)
         return http_answers.answer(
             outcome.status, outcome.headers, outcome.body, outcome.body_encoding
         )

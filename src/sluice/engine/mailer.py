@@ -44,12 +44,6 @@ log = logging.getLogger(__name__)
 SMTP_TIMEOUT_SECONDS = 30.0
 
 
-class DeliveryFailed(errors.SluiceError):
-    """The message could not be delivered."""
-
-    code = "delivery_failed"
-
-
 @dataclass(frozen=True)
 class SmtpTarget:
     host: str
@@ -171,7 +165,7 @@ class Mailer:
             try:
                 path = await asyncio.to_thread(_write_outbox, self.outbox_dir, msg, now_ms)
             except OSError as exc:
-                raise DeliveryFailed(
+                raise errors.DeliveryFailed(
                     f"writing the message to the outbox {self.outbox_dir} failed: {exc}",
                     details={"transport": "outbox"},
                 ) from exc
@@ -198,7 +192,7 @@ class Mailer:
             )
             # ``from None``: the original exception (and its traceback) is not kept, so nothing
             # the SMTP library put in it can reach a log.
-            raise DeliveryFailed(
+            raise errors.DeliveryFailed(
                 f"SMTP delivery to {target.where} failed: {detail}",
                 details={"transport": "smtp"},
             ) from None

@@ -12,16 +12,17 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
+from sluice.domain.states import Unanswered
 from sluice.runtime.protocol import Response
 
 
 @dataclass(frozen=True)
 class Ended:
-    """The run ended, or could not start, without calling ``respond()``."""
+    """The run ended, or could not start, without calling ``respond()``: why (its HTTP status
+    is decided in ``api/errors.py``) and a message for the client."""
 
     message: str
-    status: int = 504
-    code: str = "no_response"
+    reason: Unanswered = Unanswered.NO_RESPONSE
 
 
 Outcome = Response | Ended

@@ -146,7 +146,7 @@ class Sandbox:
         try:
             seccomp.build(root / "seccomp.bpf")
             self.seccomp_path = root / "seccomp.bpf"
-        except seccomp.SeccompUnavailable as exc:
+        except errors.SeccompUnavailable as exc:
             log.warning("runners start without a seccomp filter: %s", exc)
         if self.is_root:
             # One parent per sandbox (a process may hold several: tests open platforms side

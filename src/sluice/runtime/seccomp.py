@@ -28,7 +28,9 @@ import errno
 import os
 from pathlib import Path
 
-__all__ = ["DENIED", "SeccompUnavailable", "build"]
+from sluice import errors
+
+__all__ = ["DENIED", "build"]
 
 DENIED = (
     "ptrace",
@@ -93,10 +95,6 @@ def _act_errno(code: int) -> int:
     return 0x00050000 | (code & 0xFFFF)
 
 
-class SeccompUnavailable(Exception):
-    """libseccomp is missing or refused the filter."""
-
-
 class _ArgCmp(ctypes.Structure):
     _fields_ = (
         ("arg", ctypes.c_uint),
@@ -107,12 +105,12 @@ class _ArgCmp(ctypes.Structure):
 
 
 def build(path: Path) -> None:
-    """Write the compiled filter to ``path`` (raises ``SeccompUnavailable``)."""
+    """Write the compiled filter to ``path`` (raises ``errors.SeccompUnavailable``)."""
     name = ctypes.util.find_library("seccomp") or "libseccomp.so.2"
     try:
         lib = ctypes.CDLL(name, use_errno=True)
     except OSError as exc:
-        raise SeccompUnavailable(f"libseccomp not found ({exc})") from exc
+        raise errors.SeccompUnavailable(f"libseccomp not found ({exc})") from exc
     lib.seccomp_init.restype = ctypes.c_void_p
     lib.seccomp_init.argtypes = (ctypes.c_uint32,)
     lib.seccomp_syscall_resolve_name.argtypes = (ctypes.c_char_p,)
@@ -127,7 +125,7 @@ def build(path: Path) -> None:
     lib.seccomp_release.argtypes = (ctypes.c_void_p,)
     ctx = lib.seccomp_init(_ACT_ALLOW)
     if not ctx:
-        raise SeccompUnavailable("seccomp_init failed")
+        raise errors.SeccompUnavailable("seccomp_init failed")
 
     def rule(action: int, syscall: str, *cmps: _ArgCmp) -> None:
         number = lib.seccomp_syscall_resolve_name(syscall.encode())
@@ -136,7 +134,7 @@ def build(path: Path) -> None:
         array = (_ArgCmp * len(cmps))(*cmps) if cmps else None
         rc = lib.seccomp_rule_add_array(ctx, action, number, len(cmps), array)
         if rc < 0:
-            raise SeccompUnavailable(f"seccomp rule for {syscall}: {os.strerror(-rc)}")
+            raise errors.SeccompUnavailable(f"seccomp rule for {syscall}: {os.strerror(-rc)}")
 
     try:
         for syscall in DENIED:
@@ -151,6 +149,6 @@ def build(path: Path) -> None:
         finally:
             os.close(fd)
         if rc < 0:
-            raise SeccompUnavailable(f"seccomp_export_bpf: {os.strerror(-rc)}")
+            raise errors.SeccompUnavailable(f"seccomp_export_bpf: {os.strerror(-rc)}")
     finally:
         lib.seccomp_release(ctx)

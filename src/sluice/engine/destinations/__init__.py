@@ -3,8 +3,9 @@
 A workflow queues ``$.send.*`` calls; they are delivered after the run ends, each once, with no
 retries (Pipedream's semantics). The convention, for every performer:
 
-* a malformed config RAISES ``InvalidSend`` (a ``ValueError`` and an ``InvalidRequest``) whose
-  message names the destination and the field: ``$.send.http: url must be an http(s) URL``.
+* a malformed config RAISES ``errors.InvalidSend`` (a ``ValueError`` and an
+  ``InvalidRequest``) whose message names the destination and the field:
+  ``$.send.http: url must be an http(s) URL``.
   ``check_http`` / ``check_email`` / ``check_s3`` run the same validation without sending,
   so a caller can refuse a config when the step queues it;
 * anything else RETURNS an outcome dict, a delivery failure included::
@@ -15,12 +16,10 @@ retries (Pipedream's semantics). The convention, for every performer:
 
 Outcomes never hold a password or the request's query string (which often carries a token).
 
-The performers are ``http.py``, ``email.py`` and ``s3.py``; the config readers they share and
-``InvalidSend`` are in ``config.py``. This package's names are the ones callers use
-(``destinations.send_http``).
+The performers are ``http.py``, ``email.py`` and ``s3.py``; the config readers they share are in
+``config.py``. This package's names are the ones callers use (``destinations.send_http``).
 """
 
-from sluice.engine.destinations.config import InvalidSend
 from sluice.engine.destinations.email import EmailSend, check_email, send_email
 from sluice.engine.destinations.http import HTTP_METHODS, HttpSend, check_http, send_http
 from sluice.engine.destinations.s3 import (
@@ -37,7 +36,6 @@ __all__ = [
     "S3_TIMEOUT_SECONDS",
     "EmailSend",
     "HttpSend",
-    "InvalidSend",
     "S3Send",
     "check_email",
     "check_http",

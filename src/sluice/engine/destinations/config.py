@@ -1,4 +1,4 @@
-"""What the ``$.send.*`` performers share: ``InvalidSend`` and the readers of a config's
+"""What the ``$.send.*`` performers share: ``errors.InvalidSend`` and the readers of a config's
 fields, whose errors name the destination and the field (``$.send.s3: bucket is required``)."""
 
 from __future__ import annotations
@@ -9,20 +9,14 @@ from typing import Any
 from sluice import errors
 
 
-class InvalidSend(errors.InvalidRequest, ValueError):
-    """The $.send config is invalid."""
-
-    code = "invalid_send"
-
-
-def invalid(kind: str, name: str, message: str) -> InvalidSend:
-    return InvalidSend(f"$.send.{kind}: {name} {message}", field=name)
+def invalid(kind: str, name: str, message: str) -> errors.InvalidSend:
+    return errors.InvalidSend(f"$.send.{kind}: {name} {message}", field=name)
 
 
 def mapping(kind: str, config: object) -> dict[str, Any]:
     """The config, which must be an object."""
     if not isinstance(config, dict):
-        raise InvalidSend(f"$.send.{kind}: the config must be an object", field="config")
+        raise errors.InvalidSend(f"$.send.{kind}: the config must be an object", field="config")
     return config
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from sluice import errors
 from sluice.engine.destinations.config import invalid, mapping, string
-from sluice.engine.mailer import DeliveryFailed, Mailer
+from sluice.engine.mailer import Mailer
 
 
 @dataclass(frozen=True)
@@ -41,5 +41,5 @@ async def send_email(mailer: Mailer, *, to: str | None, config: dict[str, Any]) 
         }
     try:
         return await mailer.send(to=to, subject=send.subject, text=send.text, html=send.html)
-    except (DeliveryFailed, errors.InvalidRequest) as exc:
+    except (errors.DeliveryFailed, errors.InvalidRequest) as exc:
         return {"status": "failed", "error": f"$.send.email: {exc.message}"}

@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from sluice import errors
 from sluice.clock import Clock
 from sluice.config import Settings
 from sluice.crypto import Cipher
@@ -65,7 +66,7 @@ class SendJobs:
                 outcome = await destinations.send_s3(self.settings, config, now_ms=now_ms)
             else:
                 outcome = await self._email(job.owner_id, email, config, now_ms)
-        except destinations.InvalidSend as exc:
+        except errors.InvalidSend as exc:
             outcome = {"status": "failed", "error": exc.message}
         await self.commit.send_outcome(run_id, idx, outcome, finish)
 

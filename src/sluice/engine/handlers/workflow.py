@@ -7,6 +7,7 @@ ends, else 400 ``No $.respond called in workflow`` (Pipedream's answer).
 from __future__ import annotations
 
 from sluice import errors
+from sluice.domain.states import Unanswered
 from sluice.engine.executor import Executor
 from sluice.engine.jobs import Finish
 from sluice.engine.waiters import Ended, Waiters
@@ -25,7 +26,7 @@ class WorkflowJobs:
         workflow = await self.executor.load(job.owner_id, job.target_id)
         if workflow is None or not workflow.active:
             gone = "the workflow was deleted or deactivated before it ran"
-            settle(job.id, Ended(gone, 404, "not_found"))
+            settle(job.id, Ended(gone, Unanswered.GONE))
             return
         held: list[Response] = []
 
@@ -48,10 +49,12 @@ class WorkflowJobs:
         except errors.RunnerCrashed:
             # The job is retried by the worker; a waiting client is answered now.
             crashed = "the workflow's runner crashed before $.respond(); it will run again"
-            settle(job.id, Ended(crashed, 503, "runner_crashed"))
+            settle(job.id, Ended(crashed, Unanswered.RUNNER_CRASHED))
             raise
         except Exception:
-            settle(job.id, Ended("the run could not finish; it will run again", 503, "retrying"))
+            settle(
+                job.id, Ended("the run could not finish; it will run again", Unanswered.RETRYING)
+            )
             raise
         if held:
             settle(job.id, held[0])
@@ -63,6 +66,6 @@ class WorkflowJobs:
                 f"the workflow failed in step {error.get('step_name')} before $.respond(): "
                 f"{error['code']}: {error['msg']}"
             )
-            settle(job.id, Ended(message, 500, "workflow_failed"))
+            settle(job.id, Ended(message, Unanswered.WORKFLOW_FAILED))
             return
-        settle(job.id, Ended("No $.respond called in workflow", 400, "no_response"))
+        settle(job.id, Ended("No $.respond called in workflow", Unanswered.NO_WORKFLOW_RESPONSE))
