@@ -148,7 +148,7 @@ class Platform:
                 finally:
                     await platform.ingress.close()
                     await platform.scheduler.stop()
-                    await platform.jobs.stop()
+                    await platform.jobs.stop(settings.shutdown_grace_seconds)
                     await platform.enqueuer.close()
                     platform.commit.dispose()
         finally:
@@ -253,7 +253,7 @@ class Platform:
             db,
             clock,
             WorkerConfig(
-                lease_ms=int((settings.source_timeout_seconds + 60) * 1000),
+                lease_ms=int(settings.job_lease_seconds * 1000),
                 poll_seconds=settings.job_poll_seconds,
                 retention_ms=settings.job_retention_seconds * 1000,
                 account_share=settings.account_max_concurrency,

@@ -177,8 +177,12 @@ async def _work(settings: Settings) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with Platform.open(settings, background=True):
+    async with Platform.open(settings, background=True) as platform:
         await stop.wait()
+        # The jobs in flight get SLUICE_SHUTDOWN_GRACE_SECONDS; a second signal ends the wait.
+        typer.echo("stopping: finishing the jobs in flight (signal again to stop now)", err=True)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, platform.jobs.hurry)
 
 
 @accounts_app.command("create")
