@@ -178,6 +178,7 @@ async def _work(settings: Settings) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     async with Platform.open(settings, background=True) as platform:
+        typer.echo("Sluice worker ready", err=True)
         await stop.wait()
         # The jobs in flight get SLUICE_SHUTDOWN_GRACE_SECONDS; a second signal ends the wait.
         typer.echo("stopping: finishing the jobs in flight (signal again to stop now)", err=True)
