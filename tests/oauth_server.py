@@ -30,7 +30,7 @@ from werkzeug.serving import make_server
 from sluice.clock import Clock
 
 CLIENT_ID = "sluice-test-client"
-CLIENT_SECRET = "sluice-test-secret"  # noqa: S105 - the loopback test provider's own
+CLIENT_SECRET = "sluice-test-secret"
 ACCESS_TOKEN_SECONDS = 3600
 CODE_SECONDS = 300
 
@@ -254,11 +254,11 @@ def create_app(provider: Provider) -> Flask:
     @app.route("/authorize", methods=["GET", "POST"])
     def authorize() -> Any:
         user = request.form.get("user") or request.args.get("user") or "ada"
+        grant = server.get_consent_grant(end_user=user)  # validates client, redirect, PKCE
         if request.method == "GET":
-            server.get_consent_grant(end_user=user)  # validates client, redirect, PKCE
             return CONSENT.format(user=user, client=CLIENT_ID)
         granted = user if request.form.get("confirm") == "yes" else None
-        return server.create_authorization_response(grant_user=granted)
+        return server.create_authorization_response(grant_user=granted, grant=grant)
 
     @app.route("/token", methods=["POST"])
     def issue_token() -> Any:

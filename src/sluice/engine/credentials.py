@@ -29,6 +29,7 @@ from sluice import errors, ids
 from sluice.clock import Clock
 from sluice.crypto import Cipher
 from sluice.domain import oauth
+from sluice.domain.apps import App
 from sluice.engine import providers
 from sluice.engine.app_catalog import AppCatalog
 from sluice.storage import apps
@@ -91,7 +92,7 @@ class Credentials:
                     until_ms=now_ms + oauth.LEASE_MS,
                 )
             if taken:
-                return await self._refresh(row, holder)
+                return await self._refresh(owner_id, row, holder)
             if row.expires_at_ms is not None and row.expires_at_ms > now_ms:
                 return row.credentials  # another process refreshes; this token still works
             await asyncio.sleep(_WAIT_SECONDS)
@@ -99,38 +100,32 @@ class Credentials:
             f"connected account {account_id}: another process's token refresh did not finish"
         )
 
-    async def _refresh(self, row: TokenRow, holder: str) -> dict[str, Any]:
+    async def _refresh(self, owner_id: str, row: TokenRow, holder: str) -> dict[str, Any]:
         """The refresh itself, under this process's lease."""
-        refresh_token = row.credentials.get("oauth_refresh_token")
         try:
-            app = await self.catalog.get(row.app)
-            if app.oauth is None or not refresh_token:
-                raise errors.OAuthRefused(
-                    "its access token expired and there is no refresh token to renew it"
-                )
-            secret = await self.catalog.client_secret(row.app) or ""
-            tokens = await providers.token(
-                app.oauth,
-                secret,
-                oauth.refresh_form(str(refresh_token)),
-                now_ms=self.clock.now_ms(),
-            )
+            app, tokens = await self._ask_provider(row)
         except (errors.OAuthRefused, errors.NotFound) as exc:
             async with self.db.begin() as conn:
-                await apps.release(conn, row.id, holder=holder, reconnect_reason=exc.message)
+                await apps.release(conn, row, holder=holder, reconnect_reason=exc.message)
             log.warning(
                 "token refresh refused", extra={"action": "oauth_refresh", "account_id": row.id}
             )
+            replaced = await self._replaced(owner_id, row)
+            if replaced is not None:
+                return replaced  # another process refreshed meanwhile (its lease, ours lapsed)
             raise errors.ReconnectNeeded(_message(row, exc.message)) from exc
         except errors.OAuthUnavailable as exc:
             async with self.db.begin() as conn:
-                await apps.release(conn, row.id, holder=holder, reconnect_reason=None)
+                await apps.release(conn, row, holder=holder, reconnect_reason=None)
             raise errors.OAuthUnavailable(
                 f"connected account {row.id} ({row.app}): its token could not be refreshed: "
                 f"{exc.message}"
             ) from exc
         credentials = oauth.credentials(
-            tokens, uid=None, client_id=app.oauth.client_id, before=row.credentials
+            tokens,
+            uid=None,
+            client_id=app.oauth.client_id if app.oauth else None,
+            before=row.credentials,
         )
         async with self.db.begin() as conn:
             kept = await apps.store_tokens(
@@ -140,14 +135,32 @@ class Credentials:
                 credentials,
                 expires_at_ms=tokens.expires_at_ms,
                 now_s=self.clock.now_ms() // 1000,
-                holder=holder,
-            )
-        if not kept:  # the lease ran out and another process took it over
-            log.warning(
-                "refresh lease lost", extra={"action": "oauth_refresh", "account_id": row.id}
+                replacing=row,
             )
         log.info("token refreshed", extra={"action": "oauth_refresh", "account_id": row.id})
+        if not kept:  # our lease ran out and another process refreshed: theirs are stored
+            return await self._replaced(owner_id, row) or credentials
         return credentials
+
+    async def _ask_provider(self, row: TokenRow) -> tuple[App, oauth.Tokens]:
+        app = await self.catalog.get(row.app)
+        refresh_token = row.credentials.get("oauth_refresh_token")
+        if app.oauth is None or not refresh_token:
+            raise errors.OAuthRefused(
+                "its access token expired and there is no refresh token to renew it"
+            )
+        secret = await self.catalog.client_secret(row.app) or ""
+        tokens = await providers.token(
+            app.oauth, secret, oauth.refresh_form(str(refresh_token)), now_ms=self.clock.now_ms()
+        )
+        return app, tokens
+
+    async def _replaced(self, owner_id: str, row: TokenRow) -> dict[str, Any] | None:
+        """The credentials another process stored in place of ``row``'s token, if any."""
+        now = await self._read(owner_id, row.id)
+        if now is not None and now.expires_at_ms != row.expires_at_ms:
+            return now.credentials
+        return None
 
 
 def _message(row: TokenRow, reason: str) -> str:

@@ -149,17 +149,24 @@ async def take_lease(
     """Compare-and-set: this process refreshes the account when no live lease is held and the
     token is still the one it saw expiring (else another process refreshed it already)."""
     free = sa.or_(t.c.refresh_lease_ms.is_(None), t.c.refresh_lease_ms <= now_ms)
-    same = (
-        t.c.expires_at_ms.is_(None)
-        if seen_expires_at_ms is None
-        else t.c.expires_at_ms == seen_expires_at_ms
-    )
     result = await conn.execute(
         t.update()
-        .where(t.c.id == account_id, free, same, t.c.reconnect_reason.is_(None))
+        .where(
+            t.c.id == account_id,
+            free,
+            _same_token(seen_expires_at_ms),
+            t.c.reconnect_reason.is_(None),
+        )
         .values(refresh_lease_ms=until_ms, refresh_holder=holder)
     )
     return bool(result.rowcount)
+
+
+def _same_token(seen_expires_at_ms: int | None) -> sa.ColumnElement[bool]:
+    """The row still holds the token that was read (its expiry stands for its version)."""
+    if seen_expires_at_ms is None:
+        return t.c.expires_at_ms.is_(None)
+    return t.c.expires_at_ms == seen_expires_at_ms
 
 
 async def store_tokens(
@@ -170,14 +177,15 @@ async def store_tokens(
     *,
     expires_at_ms: int | None,
     now_s: int,
-    holder: str | None = None,
+    replacing: TokenRow | None = None,
     provider_uid: str | None = None,
 ) -> bool:
-    """New tokens (a refresh, ``holder`` its lease, or a reconnect), the lease released and
-    any reconnect reason cleared; False when ``holder`` no longer holds the lease."""
+    """New tokens (a refresh of the token ``replacing`` read, or a reconnect), the lease
+    released and any reconnect reason cleared. False when a refresh finds the token it
+    replaces already replaced (another process's lease ran out and it refreshed too)."""
     query = t.update().where(t.c.id == account_id)
-    if holder is not None:
-        query = query.where(t.c.refresh_holder == holder)
+    if replacing is not None:
+        query = query.where(_same_token(replacing.expires_at_ms))
     values: dict[str, Any] = {
         "credentials": cipher.encrypt(json.dumps(credentials), _aad(account_id)),
         "expires_at_ms": expires_at_ms,
@@ -193,14 +201,16 @@ async def store_tokens(
 
 
 async def release(
-    conn: AsyncConnection, account_id: str, *, holder: str, reconnect_reason: str | None
+    conn: AsyncConnection, row: TokenRow, *, holder: str, reconnect_reason: str | None
 ) -> None:
-    """Give the lease back after a failed refresh; a reason marks the account for reconnection."""
+    """Give the lease back after a failed refresh of ``row``'s token; a reason marks the
+    account for reconnection, unless the token was replaced meanwhile."""
     values: dict[str, Any] = {"refresh_lease_ms": None, "refresh_holder": None}
     if reconnect_reason is not None:
         values["reconnect_reason"] = reconnect_reason
+    ours = sa.or_(t.c.refresh_holder == holder, t.c.refresh_holder.is_(None))
     await conn.execute(
-        t.update().where(t.c.id == account_id, t.c.refresh_holder == holder).values(**values)
+        t.update().where(t.c.id == row.id, _same_token(row.expires_at_ms), ours).values(**values)
     )
 
 
