@@ -244,6 +244,13 @@ def create_app(provider: Provider) -> Flask:
     server.register_grant(code_grant, [CodeChallenge(required=True)])
     server.register_grant(refresh_grant)
 
+    _routes(app, server, provider)
+    return app
+
+
+def _routes(app: Flask, server: AuthorizationServer, provider: Provider) -> None:
+    """The consent page, the token endpoint (counted) and the protected API."""
+
     class Validator(BearerTokenValidator):  # type: ignore[misc]
         def authenticate_token(self, token_string: str) -> Token | None:
             return provider.token_by(access_token=token_string)
@@ -275,8 +282,6 @@ def create_app(provider: Provider) -> Flask:
     @require_oauth("profile")
     def me() -> Any:
         return jsonify(id=current_token.user, login=current_token.user)
-
-    return app
 
 
 @contextlib.contextmanager

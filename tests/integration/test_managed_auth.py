@@ -138,6 +138,11 @@ async def test_code_and_pkce_flow_connects_once_per_provider_user(env: Env, user
     )
     assert query["code_challenge_method"] == ["S256"] and query["state"][0]
     assert query["redirect_uri"] == [PUBLIC + "/oauth/callback"]
+    for elsewhere in ("//evil.example/x", "/\\evil.example", "https://evil.example/"):
+        refused = await user.client.post(
+            f"/v1/apps/{env.slug}/connect", json={"return_to": elsewhere}
+        )
+        assert refused.status_code == 400 and refused.json()["field"] == "return_to"
 
     page = await approve(env, user, "ada", name="work")
     assert page.status_code == 200 and "Connected" in page.text and "<script" not in page.text

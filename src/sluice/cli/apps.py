@@ -123,16 +123,18 @@ def set_(
     )
     if oauth:
         body["oauth"] = oauth
-    api = Client(config.resolve(profile))
+    render.data(_save(Client(config.resolve(profile)), slug, body))
+
+
+def _save(api: Client, slug: str, body: dict[str, Any]) -> Any:
+    """``PUT`` an app that exists (a built-in too), else ``POST`` it."""
     try:
         api.get(f"/v1/apps/{slug}")
     except CliError as exc:
         if exc.code != "not_found":
             raise
-        saved = api.post("/v1/apps", {"name_slug": slug, "name": name or slug, **body})
-    else:
-        saved = api.put(f"/v1/apps/{slug}", body)
-    render.data(saved["data"])
+        return api.post("/v1/apps", {"name_slug": slug, "name": slug, **body})["data"]
+    return api.put(f"/v1/apps/{slug}", body)["data"]
 
 
 @app.command()

@@ -57,7 +57,7 @@ class OAuthConnect:
     ) -> Started:
         app = await self.catalog.get(slug)
         config = _connectable(app)
-        if return_to is not None and (not return_to.startswith("/") or return_to.startswith("//")):
+        if return_to is not None and not _local_path(return_to):
             raise errors.InvalidRequest(
                 "return_to is a path on this server, e.g. /accounts", field="return_to"
             )
@@ -140,6 +140,16 @@ class OAuthConnect:
                 expires_at_ms=tokens.expires_at_ms,
             )
             return created, False
+
+
+def _local_path(value: str) -> bool:
+    """A path on this server, never another host: browsers read ``//x`` and ``/\\x`` as one."""
+    return (
+        value.startswith("/")
+        and not value.startswith("//")
+        and "\\" not in value
+        and value.isprintable()
+    )
 
 
 def _connectable(app: App) -> OAuthConfig:
