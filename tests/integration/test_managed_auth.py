@@ -329,36 +329,3 @@ async def test_a_revoked_refresh_token_asks_for_reconnection(env: Env, user: Api
     assert again["id"] == account["id"] and again["status"] == "ok"
     healed = await run_source(user, source_id)
     assert healed["ok"] and healed["value"]["status"] == 200, healed
-
-
-OPTIONS = """
-const app = {
-  type: "app",
-  app: "%(slug)s",
-  propDefinitions: {
-    who: { type: "string", async options() { return [this.$auth.oauth_access_token]; } },
-  },
-};
-export default {
-  name: "Pick", version: "0.0.1",
-  props: { provider: app, who: { propDefinition: [app, "who"] } },
-  async run() {},
-};
-"""
-
-
-async def test_async_options_read_the_fresh_token(env: Env, user: Api) -> None:
-    account = await connect(env, user, "ola")
-    saved = await user.client.post(
-        "/v1/components", json={"component_code": OPTIONS % {"slug": env.slug}}
-    )
-    assert saved.status_code == 200, saved.text
-    component = saved.json()["data"]["id"]
-    body = {"configured_props": {"provider": {"authProvisionId": account["id"]}}}
-    url = f"/v1/components/{component}/props/who/options"
-    first = (await user.client.post(url, json=body)).json()["data"]["options"]
-    before = env.provider.calls["refresh_token"]
-    env.clock.advance(seconds=HOUR + 1)
-    second = (await user.client.post(url, json=body)).json()["data"]["options"]
-    assert env.provider.calls["refresh_token"] == before + 1
-    assert second != first and env.provider.token_by(access_token=second[0]) is not None
