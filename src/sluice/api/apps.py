@@ -4,42 +4,17 @@ OAuth connection (``POST /v1/apps/{slug}/connect``; the provider then redirects 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from fastapi import APIRouter
 
 from sluice import errors
+from sluice.api import render
 from sluice.api.auth import AccountDep, PlatformDep
 from sluice.api.schemas import AppConnect, AppWrite
-from sluice.domain import apps as app_rules
-from sluice.platform import Account, App
+from sluice.platform import Account
 
 router = APIRouter()
-
-
-def render(app: App) -> dict[str, Any]:
-    """Pipedream's app (``custom_fields_json`` is a JSON string, as there), and Sluice's
-    ``oauth`` settings without the client secret, and whether accounts can be connected."""
-    out: dict[str, Any] = {
-        "id": app.id,
-        "name_slug": app.name_slug,
-        "name": app.name,
-        "auth_type": app.auth_type,
-        "description": app.description,
-        "img_src": app.img_src,
-        "custom_fields_json": json.dumps(app_rules.custom_fields_json(app)),
-        "categories": list(app.categories),
-        "builtin": app.builtin,
-        "connectable": app.connectable,
-    }
-    if app.oauth is not None:
-        out["oauth"] = {
-            **app.oauth.__dict__,
-            "scopes": list(app.oauth.scopes),
-            "client_secret_set": app.has_client_secret,
-        }
-    return out
 
 
 def _admin(account: Account) -> None:
@@ -53,7 +28,7 @@ def _admin(account: Account) -> None:
 async def list_apps(
     account: AccountDep, platform: PlatformDep, q: str | None = None
 ) -> dict[str, Any]:
-    found = [render(a) for a in await platform.catalog.list(q)]
+    found = [render.app(a) for a in await platform.catalog.list(q)]
     return {
         "page_info": {
             "total_count": len(found),
@@ -67,14 +42,14 @@ async def list_apps(
 
 @router.get("/v1/apps/{slug}")
 async def read(slug: str, account: AccountDep, platform: PlatformDep) -> dict[str, Any]:
-    return {"data": render(await platform.catalog.get(slug))}
+    return {"data": render.app(await platform.catalog.get(slug))}
 
 
 @router.post("/v1/apps")
 async def create(body: AppWrite, account: AccountDep, platform: PlatformDep) -> dict[str, Any]:
     _admin(account)
     app = await platform.catalog.register(body.model_dump(exclude_unset=True))
-    return {"data": render(app)}
+    return {"data": render.app(app)}
 
 
 @router.put("/v1/apps/{slug}")
@@ -83,7 +58,7 @@ async def update(
 ) -> dict[str, Any]:
     _admin(account)
     app = await platform.catalog.update(slug, body.model_dump(exclude_unset=True))
-    return {"data": render(app)}
+    return {"data": render.app(app)}
 
 
 @router.post("/v1/apps/{slug}/connect")

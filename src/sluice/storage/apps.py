@@ -33,21 +33,6 @@ class ConnectedAccount:
     expires_at_ms: int | None = None
     reconnect_reason: str | None = None
 
-    def to_api(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "app": self.app,
-            "name": self.name,
-            # The names of the fields, never their values.
-            "credential_fields": self.credential_keys,
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-            "status": "reconnect_needed" if self.reconnect_reason else "ok",
-            "reconnect_reason": self.reconnect_reason,
-            "oauth_uid": self.provider_uid,
-            "expires_at": None if self.expires_at_ms is None else self.expires_at_ms // 1000,
-        }
-
 
 @dataclass(frozen=True)
 class TokenRow:
