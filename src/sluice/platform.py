@@ -17,13 +17,16 @@ from sluice import ids
 from sluice.clock import Clock, SystemClock
 from sluice.config import Settings
 from sluice.crypto import Cipher
+from sluice.domain.apps import App
 from sluice.domain.states import JobKind
 from sluice.engine import broker, streams
 from sluice.engine.actions import ActionRun, Actions
+from sluice.engine.app_catalog import AppCatalog
 from sluice.engine.apps import Apps
 from sluice.engine.broker import Broker
 from sluice.engine.commit import Commit
 from sluice.engine.components import ComponentInput, Components
+from sluice.engine.credentials import Credentials
 from sluice.engine.directory import EndpointDirectory
 from sluice.engine.enqueuer import Enqueuer
 from sluice.engine.error_workflows import create_default_error_workflow
@@ -39,6 +42,7 @@ from sluice.engine.invoker import Invoker
 from sluice.engine.invoker import Outcome as InvocationOutcome
 from sluice.engine.jobs import Handler, JobWorker, WorkerConfig
 from sluice.engine.mailer import Mailer
+from sluice.engine.oauth import OAuthConnect
 from sluice.engine.options import Options, OptionsPage, OptionsRequest
 from sluice.engine.runs import Runs
 from sluice.engine.scheduler import Scheduler
@@ -55,6 +59,7 @@ from sluice.storage import accounts, database
 from sluice.storage import components as component_store
 from sluice.storage import workflows as workflow_store
 from sluice.storage.accounts import Account
+from sluice.storage.apps import ConnectedAccount
 from sluice.storage.components import SavedComponent
 from sluice.storage.events import Page as EventPage
 from sluice.storage.runs import Run
@@ -68,8 +73,10 @@ log = logging.getLogger(__name__)
 __all__ = [
     "Account",
     "ActionRun",
+    "App",
     "AutoSubscription",
     "ComponentInput",
+    "ConnectedAccount",
     "DeployRequest",
     "Deployment",
     "EventPage",
@@ -106,6 +113,9 @@ class Platform:
     actions: Actions
     options: Options
     apps: Apps
+    catalog: AppCatalog
+    oauth: OAuthConnect
+    credentials: Credentials
     events: Events
     subscriptions: Subscriptions
     runs: Runs
@@ -170,9 +180,13 @@ class Platform:
         deps = DependencyStore(settings.npm_store_dir, npm=settings.npm)
         components = Components(db, pool, deps, settings, clock)
         commit = Commit(db, settings, clock, Broker())
-        invoker = Invoker(db, pool, components, cipher, settings, clock, commit, reader)
+        catalog = AppCatalog(db, cipher, clock)
+        credentials = Credentials(db, cipher, clock, catalog)
+        invoker = Invoker(
+            db, pool, components, cipher, settings, clock, commit, reader, credentials=credentials
+        )
         directory = EndpointDirectory(reader, components)
-        workflows = Workflows(db, components, cipher, settings, clock)
+        workflows = Workflows(db, components, cipher, settings, clock, credentials=credentials)
         executor = Executor(db, pool, workflows, commit, settings, clock, reader)
         waiters = Waiters()
         enqueuer = Enqueuer(db, clock)
@@ -205,9 +219,12 @@ class Platform:
             sources=Sources(
                 db, reader, pool, components, invoker, cipher, settings, clock, directory
             ),
-            actions=Actions(db, pool, components, cipher, settings),
-            options=Options(db, pool, components, cipher, settings),
-            apps=Apps(db, cipher, clock),
+            actions=Actions(db, pool, components, cipher, settings, credentials=credentials),
+            options=Options(db, pool, components, cipher, settings, credentials=credentials),
+            apps=Apps(db, cipher, clock, catalog),
+            catalog=catalog,
+            oauth=OAuthConnect(db, cipher, clock, catalog, settings.resolved_public_url),
+            credentials=credentials,
             events=Events(db),
             subscriptions=Subscriptions(db),
             runs=Runs(db, ingress),

@@ -16,10 +16,10 @@ from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain import props as prop_rules
 from sluice.engine.components import Components, scrub_paths
+from sluice.engine.credentials import Credentials
 from sluice.runtime import protocol
 from sluice.runtime.port import Invocation, Runner
 from sluice.runtime.protocol import Response, Result
-from sluice.storage import apps
 from sluice.storage.components import SavedComponent
 
 
@@ -38,8 +38,11 @@ class Actions:
         components: Components,
         cipher: Cipher,
         settings: Settings,
+        *,
+        credentials: Credentials,
     ) -> None:
         self.db = db
+        self.credentials = credentials
         self.pool = pool
         self.components = components
         self.cipher = cipher
@@ -61,16 +64,15 @@ class Actions:
             max_bytes=self.settings.max_prop_bytes,
         )
         values: dict[str, Any] = {**configured.plain, **configured.secret}
-        async with self.db.connect() as conn:
-            for prop, (account_id, app) in configured.apps.items():
-                found = await apps.credentials(conn, self.cipher, component.owner_id, account_id)
-                if found is None or found[0] != app:
-                    raise errors.InvalidProps(
-                        f"prop {prop!r} needs a connected {app} account; {account_id} is not one"
-                        " of this account's",
-                        field=f"configured_props.{prop}",
-                    )
-                values[prop] = {"$auth": found[1]}
+        for prop, (account_id, app) in configured.apps.items():
+            found = await self.credentials.auth(component.owner_id, account_id)
+            if found is None or found[0] != app:
+                raise errors.InvalidProps(
+                    f"prop {prop!r} needs a connected {app} account; {account_id} is not one"
+                    " of this account's",
+                    field=f"configured_props.{prop}",
+                )
+            values[prop] = {"$auth": found[1]}
         entry = await self.components.materialize(component)
         run = ActionRun(ids.random_token(27), Result(ok=False))
         try:

@@ -17,9 +17,9 @@ from sluice import errors
 from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.engine.components import Components, load_error, scrub_paths
+from sluice.engine.credentials import Credentials
 from sluice.runtime import protocol
 from sluice.runtime.port import Invocation, Runner
-from sluice.storage import apps
 from sluice.storage.components import SavedComponent
 
 
@@ -47,8 +47,11 @@ class Options:
         components: Components,
         cipher: Cipher,
         settings: Settings,
+        *,
+        credentials: Credentials,
     ) -> None:
         self.db = db
+        self.credentials = credentials
         self.pool = pool
         self.components = components
         self.cipher = cipher
@@ -106,31 +109,28 @@ class Options:
     ) -> dict[str, Any]:
         known = {p["name"]: p for p in component.configurable_props}
         values: dict[str, Any] = {}
-        async with self.db.connect() as conn:
-            for name, value in configured.items():
-                prop = known.get(name)
-                if prop is None:
-                    raise errors.InvalidProps(
-                        f"unknown prop {name!r}", field=f"configured_props.{name}"
-                    )
-                if value is None:
-                    continue
-                if prop["type"] != "app":
-                    values[name] = value
-                    continue
-                account = value.get("authProvisionId") if isinstance(value, dict) else None
-                found = (
-                    await apps.credentials(conn, self.cipher, owner_id, account)
-                    if isinstance(account, str)
-                    else None
+        for name, value in configured.items():
+            prop = known.get(name)
+            if prop is None:
+                raise errors.InvalidProps(
+                    f"unknown prop {name!r}", field=f"configured_props.{name}"
                 )
-                if found is None or found[0] != prop.get("app"):
-                    raise errors.InvalidProps(
-                        f"prop {name!r} needs one of this account's connected {prop.get('app')} "
-                        'accounts: {"authProvisionId": "apn_..."}',
-                        field=f"configured_props.{name}",
-                    )
-                values[name] = {"$auth": found[1]}
+            if value is None:
+                continue
+            if prop["type"] != "app":
+                values[name] = value
+                continue
+            account = value.get("authProvisionId") if isinstance(value, dict) else None
+            found = (
+                await self.credentials.auth(owner_id, account) if isinstance(account, str) else None
+            )
+            if found is None or found[0] != prop.get("app"):
+                raise errors.InvalidProps(
+                    f"prop {name!r} needs one of this account's connected {prop.get('app')} "
+                    'accounts: {"authProvisionId": "apn_..."}',
+                    field=f"configured_props.{name}",
+                )
+            values[name] = {"$auth": found[1]}
         return values
 
 
