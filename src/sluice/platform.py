@@ -42,6 +42,7 @@ from sluice.engine.invoker import Invoker
 from sluice.engine.invoker import Outcome as InvocationOutcome
 from sluice.engine.jobs import Handler, JobWorker, WorkerConfig
 from sluice.engine.mailer import Mailer
+from sluice.engine.notifications import Notifications
 from sluice.engine.oauth import OAuthConnect
 from sluice.engine.options import Options, OptionsPage, OptionsRequest
 from sluice.engine.runs import Runs
@@ -126,6 +127,8 @@ class Platform:
     executor: Executor
     enqueuer: Enqueuer
     sends: SendJobs
+    #: PostgreSQL: other processes' commits, pushed (None on SQLite).
+    notifications: Notifications | None = None
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -150,12 +153,16 @@ class Platform:
                 _sandbox(settings),
             ) as pool:
                 platform = cls._assemble(settings, clock, db, reader, cipher, pool)
+                if database.is_postgres(db):
+                    platform.notifications = platform._listen(settings)
                 if background:
                     await platform.jobs.start()
                     await platform.scheduler.start()
                 try:
                     yield platform
                 finally:
+                    if platform.notifications is not None:
+                        await platform.notifications.close()
                     await platform.ingress.close()
                     await platform.scheduler.stop()
                     await platform.jobs.stop(settings.shutdown_grace_seconds)
@@ -279,6 +286,20 @@ class Platform:
             # Requests first: the background loop yields while the endpoints are saturated.
             pressure=enqueuer.pressed if settings.requests_first else None,
         )
+
+    def _listen(self, settings: Settings) -> Notifications:
+        """Commits of other processes, pushed here: a new job wakes the job worker, a stored
+        event or log line the live streams of its emitter (``engine/notifications.py``)."""
+        hub = self.commit.broker
+
+        def stored(emitter_id: str) -> None:
+            topic = broker.stored_topic(emitter_id)
+            if hub.subscribers(topic):
+                hub.publish(topic, [emitter_id])
+
+        listener = Notifications(settings.resolved_database_url, self.jobs.notify, stored)
+        listener.start()
+        return listener
 
     def endpoint_url(self, endpoint_id: str | None) -> str | None:
         """The public URL of an HTTP endpoint (``SLUICE_ENDPOINT_BASE_URL`` + its id)."""

@@ -37,6 +37,11 @@ def logs_topic(emitter_id: str) -> str:
     return f"logs:{emitter_id}"
 
 
+def stored_topic(emitter_id: str) -> str:
+    """Another process stored events or log lines of the emitter (``engine/notifications``)."""
+    return f"stored:{emitter_id}"
+
+
 class Subscription:
     """One live reader of a topic. ``await next_batch()`` returns what arrived since the last
     call, or ``[]`` once closed (by ``close()``, or by falling too far behind)."""

@@ -8,6 +8,7 @@ missed, and the returned ``Stream`` reads the replay lazily on its first iterati
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -43,6 +44,9 @@ class Stream:
     #: (``None``: the newest one only), every ``poll_seconds``; 0 turns polling off.
     poll: Callable[[Any], Awaitable[Sequence[dict[str, Any]]]] | None = None
     poll_seconds: float = 0.0
+    #: Wakes the poll at once: another process stored items of the emitter (PostgreSQL's
+    #: notifications, ``engine/notifications.py``); ``poll_seconds`` is then the fallback.
+    wake: Subscription | None = None
     _poller: asyncio.Task[None] | None = None
 
     async def items(self) -> AsyncIterator[tuple[str, dict[str, Any]]]:
@@ -63,7 +67,7 @@ class Stream:
     async def _poll(self, position: Any) -> None:
         assert self.poll is not None
         while not self.subscription.closed:
-            await asyncio.sleep(self.poll_seconds)
+            await self._wait()
             try:
                 found = await self.poll(position if position is not None else _BEGINNING)
             except Exception:  # the database is away for a moment: try again next time
@@ -73,8 +77,19 @@ class Stream:
                 position = self.key(found[-1])
                 self.subscription.push(found)
 
+    async def _wait(self) -> None:
+        """Until the next poll: ``poll_seconds``, or less when woken."""
+        if self.wake is None or self.wake.closed:
+            await asyncio.sleep(self.poll_seconds)
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.poll_seconds):
+                await self.wake.next_batch()
+
     def close(self) -> None:
         self.subscription.close()
+        if self.wake is not None:
+            self.wake.close()
         if self._poller is not None:
             self._poller.cancel()
 
@@ -133,6 +148,7 @@ def open_emits(
         ),
         poll=poll,
         poll_seconds=poll_seconds,
+        wake=hub.subscribe(broker.stored_topic(emitter_id)) if poll_seconds > 0 else None,
     )
 
 
@@ -165,4 +181,5 @@ def open_logs(
         after=after,
         poll=poll,
         poll_seconds=poll_seconds,
+        wake=hub.subscribe(broker.stored_topic(emitter_id)) if poll_seconds > 0 else None,
     )

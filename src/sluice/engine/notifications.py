@@ -1,0 +1,90 @@
+"""What other processes committed, pushed to this one at once (PostgreSQL).
+
+Triggers (migration 0009) NOTIFY at commit: ``sluice_jobs`` when jobs are added or queued
+again, ``sluice_events`` with the emitter's id when its events or log lines are stored. Each
+process listens on one connection of its own: a new job wakes its job worker now instead of
+at its next poll, and a live stream (SSE) of that emitter reads storage now instead of at its
+next poll. Polling stays, as the fallback: while the listener reconnects (the database
+restarted) nothing is lost, only later. SQLite has no such push (one process, or polling).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import asyncpg
+from sqlalchemy.engine import make_url
+
+log = logging.getLogger(__name__)
+
+JOBS = "sluice_jobs"
+EVENTS = "sluice_events"
+#: How often an idle listener checks that its connection still answers, seconds.
+CHECK_SECONDS = 10.0
+#: The wait before connecting again after the connection was lost, seconds.
+RECONNECT_SECONDS = 1.0
+
+
+def plain_url(url: str) -> str:
+    """The database URL as asyncpg takes it (no SQLAlchemy driver name)."""
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+class Notifications:
+    def __init__(
+        self, url: str, on_jobs: Callable[[], None], on_stored: Callable[[str], None]
+    ) -> None:
+        self.url = plain_url(url)
+        self.on_jobs = on_jobs
+        self.on_stored = on_stored
+        self._task: asyncio.Task[None] | None = None
+        #: Set while a connection listens (tests wait for it).
+        self.listening = asyncio.Event()
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self._listen()
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                log.warning("the database's notifications stopped (%s); reconnecting", exc)
+            self.listening.clear()
+            await asyncio.sleep(RECONNECT_SECONDS)
+
+    async def _listen(self) -> None:
+        conn = await asyncpg.connect(self.url, timeout=10)
+        lost = asyncio.Event()
+        conn.add_termination_listener(lambda _conn: lost.set())
+        try:
+            await conn.add_listener(JOBS, self._jobs)
+            await conn.add_listener(EVENTS, self._events)
+            self.listening.set()
+            self.on_jobs()  # anything added while nobody listened
+            while not lost.is_set():
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(CHECK_SECONDS):
+                        await lost.wait()
+                if not lost.is_set():
+                    await conn.fetchval("SELECT 1", timeout=10)  # a silent loss shows here
+        finally:
+            with contextlib.suppress(Exception):
+                await conn.close(timeout=5)
+
+    def _jobs(self, *_args: Any) -> None:
+        self.on_jobs()
+
+    def _events(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        self.on_stored(payload)

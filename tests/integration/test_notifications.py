@@ -1,0 +1,128 @@
+"""PostgreSQL pushes other processes' commits (``engine/notifications.py``, migration 0009):
+a job added or queued again wakes a job worker, and a stored event wakes the live streams of
+its emitter, with the polls of both set to an hour (so only the push can explain the wake)."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import AsyncIterator
+
+import pytest_asyncio
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from sluice.clock import FakeClock
+from sluice.engine import broker, streams
+from sluice.engine.broker import Broker
+from sluice.engine.jobs import Finish, JobWorker, WorkerConfig
+from sluice.engine.notifications import Notifications
+from sluice.storage import database, events, jobs
+from sluice.storage.jobs import Job
+from tests.conftest import _create_pg_database, _drop_pg_database
+
+HOUR = 3600.0
+WAIT_S = 20.0
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def postgres() -> AsyncIterator[tuple[str, AsyncEngine]]:
+    url = await _create_pg_database()
+    db = await database.open_database(url)
+    try:
+        yield url, db
+    finally:
+        await db.dispose()
+        await _drop_pg_database(url)
+
+
+async def _listening(listener: Notifications) -> None:
+    listener.start()
+    await asyncio.wait_for(listener.listening.wait(), WAIT_S)
+
+
+async def test_an_added_or_requeued_job_wakes_a_worker(
+    postgres: tuple[str, AsyncEngine],
+) -> None:
+    url, db = postgres
+    clock = FakeClock()
+    kind = f"test-{secrets.token_hex(4)}"
+    worker = JobWorker(db, clock, WorkerConfig(poll_seconds=HOUR))
+    ran: asyncio.Queue[int] = asyncio.Queue()
+
+    async def handler(job: Job, finish: Finish) -> None:
+        await ran.put(job.id)
+
+    worker.handlers[kind] = handler
+    woken: list[str] = []
+
+    def on_jobs() -> None:
+        woken.append("jobs")
+        worker.notify()
+
+    listener = Notifications(url, on_jobs, lambda _emitter: None)
+    await _listening(listener)
+    await worker.start()
+    try:
+        async with db.begin() as conn:  # another process's commit, as far as the worker knows
+            job_id = await jobs.enqueue(
+                conn, kind=kind, owner_id="u_n", target_id="dc_n", payload={}, now_ms=0
+            )
+        assert await asyncio.wait_for(ran.get(), WAIT_S) == job_id
+        # A job queued again (released by a stopping worker) wakes the workers too.
+        before = len(woken)
+        async with db.begin() as conn:
+            await conn.run_sync(
+                lambda c: jobs.claim_sync(
+                    c, worker_id="other", now_ms=1, lease_ms=HOUR * 1000, limit=1, kinds=(kind,)
+                )
+            )
+            second = await jobs.enqueue(
+                conn, kind=kind, owner_id="u_n", target_id="dc_n", payload={}, now_ms=0
+            )
+        assert await asyncio.wait_for(ran.get(), WAIT_S) == second
+        assert len(woken) > before
+    finally:
+        await worker.stop()
+        await listener.close()
+
+
+async def test_a_stored_event_wakes_the_streams_of_its_emitter(
+    postgres: tuple[str, AsyncEngine],
+) -> None:
+    url, db = postgres
+    hub = Broker()
+
+    def stored(emitter_id: str) -> None:
+        hub.publish(broker.stored_topic(emitter_id), [emitter_id])
+
+    listener = Notifications(url, lambda: None, stored)
+    await _listening(listener)
+    emitter = f"dc_{secrets.token_hex(6)}"
+    writer = database.Writer(db)
+
+    async def store(n: int) -> None:
+        await writer(
+            lambda conn: events.append_sync(
+                conn,
+                emitter_id=emitter,
+                owner_id="u_n",
+                now_ms=1_000 + n,
+                items=[("", {"n": n}, {})],
+            )
+        )
+
+    await store(1)
+    # From the start (a resumed stream): #1 is replayed, and the poll starts after it.
+    stream = streams.open_emits(db, hub, emitter, after=(0, 0), channel=None, poll_seconds=HOUR)
+    items = stream.items()
+    try:
+        _id, replayed = await asyncio.wait_for(anext(items), WAIT_S)
+        assert replayed["e"] == {"n": 1}
+        await store(2)  # only the push can bring it now: the next poll is an hour away
+        _id, pushed = await asyncio.wait_for(anext(items), WAIT_S)
+        assert pushed["e"] == {"n": 2}
+    finally:
+        writer.dispose()
+        stream.close()
+        await items.aclose()
+        await listener.close()
