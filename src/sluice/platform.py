@@ -13,10 +13,11 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from sluice import ids
+from sluice import errors, ids, passwords
 from sluice.clock import Clock, SystemClock
 from sluice.config import Settings
 from sluice.crypto import Cipher
+from sluice.domain import registry as registry_rules
 from sluice.domain.states import JobKind
 from sluice.engine import broker, streams
 from sluice.engine.actions import Actions
@@ -34,6 +35,7 @@ from sluice.engine.handlers.workflow import WorkflowJobs
 from sluice.engine.ingress import IncomingRequest, Ingress
 from sluice.engine.invoker import Invoker
 from sluice.engine.jobs import Handler, JobWorker, WorkerConfig
+from sluice.engine.logins import SESSION_TTL_S, Logins
 from sluice.engine.mailer import Mailer
 from sluice.engine.options import Options, OptionsRequest
 from sluice.engine.runs import Runs
@@ -49,7 +51,7 @@ from sluice.runtime.sandbox import Sandbox, SandboxConfig
 from sluice.storage import accounts, database
 from sluice.storage import components as component_store
 from sluice.storage import workflows as workflow_store
-from sluice.storage.accounts import Account
+from sluice.storage.accounts import Account, KeyInfo
 from sluice.storage.components import SavedComponent
 from sluice.storage.events import Page as EventPage
 from sluice.storage.runs import Run
@@ -68,7 +70,10 @@ __all__ = [
     "IncomingRequest",
     "OptionsRequest",
     "Platform",
+    "SESSION_TTL_S",
+    "KeyInfo",
     "Run",
+    "SavedComponent",
     "Stream",
     "UpdateRequest",
     "Workflow",
@@ -103,6 +108,7 @@ class Platform:
     executor: Executor
     enqueuer: Enqueuer
     sends: SendJobs
+    logins: Logins
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -225,6 +231,7 @@ class Platform:
             executor=executor,
             enqueuer=enqueuer,
             sends=sends,
+            logins=Logins(db, settings, clock),
         )
 
     async def create_account(
@@ -317,6 +324,24 @@ class Platform:
                 found = await component_store.get_by_key(conn, owner_id, key_or_id)
         return found
 
+    async def registry_search(
+        self, query: str, *, component_type: str | None = None
+    ) -> list[SavedComponent]:
+        """The newest version of each registry component matching ``query`` (key, name or
+        description), by key."""
+        async with self.db.connect() as conn:
+            found = await component_store.registry_search(
+                conn, query.strip(), component_type=component_type, limit=2000
+            )
+        by_key: dict[str, list[SavedComponent]] = {}
+        for component in found:
+            by_key.setdefault(component.key or "", []).append(component)
+        newest = []
+        for versions in by_key.values():
+            latest = registry_rules.latest([c.version for c in versions])
+            newest.append(next(c for c in versions if c.version == latest))
+        return newest
+
     async def registry_versions(self, key: str) -> list[SavedComponent]:
         """Every published version of the registry component ``key``."""
         async with self.db.connect() as conn:
@@ -324,9 +349,17 @@ class Platform:
 
 
 async def create_account_offline(
-    settings: Settings, username: str, email: str | None = None, *, is_admin: bool = False
+    settings: Settings,
+    username: str,
+    email: str | None = None,
+    *,
+    is_admin: bool = False,
+    password: str | None = None,
 ) -> tuple[Account, str]:
-    """Create an account straight in the store: no runner, no npm, no server needed."""
+    """Create an account straight in the store: no runner, no npm, no server needed. With
+    ``password``, the account can also log in from a browser."""
+    if password is not None and (problem := passwords.problem(password)) is not None:
+        raise errors.InvalidRequest(problem, field="password")
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     db = await database.open_database(settings.resolved_database_url)
     try:
@@ -339,6 +372,9 @@ async def create_account_offline(
             await create_default_error_workflow(
                 conn, account.id, base_url=settings.resolved_public_url, now_s=now_s
             )
+            if password is not None:
+                hashed = passwords.hash_password(password)
+                await accounts.set_password_hash(conn, account.id, hashed)
         return account, key
     finally:
         await db.dispose()

@@ -29,6 +29,7 @@ from sluice.clock import Clock
 from sluice.config import Settings
 from sluice.errors import SluiceError
 from sluice.platform import Platform
+from sluice.web import app as web
 
 
 class App(FastAPI):
@@ -83,6 +84,9 @@ def create_app(
         "Every /v1 route needs 'Authorization: Bearer <api key>'.",
         lifespan=lifespan,
         default_response_class=bodies.SafeJSONResponse,
+        # /docs is the web UI's, from local assets (FastAPI's loads Swagger UI from a CDN).
+        docs_url=None,
+        redoc_url=None,
     )
     if platform is not None:
         app.state.platform = platform
@@ -100,4 +104,5 @@ def create_app(
         app.include_router(module.router)
     for module in (options, catalog):  # the CLI's: prop options, the component list
         app.include_router(module.router)
+    web.install(app, platform.settings if platform is not None else settings or Settings())
     return app

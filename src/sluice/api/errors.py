@@ -15,10 +15,12 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.responses import Response
 from starlette.exceptions import HTTPException
 
 from sluice import errors
 from sluice.api.bodies import SafeJSONResponse
+from sluice.web import render as web_render
 
 log = logging.getLogger(__name__)
 
@@ -77,8 +79,11 @@ def error_response(status: int, message: str, code: str, **extra: Any) -> JSONRe
     return SafeJSONResponse(body(message, code, **extra), status_code=status, headers=headers)
 
 
-async def _sluice_error(_request: Request, exc: Exception) -> JSONResponse:
+async def _sluice_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, errors.SluiceError)
+    if not request.url.path.startswith("/v1"):
+        # A page of the web UI: the error as a page, with the same status.
+        return web_render.error_page(request, exc, status_of(exc))
     return render(exc)
 
 

@@ -1,0 +1,95 @@
+"""The workflow builder's form, both ways: a workflow as the form shows it, and a posted form
+as the ``WorkflowInput`` the platform takes (as ``POST /v1/workflows``'s body)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.datastructures import FormData
+
+from sluice.platform import WorkflowInput
+from sluice.web.render import text
+
+TRIGGERS = ("http", "timer", "source", "manual")
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    kind: str  # code or action
+    code: str
+    action: str
+    props: str  # JSON text
+
+
+NEW_CODE = """export default defineComponent({
+  async run({ steps, $ }) {
+    return steps.trigger.event;
+  },
+});
+"""
+
+
+def steps_of(api_steps: list[dict[str, Any]]) -> list[Step]:
+    out = []
+    for s in api_steps:
+        props = json.dumps(s.get("props") or {}, indent=2) if s.get("props") else ""
+        out.append(
+            Step(s["name"], s["type"], s.get("code") or "", s.get("action") or "", props)
+        )
+    return out
+
+
+def _trigger(form: FormData) -> dict[str, Any]:
+    kind = text(form, "trigger.type", "manual")
+    if kind == "http":
+        return {"type": "http", "custom_response": "trigger.custom_response" in form}
+    if kind == "timer":
+        cron = text(form, "trigger.cron").strip()
+        if cron:
+            return {"type": "timer", "cron": cron, "timezone": text(form, "trigger.timezone") or "UTC"}
+        interval = text(form, "trigger.interval").strip()
+        return {"type": "timer", "intervalSeconds": int(interval) if interval.isdigit() else interval}
+    if kind == "source":
+        return {
+            "type": "source",
+            "source_id": text(form, "trigger.source_id"),
+            "event_name": text(form, "trigger.event_name"),
+        }
+    return {"type": "manual"}
+
+
+def _props(raw: str) -> Any:
+    if not raw.strip():
+        return {}
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw  # the platform names the step whose props are not an object
+
+
+def posted_steps(form: FormData) -> list[Step]:
+    names, kinds = form.getlist("step.name"), form.getlist("step.kind")
+    codes, actions, props = (form.getlist(k) for k in ("step.code", "step.action", "step.props"))
+    return [
+        Step(str(n), str(k), str(c), str(a), str(p))
+        for n, k, c, a, p in zip(names, kinds, codes, actions, props, strict=False)
+    ]
+
+
+def workflow_input(form: FormData) -> WorkflowInput:
+    steps: list[Any] = []
+    for step in posted_steps(form):
+        if step.kind == "action":
+            steps.append({"name": step.name, "action": step.action, "props": _props(step.props)})
+        else:
+            steps.append({"name": step.name, "code": step.code})
+    return WorkflowInput(
+        name=text(form, "name").strip() or None,
+        trigger=_trigger(form),
+        steps=steps,
+        active=True,
+        global_errors="global_errors" in form,
+    )
