@@ -26,7 +26,7 @@ async def home(request: Request) -> Response:
 @router.get("/setup")
 async def setup_form(request: Request) -> Response:
     if not await sessions.platform_of(request).logins.needs_owner():
-        return render.redirect("/login")
+        return render.redirect("/")
     return render.page(request, "setup.html", {"values": {}})
 
 
