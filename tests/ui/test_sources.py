@@ -1,0 +1,135 @@
+"""Deploying sources from the spec's addresses, and watching their events arrive live."""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import quote
+
+import httpx
+from playwright.sync_api import Page, expect
+
+from tests.ui.conftest import Server
+
+ALL_PROPS = """export default {
+  key: "ui-all-props",
+  name: "All props",
+  version: "0.1.0",
+  description: "Every prop type, for the deploy form.",
+  props: {
+    http: "$.interface.http",
+    db: "$.service.db",
+    label: { type: "string", label: "Label", description: "Shown in each event" },
+    count: { type: "integer", min: 1, max: 10, default: 2, optional: true },
+    loud: { type: "boolean", optional: true },
+    tags: { type: "string[]", optional: true },
+    color: { type: "string", options: ["red", "green"] },
+    extra: { type: "object", optional: true },
+  },
+  async run(event) {
+    this.$emit({ label: this.label, count: this.count, color: this.color, body: event.body },
+      { summary: `${this.label} #${event.body && event.body.n}` });
+  },
+};
+"""
+
+SECRET = """export default {
+  name: "Secret keeper",
+  version: "0.0.1",
+  props: {
+    http: "$.interface.http",
+    token: { type: "string", secret: true, label: "Token" },
+  },
+  async run(event) {
+    this.$emit({ ...event, token_set: this.token.length > 0 }, { summary: "checked" });
+  },
+};
+"""
+
+
+def api_key(page: Page, name: str) -> str:
+    page.goto("/settings/keys")
+    page.get_by_label("Name").fill(name)
+    page.get_by_role("button", name="Create key").click()
+    return page.locator("#new-key").inner_text()
+
+
+def test_deploy_by_key_shows_the_form_and_events_arrive_live(page: Page, server: Server) -> None:
+    key = api_key(page, "publisher")
+    with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {key}"}, timeout=120) as api:
+        published = api.post("/v1/components/registry", json={"component_code": ALL_PROPS})
+        assert published.status_code == 200, published.text
+    page.goto("/sources?action=create&key=ui-all-props")
+    expect(page.get_by_role("heading", name="Deploy All props")).to_be_visible()
+    count = page.get_by_label("count")
+    assert count.get_attribute("min") == "1" and count.get_attribute("max") == "10"
+    expect(count).to_have_value("2")  # the default
+    page.get_by_label("Label").fill("<img src=x onerror=alert(1)>")
+    page.get_by_label("color").select_option("green")
+    count.fill("12")
+    count.evaluate("e => { e.removeAttribute('max'); }")  # the API's check, not the browser's
+    page.get_by_role("button", name="Deploy").click()
+    error = page.locator(".field.has-error")
+    expect(error).to_contain_text("count")
+    expect(page.get_by_label("Label")).to_have_value("<img src=x onerror=alert(1)>")
+    page.get_by_label("count").fill("3")
+    page.get_by_role("button", name="Deploy").click()
+    expect(page.locator("#endpoint-url")).to_be_visible()
+    endpoint = page.locator("#endpoint-url").inner_text()
+    expect(page.locator("[data-live-status]")).to_have_text("live")
+    with httpx.Client(timeout=60) as client:
+        for n in (1, 2):
+            assert client.post(endpoint, json={"n": n}).status_code == 200
+            # Each arrives without a reload; the summary is text, never markup.
+            expect(page.locator("[data-event-rows] tr")).to_have_count(n)
+    first = page.locator("[data-event-rows] tr").first
+    expect(first).to_contain_text("<img src=x onerror=alert(1)> #2")
+    first.click()
+    inspector = page.locator("[data-inspector]")
+    expect(inspector.locator("[data-event-json]")).to_contain_text('"color": "green"')
+    expect(inspector.locator("[data-event-json]")).to_contain_text('"count": 3')
+    # The keyboard moves through the events.
+    page.keyboard.press("ArrowDown")
+    expect(inspector.locator("[data-event-json]")).to_contain_text('"n": 1')
+    assert page.locator("img").count() == 0
+
+
+def test_deploy_by_url_with_a_secret_prop(
+    page: Page, server: Server, file_server: tuple[str, dict[str, str]]
+) -> None:
+    base, files = file_server
+    files["/secret.mjs"] = SECRET
+    page.goto(f"/sources?action=create&url={quote(base + '/secret.mjs', safe='')}")
+    expect(page.get_by_role("heading", name="Deploy Secret keeper")).to_be_visible()
+    token = page.get_by_label("Token")
+    assert token.get_attribute("type") == "password"
+    token.fill("s3cr3t-value")
+    page.locator("#name").fill("keeper")
+    page.get_by_role("button", name="Deploy").click()
+    expect(page.get_by_role("heading", name="keeper")).to_be_visible()
+    assert "s3cr3t-value" not in page.content()
+    expect(page.get_by_label("Token")).to_have_attribute("placeholder", "(set: leave empty to keep it)")
+    endpoint = page.locator("#endpoint-url").inner_text()
+    with httpx.Client(timeout=60) as client:
+        client.post(endpoint, json={"hello": "world"}, headers={"X-Test": "yes"})
+    row = page.locator("[data-event-rows] tr").first
+    expect(row).to_contain_text("checked")
+    row.click()
+    raw = page.locator("[data-raw-request]")
+    expect(raw).to_contain_text("POST /")
+    expect(raw).to_contain_text("x-test: yes")
+    # Saving the configuration with the secret left empty keeps it.
+    page.locator("#name").fill("keeper 2")
+    page.get_by_role("button", name="Save").click()
+    expect(page.get_by_role("heading", name="keeper 2")).to_be_visible()
+    # Deactivate, then delete.
+    page.get_by_role("button", name="Deactivate").click()
+    expect(page.locator("h1 .badge")).to_have_text("inactive")
+    page.once("dialog", lambda d: d.accept())
+    page.get_by_role("button", name="Delete").click()
+    expect(page.get_by_role("link", name="keeper 2")).to_have_count(0)
+
+
+def test_a_bad_url_is_named_on_its_field(page: Page) -> None:
+    page.goto("/sources?action=create&url=file%3A%2F%2F%2Fetc%2Fpasswd")
+    expect(page.locator(".field-error")).to_contain_text("http")
+    json.dumps({})
