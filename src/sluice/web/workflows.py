@@ -152,6 +152,17 @@ async def workflow(request: Request, workflow_id: str) -> Response:
     return render.page(request, "workflow.html", context, session=session)
 
 
+@router.get("/workflows/{workflow_id}/runs")
+async def runs_table(request: Request, workflow_id: str) -> Response:
+    """The runs table alone: the workflow page refreshes it with htmx."""
+    session = await sessions.required(request)
+    platform = sessions.platform_of(request)
+    found = await platform.workflows.get(session.account.id, workflow_id)
+    runs, total = await platform.runs.page(found.id, limit=25, before=None, after=None)
+    context = {"w": found, "runs": runs, "total_runs": total}
+    return render.page(request, "runs_table.html", context, session=session)
+
+
 @router.post("/workflows/{workflow_id}/run")
 async def run(request: Request, workflow_id: str) -> Response:
     session = await sessions.required(request)

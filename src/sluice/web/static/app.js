@@ -216,6 +216,14 @@ function editorFor(textarea) {
     value: textarea.value,
   });
   editor.session.on("change", () => { textarea.value = editor.getValue(); });
+  // The save answer's error names the step and the line (step.mjs:LINE): mark it.
+  const problem = textarea.closest("[data-step]")?.querySelector("[data-step-error]");
+  const line = problem && /\.m?[cj]s:(\d+)/.exec(problem.textContent);
+  if (line) {
+    const row = Number(line[1]) - 1;
+    editor.session.setAnnotations([{ row, column: 0, type: "error", text: problem.textContent }]);
+    editor.gotoLine(row + 1, 0, false);
+  }
   editor.commands.removeCommand("gotoline"); // Ctrl+L stays the browser's
 }
 function builder(form) {
@@ -272,6 +280,7 @@ function credentialRows(fieldset) {
 window.addEventListener("DOMContentLoaded", () => {
   renderTimes();
   setInterval(renderTimes, 30000);
+  document.body.addEventListener("htmx:afterSwap", (ev) => renderTimes(ev.target));
   $$("section[data-events]").forEach(liveEvents);
   $$("form[data-test-request]").forEach(testRequests);
   $$("form.builder").forEach(builder);
