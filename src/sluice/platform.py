@@ -62,16 +62,16 @@ log = logging.getLogger(__name__)
 
 # What the API edge names in its annotations, re-exported so api/ reaches no deeper layer.
 __all__ = [
+    "SESSION_TTL_S",
     "Account",
     "ComponentInput",
     "DeployRequest",
     "Deployment",
     "EventPage",
     "IncomingRequest",
+    "KeyInfo",
     "OptionsRequest",
     "Platform",
-    "SESSION_TTL_S",
-    "KeyInfo",
     "Run",
     "SavedComponent",
     "Stream",

@@ -120,9 +120,11 @@ def page(server: Server, browser: Browser, owner_state: dict[str, object]) -> It
     opened.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
     opened.on(
         "console",
-        lambda msg: problems.append(msg.text)
-        if msg.type == "error" and "Content Security Policy" in msg.text
-        else None,
+        lambda msg: (
+            problems.append(msg.text)
+            if msg.type == "error" and "Content Security Policy" in msg.text
+            else None
+        ),
     )
     yield opened
     context.close()
@@ -156,9 +158,9 @@ def file_server() -> Iterator[tuple[str, dict[str, str]]]:
     httpd.server_close()
 
 
-
-
-def run_cli(*args: str, data_dir: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str, data_dir: Path, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [SLUICE, *args, "--data-dir", str(data_dir)],
         input=stdin,

@@ -88,8 +88,13 @@ def test_api_keys_are_shown_once_and_can_be_revoked(page: Page, server: Server) 
 
 def test_accounts_create_with_a_password_logs_in(browser: Browser, server: Server) -> None:
     run_cli(
-        "accounts", "create", "--name", "grace", "--password",
-        data_dir=server.data_dir, stdin="grace's password\ngrace's password\n",
+        "accounts",
+        "create",
+        "--name",
+        "grace",
+        "--password",
+        data_dir=server.data_dir,
+        stdin="grace's password\ngrace's password\n",
     )
     context = browser.new_context(base_url=server.url)
     page = context.new_page()

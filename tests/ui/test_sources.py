@@ -55,7 +55,9 @@ def api_key(page: Page, name: str) -> str:
 
 def test_deploy_by_key_shows_the_form_and_events_arrive_live(page: Page, server: Server) -> None:
     key = api_key(page, "publisher")
-    with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {key}"}, timeout=120) as api:
+    with httpx.Client(
+        base_url=server.url, headers={"Authorization": f"Bearer {key}"}, timeout=120
+    ) as api:
         published = api.post("/v1/components/registry", json={"component_code": ALL_PROPS})
         assert published.status_code == 200, published.text
     page.goto("/sources?action=create&key=ui-all-props")
@@ -107,7 +109,9 @@ def test_deploy_by_url_with_a_secret_prop(
     page.get_by_role("button", name="Deploy").click()
     expect(page.get_by_role("heading", name="keeper")).to_be_visible()
     assert "s3cr3t-value" not in page.content()
-    expect(page.get_by_label("Token")).to_have_attribute("placeholder", "(set: leave empty to keep it)")
+    expect(page.get_by_label("Token")).to_have_attribute(
+        "placeholder", "(set: leave empty to keep it)"
+    )
     endpoint = page.locator("#endpoint-url").inner_text()
     with httpx.Client(timeout=60) as client:
         client.post(endpoint, json={"hello": "world"}, headers={"X-Test": "yes"})

@@ -50,21 +50,29 @@ def run_now(page: Page, event: str = "{}") -> None:
 
 def test_a_code_step_and_an_action_step(page: Page, server: Server) -> None:
     key = api_key(page, "actions")
-    with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {key}"}, timeout=120) as api:
+    with httpx.Client(
+        base_url=server.url, headers={"Authorization": f"Bearer {key}"}, timeout=120
+    ) as api:
         assert api.post("/v1/components", json={"component_code": ACTION}).status_code == 200
     page.goto("/workflows/new")
     page.get_by_label("Name", exact=True).fill("Greeter")
     page.get_by_label("HTTP request").check()
-    set_code(page, 0, 'export default defineComponent({ async run({ steps, $ }) {\n'
-             '  console.log("got", steps.trigger.event.name);\n'
-             '  return { name: steps.trigger.event.name }; } });\n')
+    set_code(
+        page,
+        0,
+        "export default defineComponent({ async run({ steps, $ }) {\n"
+        '  console.log("got", steps.trigger.event.name);\n'
+        "  return { name: steps.trigger.event.name }; } });\n",
+    )
     page.get_by_role("button", name="+ Action step").click()
     step = page.locator("[data-step]").nth(1)
     step.get_by_label("Action").fill("ui-greet")
     step.get_by_label("Props").fill('{"who": "{{steps.step_1.$return_value.name}}"}')
     # Reordering: move the action up and back down.
     step.get_by_role("button", name="Move step up").click()
-    expect(page.locator("[data-step]").first.locator("input[name='step.action']")).to_have_value("ui-greet")
+    expect(page.locator("[data-step]").first.locator("input[name='step.action']")).to_have_value(
+        "ui-greet"
+    )
     page.locator("[data-step]").first.get_by_role("button", name="Move step down").click()
     page.get_by_role("button", name="Deploy").click()
     expect(page.get_by_role("heading", name="Greeter")).to_be_visible()
@@ -90,11 +98,19 @@ def test_a_code_error_is_named_on_save(page: Page) -> None:
 
 
 def test_a_failing_run_lands_in_errors_is_replayed_and_forwarded(page: Page) -> None:
-    listener = build(page, "Listener", 'export default defineComponent({ async run({ steps }) {\n'
-                     '  return steps.trigger.event.error.msg; } });\n')
-    failing = build(page, "Failing", 'export default defineComponent({ async run({ steps }) {\n'
-                    '  if (steps.trigger.event.fail) throw new Error("it broke");\n'
-                    '  return "fine"; } });\n')
+    listener = build(
+        page,
+        "Listener",
+        "export default defineComponent({ async run({ steps }) {\n"
+        "  return steps.trigger.event.error.msg; } });\n",
+    )
+    failing = build(
+        page,
+        "Failing",
+        "export default defineComponent({ async run({ steps }) {\n"
+        '  if (steps.trigger.event.fail) throw new Error("it broke");\n'
+        '  return "fine"; } });\n',
+    )
     page.get_by_label("Listener workflow").select_option(listener)
     page.get_by_role("button", name="Forward errors").click()
     expect(page.locator(".subs")).to_contain_text(listener)

@@ -61,7 +61,9 @@ async def publish_to_registry(
 async def search_registry(
     account: AccountDep,
     platform: PlatformDep,
-    q: Annotated[str, Query(max_length=200, description="Text in the key, name or description.")] = "",
+    q: Annotated[
+        str, Query(max_length=200, description="Text in the key, name or description.")
+    ] = "",
     type: Annotated[
         Literal["source", "action"] | None, Query(description="Only sources or only actions.")
     ] = None,

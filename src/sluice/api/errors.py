@@ -15,8 +15,8 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from starlette.responses import Response
 from starlette.exceptions import HTTPException
+from starlette.responses import Response
 
 from sluice import errors
 from sluice.api.bodies import SafeJSONResponse

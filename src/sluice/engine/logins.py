@@ -92,7 +92,9 @@ class Logins:
         """A new named API key, returned this once in clear."""
         name = name.strip()
         if not name or len(name) > 200:
-            raise errors.InvalidRequest("give the key a name (at most 200 characters)", field="name")
+            raise errors.InvalidRequest(
+                "give the key a name (at most 200 characters)", field="name"
+            )
         async with self.db.begin() as conn:
             key = await accounts.create_key(conn, account_id, now_s=self._now_s())
             await accounts.name_key(conn, account_id, key.split("_")[1], name)

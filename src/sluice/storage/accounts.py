@@ -155,9 +155,7 @@ async def list_keys(conn: AsyncConnection, account_id: str) -> list[KeyInfo]:
         .where(api_keys.c.account_id == account_id)
         .order_by(api_keys.c.created_at.desc(), api_keys.c.id)
     )
-    return [
-        KeyInfo(r.id, r.name, r.created_at, r.last_used_at, r.revoked_at) for r in rows.all()
-    ]
+    return [KeyInfo(r.id, r.name, r.created_at, r.last_used_at, r.revoked_at) for r in rows.all()]
 
 
 async def revoke_key(conn: AsyncConnection, account_id: str, key_id: str, *, now_s: int) -> bool:

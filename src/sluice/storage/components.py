@@ -118,7 +118,7 @@ async def registry_search(
 ) -> list[SavedComponent]:
     """Registry components whose key, name or description contains ``query`` (any case),
     every version, by key: at most ``limit`` rows."""
-    where = [t.c.registry]
+    where: list[sa.ColumnElement[bool]] = [t.c.registry]
     if query:
         escaped = query.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         pattern = f"%{escaped}%"

@@ -20,9 +20,7 @@ def _kind(value: str | None) -> str | None:
 @router.get("/registry")
 async def registry(request: Request, q: str = "", type: str | None = None) -> Response:
     session = await sessions.required(request)
-    found = await sessions.platform_of(request).registry_search(
-        q[:200], component_type=_kind(type)
-    )
+    found = await sessions.platform_of(request).registry_search(q[:200], component_type=_kind(type))
     context = {"components": found, "q": q, "type": _kind(type) or "", "where": "registry"}
     return render.page(request, "catalog.html", context, session=session)
 
@@ -37,8 +35,7 @@ async def mine(request: Request, q: str = "", type: str | None = None) -> Respon
     found = [
         c
         for c in page.items
-        if not needle
-        or needle in f"{c.key or ''} {c.name} {c.description or ''}".lower()
+        if not needle or needle in f"{c.key or ''} {c.name} {c.description or ''}".lower()
     ]
     context = {"components": found, "q": q, "type": _kind(type) or "", "where": "mine"}
     return render.page(request, "catalog.html", context, session=session)

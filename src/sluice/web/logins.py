@@ -51,9 +51,7 @@ async def setup(request: Request) -> Response:
             problem = exc
     if problem is not None:
         del values["password"]
-        return render.page(
-            request, "setup.html", {"values": values, "error": problem}, status=400
-        )
+        return render.page(request, "setup.html", {"values": values, "error": problem}, status=400)
     response = render.redirect("/sources")
     sessions.set_cookie(request, response, token, SESSION_TTL_S)
     return response

@@ -86,7 +86,7 @@ async def sources(
         try:
             component = await _component(platform, session.account.id, key, url)
         except errors.SluiceError as exc:
-            context = {"error": exc, "key": key, "url": url}
+            context: dict[str, Any] = {"error": exc, "key": key, "url": url}
             return render.page(request, "source_pick.html", context, session=session, status=400)
         return await _deploy_form(request, session, component, {})
     page = await platform.sources.list(session.account.id, limit=100, before=None, after=None)
@@ -149,7 +149,9 @@ async def update(request: Request, source_id: str) -> Response:
     deployment = await platform.sources.get(session.account.id, source_id)
     component = await platform.components.by_id(deployment.component_id)
     configured = props.from_form(component.configurable_props, form)
-    change = UpdateRequest(name=render.text(form, "name").strip() or None, configured_props=configured)
+    change = UpdateRequest(
+        name=render.text(form, "name").strip() or None, configured_props=configured
+    )
     try:
         await platform.sources.update(session.account.id, source_id, change)
     except errors.SluiceError as exc:
@@ -196,4 +198,3 @@ async def options(request: Request, component_id: str, prop: str) -> Response:
     )
     context = {"options": page.to_api().get("options") or []}
     return render.page(request, "options.html", context, session=session)
-

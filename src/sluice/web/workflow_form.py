@@ -36,9 +36,7 @@ def steps_of(api_steps: list[dict[str, Any]]) -> list[Step]:
     out = []
     for s in api_steps:
         props = json.dumps(s.get("props") or {}, indent=2) if s.get("props") else ""
-        out.append(
-            Step(s["name"], s["type"], s.get("code") or "", s.get("action") or "", props)
-        )
+        out.append(Step(s["name"], s["type"], s.get("code") or "", s.get("action") or "", props))
     return out
 
 
@@ -49,9 +47,16 @@ def _trigger(form: FormData) -> dict[str, Any]:
     if kind == "timer":
         cron = text(form, "trigger.cron").strip()
         if cron:
-            return {"type": "timer", "cron": cron, "timezone": text(form, "trigger.timezone") or "UTC"}
+            return {
+                "type": "timer",
+                "cron": cron,
+                "timezone": text(form, "trigger.timezone") or "UTC",
+            }
         interval = text(form, "trigger.interval").strip()
-        return {"type": "timer", "intervalSeconds": int(interval) if interval.isdigit() else interval}
+        return {
+            "type": "timer",
+            "intervalSeconds": int(interval) if interval.isdigit() else interval,
+        }
     if kind == "source":
         return {
             "type": "source",
