@@ -81,7 +81,8 @@ def create_app(
         title="Sluice",
         version=__version__,
         description="Self-hosted workflows and Pipedream-compatible components. "
-        "Every /v1 route needs 'Authorization: Bearer <api key>'.",
+        "Every /v1 route needs `Authorization: Bearer <api key>` (a browser logged in to the "
+        "web UI may use its session cookie instead; writes then need `X-CSRF-Token`).",
         lifespan=lifespan,
         default_response_class=bodies.SafeJSONResponse,
         # /docs is the web UI's, from local assets (FastAPI's loads Swagger UI from a CDN).

@@ -8,6 +8,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup
+from markdown_it import MarkdownIt
 from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse
@@ -39,6 +41,15 @@ def _pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
 
+# Components' descriptions are Markdown. "js-default": no raw HTML (it is escaped), and links
+# are validated (no javascript: or data: URLs): safe for text from any author.
+_markdown = MarkdownIt("js-default")
+
+
+def _render_markdown(text: str | None) -> Markup:
+    return Markup(_markdown.render(text or ""))  # noqa: S704 (markdown-it escapes the input)
+
+
 env = Environment(
     loader=PackageLoader("sluice.web", "templates"),
     autoescape=select_autoescape(default=True, default_for_string=True),
@@ -48,6 +59,7 @@ env = Environment(
 env.filters["iso"] = _iso
 env.filters["iso_ms"] = lambda ms: _iso(ms / 1000 if ms is not None else None)
 env.filters["pretty"] = _pretty
+env.filters["markdown"] = _render_markdown
 env.filters["compact"] = lambda v: json.dumps(v, ensure_ascii=False, default=str)
 
 

@@ -148,6 +148,7 @@ async def workflow(request: Request, workflow_id: str) -> Response:
         "errors": errors_page.items,
         "subscriptions": subscriptions,
         "others": [w for w in others if w.id != found.id],
+        "step_names": {s["id"]: s["name"] for s in found.steps},
     }
     return render.page(request, "workflow.html", context, session=session)
 
@@ -220,7 +221,8 @@ async def run_page(request: Request, run_id: str) -> Response:
     if found is None:
         raise errors.NotFound(f"run {run_id} not found")
     owner = await platform.workflows.get(session.account.id, found.workflow_id)
-    context = {"run": found, "w": owner}
+    names = {s["id"]: s["name"] for s in owner.steps}
+    context = {"run": found, "w": owner, "step_names": names}
     return render.page(request, "run.html", context, session=session)
 
 

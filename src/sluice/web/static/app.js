@@ -144,6 +144,7 @@ function liveEvents(section) {
     if (ev.key === "ArrowUp") { ev.preventDefault(); select(selected?.previousElementSibling); }
   });
   const source = new EventSource(section.dataset.events);
+  const opened = Date.now(); // the stored events replay first: only later ones flash
   source.onopen = () => { status.textContent = "live"; };
   source.onerror = () => { status.textContent = "reconnecting…"; };
   source.onmessage = (msg) => {
@@ -153,7 +154,7 @@ function liveEvents(section) {
     const tr = document.createElement("tr");
     tr.dataset.event = item.id;
     tr.tabIndex = 0;
-    tr.className = "fresh";
+    if (Date.now() - opened > 2000) tr.className = "fresh";
     const when = document.createElement("td");
     when.append(timeElement(item.ts));
     const summary = document.createElement("td");
