@@ -137,3 +137,92 @@ def test_a_bad_url_is_named_on_its_field(page: Page) -> None:
     page.goto("/sources?action=create&url=file%3A%2F%2F%2Fetc%2Fpasswd")
     expect(page.locator(".field-error")).to_contain_text("http")
     json.dumps({})
+
+
+ASYNC_OPTIONS = """export default {
+  name: "Picker",
+  version: "0.0.1",
+  props: {
+    region: { type: "string", options: ["eu", "us"] },
+    channel: {
+      type: "string",
+      label: "Channel",
+      useQuery: true,
+      async options({ query }) {
+        const all = [`${this.region}-general`, `${this.region}-random`, `${this.region}-ops`];
+        return all.filter((c) => !query || c.includes(query)).map((c) => ({ label: `#${c}`, value: c }));
+      },
+    },
+  },
+  async run(event) { console.log("picked", this.channel); this.$emit({ channel: this.channel, event }); },
+};
+"""
+
+
+def test_async_options_use_the_values_so_far_and_the_query(
+    page: Page, file_server: tuple[str, dict[str, str]]
+) -> None:
+    base, files = file_server
+    files["/picker.mjs"] = ASYNC_OPTIONS
+    page.goto(f"/sources?action=create&url={quote(base + '/picker.mjs', safe='')}")
+    page.get_by_label("region").select_option("us")
+    channel = page.locator("#prop-channel")
+    page.get_by_label("Search the options of Channel").fill("op")
+    expect(channel.locator("option")).to_have_text(["Choose…", "#us-ops"])
+    channel.select_option(label="#us-ops")
+    page.get_by_role("button", name="Deploy").click()
+    expect(page.get_by_role("heading", name="Picker")).to_be_visible()
+    # Run by hand through the API with the page's session (a read-only page cannot run it):
+    # the logs arrive live too.
+    source_id = page.url.rsplit("/", 1)[1]
+    token = page.locator("input[name=csrf_token]").first.get_attribute("value")
+    answer = page.request.post(
+        f"/v1/sources/{source_id}/run",
+        data={"event": {"x": 1}},
+        headers={"X-CSRF-Token": token or ""},
+    )
+    assert answer.ok, answer.text()
+    expect(page.locator("[data-log-lines]")).to_contain_text("picked us-ops")
+    expect(page.locator("[data-event-rows] tr")).to_have_count(1)
+
+
+def test_the_test_request_form_and_another_accounts_source(
+    page: Page, server: Server, browser, file_server: tuple[str, dict[str, str]]
+) -> None:
+    base, files = file_server
+    files["/echo.mjs"] = SECRET
+    page.goto(f"/sources?action=create&url={quote(base + '/echo.mjs', safe='')}")
+    page.get_by_label("Token").fill("t")
+    page.get_by_role("button", name="Deploy").click()
+    expect(page.locator("#endpoint-url")).to_be_visible()
+    page.get_by_text("Send a test request").click()
+    page.get_by_label("JSON body").fill('{"from": "the form"}')
+    page.get_by_role("button", name="Send", exact=True).click()
+    expect(page.locator("output[name=result]")).to_have_text("200 OK")
+    expect(page.locator("[data-event-rows] tr")).to_have_count(1)
+    source_url = page.url
+    # Another account sees none of it, in the pages or through /v1 with its cookie.
+    from tests.ui.conftest import run_cli
+
+    run_cli(
+        "accounts",
+        "create",
+        "--name",
+        "eve",
+        "--password",
+        data_dir=server.data_dir,
+        stdin="eve's password\neve's password\n",
+    )
+    other = browser.new_context(base_url=server.url)
+    eve = other.new_page()
+    eve.goto("/login")
+    eve.get_by_label("Username or e-mail").fill("eve")
+    eve.get_by_label("Password").fill("eve's password")
+    eve.get_by_role("button", name="Log in").click()
+    expect(eve.get_by_text("No sources yet")).to_be_visible()
+    assert eve.goto(source_url).status == 404
+    assert (
+        eve.request.get(source_url.replace("/sources/", "/v1/sources/") + "/event_summaries").status
+        == 404
+    )
+    other.close()

@@ -196,5 +196,7 @@ async def options(request: Request, component_id: str, prop: str) -> Response:
         component,
         OptionsRequest(prop=prop, configured_props=configured, query=query),
     )
-    context = {"options": page.to_api().get("options") or []}
+    # The choice so far stays chosen when the list is fetched again (another field changed).
+    current = render.text(form, f"prop.{prop}")
+    context = {"options": page.to_api().get("options") or [], "current": current}
     return render.page(request, "options.html", context, session=session)
