@@ -67,7 +67,8 @@ def test_a_code_step_and_an_action_step(page: Page, server: Server) -> None:
     page.get_by_role("button", name="+ Action step").click()
     step = page.locator("[data-step]").nth(1)
     step.get_by_label("Action").fill("ui-greet")
-    step.get_by_label("Props").fill('{"who": "{{steps.step_1.$return_value.name}}"}')
+    step.get_by_label("Action").press("Tab")  # its props form loads
+    step.get_by_label("Who").fill("{{steps.step_1.$return_value.name}}")
     # Reordering: move the action up and back down.
     step.get_by_role("button", name="Move step up").click()
     expect(page.locator("[data-step]").first.locator("input[name='step.action']")).to_have_value(
@@ -135,3 +136,30 @@ def test_a_failing_run_lands_in_errors_is_replayed_and_forwarded(page: Page) -> 
     expect(page.locator("[data-step-result='step_1'] [data-return]")).to_contain_text("it broke")
     page.goto("/workflows")
     expect(page.get_by_role("row").filter(has_text="Failing")).to_contain_text("2 errors")
+
+
+def test_editing_an_action_steps_props_and_their_errors(page: Page, server: Server) -> None:
+    key = api_key(page, "actions-2")
+    with httpx.Client(
+        base_url=server.url, headers={"Authorization": f"Bearer {key}"}, timeout=120
+    ) as api:
+        api.post("/v1/components", json={"component_code": ACTION}).raise_for_status()
+    page.goto("/workflows/new?action=ui-greet")
+    page.get_by_label("Name", exact=True).fill("Greeter 2")
+    page.get_by_label("Manual").check()
+    step = page.locator("[data-step]").nth(1)
+    step.get_by_label("Who").evaluate("e => e.removeAttribute('required')")
+    page.get_by_role("button", name="Deploy").click()
+    # The platform's error lands on the field it names (steps[1].props.who).
+    field = page.locator("[data-step]").nth(1).locator(".field.has-error")
+    expect(field).to_contain_text("is required")
+    page.locator("[data-step]").nth(1).get_by_label("Who").fill("Grace")
+    page.get_by_role("button", name="Deploy").click()
+    expect(page.get_by_role("heading", name="Greeter 2")).to_be_visible()
+    page.get_by_role("link", name="Edit").click()
+    who = page.locator("[data-step]").nth(1).get_by_label("Who")
+    expect(who).to_have_value("Grace")
+    who.fill("Lin")
+    page.get_by_role("button", name="Save and deploy").click()
+    run_now(page)
+    expect(page.locator("[data-step-result='step_2'] [data-exports]")).to_contain_text("hello Lin")

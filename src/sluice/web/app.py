@@ -11,6 +11,7 @@ from starlette.responses import Response
 
 from sluice.config import Settings
 from sluice.web import (
+    action_steps,
     assets,
     catalog,
     connected,
@@ -22,7 +23,7 @@ from sluice.web import (
 )
 from sluice.web import session as sessions
 
-ROUTERS = (logins, sources, workflows, catalog, connected, docs)
+ROUTERS = (logins, sources, action_steps, workflows, catalog, connected, docs)
 
 
 async def _login_required(request: Request, _exc: Exception) -> Response:

@@ -97,6 +97,8 @@ def fields(definitions: list[dict[str, Any]], values: dict[str, Any]) -> list[Fi
             continue
         widget = _widget(prop)
         value = values.get(prop["name"], prop.get("default"))
+        if isinstance(value, str) and "{{" in value and widget not in ("password", "app"):
+            widget = "text"  # a workflow step's reference to an earlier step, kept as written
         out.append(Field(prop, widget, value if widget == "timer" else _shown(widget, value)))
     return out
 
@@ -146,12 +148,14 @@ def _one(field: Field, form: FormData, key: str) -> tuple[bool, Any]:
     return True, raw
 
 
-def from_form(definitions: list[dict[str, Any]], form: FormData) -> dict[str, Any]:
-    """``configured_props`` from a posted form: props left empty are left out (defaults apply;
-    on an update a secret left empty keeps its value)."""
+def from_form(
+    definitions: list[dict[str, Any]], form: FormData, *, prefix: str = "prop"
+) -> dict[str, Any]:
+    """``configured_props`` from a posted form (inputs ``<prefix>.<name>``): props left empty
+    are left out (defaults apply; on an update a secret left empty keeps its value)."""
     configured: dict[str, Any] = {}
     for field in fields(definitions, {}):
-        given, value = _one(field, form, f"prop.{field.name}")
+        given, value = _one(field, form, f"{prefix}.{field.name}")
         if given:
             configured[field.name] = value
     return configured

@@ -179,24 +179,25 @@ async def delete(request: Request, source_id: str) -> Response:
 
 
 @router.post("/components/{component_id}/props/{prop}/options")
-async def options(request: Request, component_id: str, prop: str) -> Response:
+async def options(request: Request, component_id: str, prop: str, prefix: str = "prop") -> Response:
     """A prop's async options as ``<option>``s (htmx swaps them into the select); the form's
-    values so far are passed to ``options()`` as Pipedream does."""
+    values so far (inputs named ``<prefix>.<prop>``) are passed to ``options()`` as Pipedream
+    does."""
     session = await sessions.required(request)
     form = await render.checked_form(request, session)
     platform = sessions.platform_of(request)
     component = await platform.sources.resolve_component(
         session.account.id, DeployRequest(component_id=component_id)
     )
-    configured = props.from_form(component.configurable_props, form)
+    configured = props.from_form(component.configurable_props, form, prefix=prefix)
     configured.pop(prop, None)
-    query = render.text(form, f"query.{prop}").strip() or None
+    query = render.text(form, f"query.{prefix}.{prop}").strip() or None
     page = await platform.options.list(
         session.account.id,
         component,
         OptionsRequest(prop=prop, configured_props=configured, query=query),
     )
     # The choice so far stays chosen when the list is fetched again (another field changed).
-    current = render.text(form, f"prop.{prop}")
+    current = render.text(form, f"{prefix}.{prop}")
     context = {"options": page.to_api().get("options") or [], "current": current}
     return render.page(request, "options.html", context, session=session)

@@ -22,6 +22,15 @@ class Step:
     code: str
     action: str
     props: str  # JSON text
+    uid: str = ""  # names the step's prop inputs: step.<uid>.prop.<name>
+
+    @property
+    def prefix(self) -> str:
+        return f"step.{self.uid}.prop"
+
+    def props_value(self) -> dict[str, Any]:
+        decoded = _props(self.props)
+        return decoded if isinstance(decoded, dict) else {}
 
 
 NEW_CODE = """export default defineComponent({
@@ -78,17 +87,27 @@ def _props(raw: str) -> Any:
 def posted_steps(form: FormData) -> list[Step]:
     names, kinds = form.getlist("step.name"), form.getlist("step.kind")
     codes, actions, props = (form.getlist(k) for k in ("step.code", "step.action", "step.props"))
+    uids = form.getlist("step.uid")
     return [
-        Step(str(n), str(k), str(c), str(a), str(p))
-        for n, k, c, a, p in zip(names, kinds, codes, actions, props, strict=False)
+        Step(str(n), str(k), str(c), str(a), str(p), str(u))
+        for n, k, c, a, p, u in zip(names, kinds, codes, actions, props, uids, strict=False)
     ]
 
 
-def workflow_input(form: FormData) -> WorkflowInput:
+def has_props_form(form: FormData, step: Step) -> bool:
+    """True when the step's props were edited in their form (else its JSON is used)."""
+    return f"step.{step.uid}.form" in form
+
+
+def workflow_input(form: FormData, action_props: dict[str, dict[str, Any]]) -> WorkflowInput:
+    """The posted workflow; ``action_props``: the props of the action steps that had their
+    props form, by step uid (``props.from_form`` on the action's definitions)."""
     steps: list[Any] = []
     for step in posted_steps(form):
         if step.kind == "action":
-            steps.append({"name": step.name, "action": step.action, "props": _props(step.props)})
+            given = action_props.get(step.uid)
+            props = given if given is not None else _props(step.props)
+            steps.append({"name": step.name, "action": step.action, "props": props})
         else:
             steps.append({"name": step.name, "code": step.code})
     return WorkflowInput(

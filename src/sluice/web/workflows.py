@@ -5,6 +5,7 @@ workflow setting."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -14,7 +15,7 @@ from sluice import errors
 from sluice.domain import states
 from sluice.domain.routing import Link
 from sluice.platform import Platform, Run, Workflow, WorkflowInput
-from sluice.web import render, workflow_form
+from sluice.web import action_steps, render, workflow_form
 from sluice.web import session as sessions
 
 router = APIRouter(include_in_schema=False)
@@ -54,12 +55,36 @@ async def workflows(request: Request) -> Response:
     return render.page(request, "workflows.html", context, session=session)
 
 
+async def _actions(platform: Platform, owner_id: str) -> list[tuple[str, str]]:
+    """(key or id, label) of the actions a step may use: the account's, then the registry's."""
+    mine = await platform.component_page(
+        owner_id, limit=100, before=None, after=None, component_type="action"
+    )
+    shared = await platform.registry_search("", component_type="action")
+    seen: set[str] = set()
+    out = []
+    for c in [*mine.items, *shared]:
+        ref = c.key or c.id
+        if ref not in seen:
+            seen.add(ref)
+            out.append((ref, f"{c.name} {c.version}" + (" (registry)" if c.registry else "")))
+    return out
+
+
 async def _builder(
     request: Request, session: sessions.Session, values: dict[str, Any], **extra: Any
 ) -> Response:
     platform = sessions.platform_of(request)
     page = await platform.sources.list(session.account.id, limit=100, before=None, after=None)
-    context = {"sources": page.items, "v": values, "new_code": workflow_form.NEW_CODE, **extra}
+    context = {
+        "sources": page.items,
+        "v": values,
+        "new_code": workflow_form.NEW_CODE,
+        "action_forms": await action_steps.forms(platform, session.account.id, values["steps"]),
+        "accounts": await platform.apps.list(session.account.id),
+        "actions": await _actions(platform, session.account.id),
+        **extra,
+    }
     status = 400 if extra.get("error") else 200
     return render.page(request, "workflow_edit.html", context, session=session, status=status)
 
@@ -67,27 +92,40 @@ async def _builder(
 @router.get("/workflows/new")
 async def new(request: Request, action: str | None = None) -> Response:
     session = await sessions.required(request)
-    steps = [workflow_form.Step("step_1", "code", workflow_form.NEW_CODE, "", "")]
+    steps = [workflow_form.Step("step_1", "code", workflow_form.NEW_CODE, "", "", "s1")]
     if action:
-        steps.append(workflow_form.Step("step_2", "action", "", action, "{}"))
+        steps.append(workflow_form.Step("step_2", "action", "", action, "{}", "s2"))
     values = {"name": "", "trigger": {"type": "http"}, "steps": steps, "global_errors": True}
     return await _builder(request, session, values)
 
 
 def _posted_values(form: Any, body: WorkflowInput) -> dict[str, Any]:
+    """The builder as it was posted, to show again with the platform's error."""
+    steps = [
+        replace(step, props=json.dumps(sent["props"]))
+        if step.kind == "action" and isinstance(sent.get("props"), dict)
+        else step
+        for step, sent in zip(workflow_form.posted_steps(form), body.steps or [], strict=False)
+    ]
     return {
         "name": body.name or "",
         "trigger": body.trigger,
-        "steps": workflow_form.posted_steps(form),
+        "steps": steps,
         "global_errors": body.global_errors,
     }
+
+
+async def _posted(request: Request, session: sessions.Session) -> tuple[Any, WorkflowInput]:
+    form = await render.checked_form(request, session)
+    platform = sessions.platform_of(request)
+    action_props = await action_steps.posted_props(platform, session.account.id, form)
+    return form, workflow_form.workflow_input(form, action_props)
 
 
 @router.post("/workflows")
 async def create(request: Request) -> Response:
     session = await sessions.required(request)
-    form = await render.checked_form(request, session)
-    body = workflow_form.workflow_input(form)
+    form, body = await _posted(request, session)
     try:
         workflow = await sessions.platform_of(request).workflows.create(session.account.id, body)
     except errors.SluiceError as exc:
@@ -114,8 +152,7 @@ async def edit(request: Request, workflow_id: str) -> Response:
 @router.post("/workflows/{workflow_id}/edit")
 async def update(request: Request, workflow_id: str) -> Response:
     session = await sessions.required(request)
-    form = await render.checked_form(request, session)
-    body = workflow_form.workflow_input(form)
+    form, body = await _posted(request, session)
     platform = sessions.platform_of(request)
     try:
         await platform.workflows.update(session.account.id, workflow_id, body)

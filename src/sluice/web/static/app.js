@@ -248,7 +248,12 @@ function builder(form) {
     if (ev.target.matches("[data-add-step]")) {
       const template = $(`template[data-step-template='${ev.target.dataset.addStep}']`, form);
       const node = template.content.firstElementChild.cloneNode(true);
+      const uid = `n${Date.now()}${steps.children.length}`;
+      $("input[name='step.uid']", node).value = uid;
+      const action = $("input[name='step.action']", node);
+      if (action) action.id = `step-action-${uid}`; // names the step to /workflows/action-props
       steps.append(node);
+      window.htmx?.process(node);
       renumber();
       $$("textarea[data-editor]", node).forEach(editorFor);
       $("input[name='step.name']", node).focus();
