@@ -87,6 +87,7 @@ def test_deploy_by_key_shows_the_form_and_events_arrive_live(page: Page, server:
     expect(first).to_contain_text("<img src=x onerror=alert(1)> #2")
     first.click()
     inspector = page.locator("[data-inspector]")
+    expect(inspector.locator(".json-tree")).to_contain_text('color: "green"')
     expect(inspector.locator("[data-event-json]")).to_contain_text('"color": "green"')
     expect(inspector.locator("[data-event-json]")).to_contain_text('"count": 3')
     # The keyboard moves through the events.

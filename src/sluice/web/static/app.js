@@ -89,6 +89,34 @@ function httpRequestText(event) {
     : typeof event.body === "string" ? event.body : JSON.stringify(event.body, null, 2);
   return lines.join("\n") + "\n\n" + body;
 }
+// A JSON value as a tree: objects and arrays fold (<details>), leaves are typed spans.
+function jsonTree(value, key) {
+  const label = (text) => {
+    const span = document.createElement("span");
+    span.className = "key";
+    span.textContent = text;
+    return span;
+  };
+  if (value !== null && typeof value === "object") {
+    const entries = Array.isArray(value) ? value.map((v, i) => [String(i), v]) : Object.entries(value);
+    const node = document.createElement("details");
+    node.open = entries.length <= 20;
+    const summary = document.createElement("summary");
+    if (key !== undefined) summary.append(label(`${key}: `));
+    summary.append(Array.isArray(value) ? `[${entries.length}]` : `{${entries.length}}`);
+    node.append(summary);
+    for (const [k, v] of entries) node.append(jsonTree(v, k));
+    return node;
+  }
+  const row = document.createElement("div");
+  if (key !== undefined) row.append(label(`${key}: `));
+  const leaf = document.createElement("span");
+  leaf.className = value === null ? "null" : typeof value;
+  leaf.textContent = typeof value === "string" ? JSON.stringify(value) : String(value);
+  row.append(leaf);
+  return row;
+}
+
 function inspect(panel, item) {
   panel.replaceChildren();
   const head = document.createElement("h3");
@@ -103,11 +131,18 @@ function inspect(panel, item) {
   const meta = document.createElement("p");
   meta.className = "muted small";
   meta.append(timeElement(item.ts), ` · channel "${item.name || ""}"`);
+  const tree = document.createElement("div");
+  tree.className = "json-tree";
+  tree.append(jsonTree(item.e));
+  const rawJson = document.createElement("details");
+  const rawSummary = document.createElement("summary");
+  rawSummary.textContent = "JSON";
   const json = document.createElement("pre");
   json.className = "json";
   json.dataset.eventJson = "";
   json.textContent = JSON.stringify(item.e, null, 2);
-  panel.append(head, meta, json);
+  rawJson.append(rawSummary, json);
+  panel.append(head, meta, tree, rawJson);
   const raw = httpRequestText(item.e);
   if (raw !== null) {
     const h = document.createElement("h4");
