@@ -149,9 +149,12 @@ ASYNC_OPTIONS = """export default {
       type: "string",
       label: "Channel",
       useQuery: true,
-      async options({ query }) {
+      async options({ query, page, prevContext }) {
         const all = [`${this.region}-general`, `${this.region}-random`, `${this.region}-ops`];
-        return all.filter((c) => !query || c.includes(query)).map((c) => ({ label: `#${c}`, value: c }));
+        const found = all.filter((c) => !query || c.includes(query));
+        const start = page === 0 ? 0 : prevContext.next;  // pages of two, by context
+        const options = found.slice(start, start + 2).map((c) => ({ label: `#${c}`, value: c }));
+        return { options, context: start + 2 < found.length ? { next: start + 2 } : null };
       },
     },
   },
@@ -168,6 +171,12 @@ def test_async_options_use_the_values_so_far_and_the_query(
     page.goto(f"/sources?action=create&url={quote(base + '/picker.mjs', safe='')}")
     page.get_by_label("region").select_option("us")
     channel = page.locator("#prop-channel")
+    expect(channel.locator("option")).to_have_text(["Choose…", "#us-general", "#us-random"])
+    page.get_by_role("button", name="More options").click()
+    expect(channel.locator("option")).to_have_text(
+        ["Choose…", "#us-general", "#us-random", "#us-ops"]
+    )
+    expect(page.get_by_role("button", name="More options")).to_have_count(0)
     page.get_by_label("Search the options of Channel").fill("op")
     expect(channel.locator("option")).to_have_text(["Choose…", "#us-ops"])
     channel.select_option(label="#us-ops")

@@ -103,6 +103,11 @@ def fields(definitions: list[dict[str, Any]], values: dict[str, Any]) -> list[Fi
     return out
 
 
+def decoded(raw: str) -> Any:
+    """JSON text as its value; text that is not JSON as itself."""
+    return _decoded(raw)
+
+
 def _decoded(raw: str) -> Any:
     try:
         return json.loads(raw)

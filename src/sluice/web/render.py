@@ -19,7 +19,7 @@ from sluice.web import session as sessions
 #: No inline script or style anywhere: everything comes from /assets (same origin).
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "font-src 'self'; connect-src 'self'; worker-src 'self' blob:; object-src 'none'; "
+    "font-src 'self'; connect-src 'self'; worker-src 'self'; object-src 'none'; "
     "base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 )
 HEADERS = {

@@ -4,9 +4,9 @@ activate and deactivate, delete."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from sluice import errors
@@ -179,10 +179,16 @@ async def delete(request: Request, source_id: str) -> Response:
 
 
 @router.post("/components/{component_id}/props/{prop}/options")
-async def options(request: Request, component_id: str, prop: str, prefix: str = "prop") -> Response:
-    """A prop's async options as ``<option>``s (htmx swaps them into the select); the form's
-    values so far (inputs named ``<prefix>.<prop>``) are passed to ``options()`` as Pipedream
-    does."""
+async def options(
+    request: Request,
+    component_id: str,
+    prop: str,
+    prefix: Annotated[str, Query(pattern=r"^[A-Za-z0-9_.]{1,80}$")] = "prop",
+    page: Annotated[int, Query(ge=0, le=10_000)] = 0,
+) -> Response:
+    """A page of a prop's async options as ``<option>``s (htmx swaps them into the select);
+    the form's values so far (inputs named ``<prefix>.<prop>``) are passed to ``options()``
+    as Pipedream does, with the search text and the previous page's context."""
     session = await sessions.required(request)
     form = await render.checked_form(request, session)
     platform = sessions.platform_of(request)
@@ -191,13 +197,24 @@ async def options(request: Request, component_id: str, prop: str, prefix: str = 
     )
     configured = props.from_form(component.configurable_props, form, prefix=prefix)
     configured.pop(prop, None)
-    query = render.text(form, f"query.{prefix}.{prop}").strip() or None
-    page = await platform.options.list(
-        session.account.id,
-        component,
-        OptionsRequest(prop=prop, configured_props=configured, query=query),
+    key = f"{prefix}.{prop}"
+    query = render.text(form, f"query.{key}").strip() or None
+    previous = props.decoded(render.text(form, f"ctx.{key}")) if page > 0 else None
+    request_ = OptionsRequest(
+        prop=prop, configured_props=configured, page=page, prev_context=previous, query=query
     )
-    # The choice so far stays chosen when the list is fetched again (another field changed).
-    current = render.text(form, f"{prefix}.{prop}")
-    context = {"options": page.to_api().get("options") or [], "current": current}
+    found = (await platform.options.list(session.account.id, component, request_)).to_api()
+    context = {
+        "options": found.get("options") or [],
+        "context": found.get("context"),
+        # More while the component hands back a context for the next page (Pipedream's
+        # pagination) and this page was not empty.
+        "more": bool(found.get("context")) and bool(found.get("options")),
+        # The choice so far stays chosen when the list is fetched again.
+        "current": render.text(form, key),
+        "page": page,
+        "key": key,
+        "fid": prefix.replace(".", "-") + "-" + prop,
+        "url": f"/components/{component_id}/props/{prop}/options?prefix={prefix}",
+    }
     return render.page(request, "options.html", context, session=session)
