@@ -125,7 +125,7 @@ async def _source_page(
     context = {
         "d": deployment,
         "component": component,
-        "api": platform.sources.to_api(deployment, component),
+        "endpoint_url": platform.invoker.endpoint_url(deployment.endpoint_id),
         "fields": props.fields(component.configurable_props, shown),
         "secret_names": sorted(deployment.secret_props),
         "accounts": await platform.apps.list(session.account.id),
@@ -203,13 +203,13 @@ async def options(
     request_ = OptionsRequest(
         prop=prop, configured_props=configured, page=page, prev_context=previous, query=query
     )
-    found = (await platform.options.list(session.account.id, component, request_)).to_api()
+    found = await platform.options.list(session.account.id, component, request_)
     context = {
-        "options": found.get("options") or [],
-        "context": found.get("context"),
+        "options": found.options or [],
+        "context": found.context,
         # More while the component hands back a context for the next page (Pipedream's
         # pagination) and this page was not empty.
-        "more": bool(found.get("context")) and bool(found.get("options")),
+        "more": bool(found.context) and bool(found.options),
         # The choice so far stays chosen when the list is fetched again.
         "current": render.text(form, key),
         "page": page,

@@ -23,6 +23,7 @@ class Step:
     action: str
     props: str  # JSON text
     uid: str = ""  # names the step's prop inputs: step.<uid>.prop.<name>
+    secret_names: tuple[str, ...] = ()  # its secret props that have a stored value
 
     @property
     def prefix(self) -> str:
@@ -41,11 +42,16 @@ NEW_CODE = """export default defineComponent({
 """
 
 
-def steps_of(api_steps: list[dict[str, Any]]) -> list[Step]:
+def steps_of(stored: list[dict[str, Any]]) -> list[Step]:
+    """A workflow's stored steps as the builder shows them (secret props are not in
+    ``props``: left empty, they keep their values)."""
     out = []
-    for s in api_steps:
+    for i, s in enumerate(stored, start=1):
         props = json.dumps(s.get("props") or {}, indent=2) if s.get("props") else ""
-        out.append(Step(s["name"], s["type"], s.get("code") or "", s.get("action") or "", props))
+        action = s.get("action") or ""
+        secrets = tuple(sorted(s.get("secret_props") or {}))
+        code = s.get("code") or ""
+        out.append(Step(s["name"], s["type"], code, action, props, f"s{i}", secrets))
     return out
 
 

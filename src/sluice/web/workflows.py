@@ -138,12 +138,11 @@ async def edit(request: Request, workflow_id: str) -> Response:
     session = await sessions.required(request)
     platform = sessions.platform_of(request)
     workflow = await platform.workflows.get(session.account.id, workflow_id)
-    api = platform.workflows.to_api(workflow)
     values = {
         "id": workflow.id,
         "name": workflow.name,
-        "trigger": api["trigger"],
-        "steps": workflow_form.steps_of(api["steps"]),
+        "trigger": workflow.trigger,
+        "steps": workflow_form.steps_of(workflow.steps),
         "global_errors": workflow.global_errors,
     }
     return await _builder(request, session, values)
@@ -179,7 +178,7 @@ async def workflow(request: Request, workflow_id: str) -> Response:
     others, _ = await platform.workflow_page(session.account.id, limit=100, before=None, after=None)
     context = {
         "w": found,
-        "api": platform.workflows.to_api(found),
+        "endpoint_url": platform.workflows.endpoint_url(found),
         "runs": runs,
         "total_runs": total,
         "errors": errors_page.items,
