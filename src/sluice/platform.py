@@ -19,7 +19,7 @@ from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain import registry as registry_rules
 from sluice.domain.states import JobKind
-from sluice.engine import broker, streams
+from sluice.engine import broker, logins, streams
 from sluice.engine.actions import Actions
 from sluice.engine.apps import Apps
 from sluice.engine.components import ComponentInput, Components
@@ -48,7 +48,7 @@ from sluice.engine.workflows import WorkflowInput, Workflows, create_default_err
 from sluice.runtime.deps import DependencyStore
 from sluice.runtime.pool import PoolConfig, RunnerPool
 from sluice.runtime.sandbox import Sandbox, SandboxConfig
-from sluice.storage import accounts, database
+from sluice.storage import accounts, database, sessions
 from sluice.storage import components as component_store
 from sluice.storage import workflows as workflow_store
 from sluice.storage.accounts import Account, KeyInfo
@@ -248,6 +248,23 @@ class Platform:
                 conn, account.id, base_url=self.settings.resolved_public_url, now_s=now_s
             )
         return account, key
+
+    async def create_owner(self, username: str, email: str | None, password: str) -> str:
+        """The first account of a fresh install (an admin) with its password, as the web UI's
+        first visitor makes it; a browser session token for it."""
+        password_hash = await logins.hash_new_password(password)
+        now_s = self.clock.now_ms() // 1000
+        async with self.db.begin() as conn:
+            if await accounts.count(conn) != 0:
+                raise errors.Conflict("this install already has its owner: log in instead")
+            account = await accounts.create(
+                conn, username=username, email=email, now_s=now_s, is_admin=True
+            )
+            await accounts.set_password_hash(conn, account.id, password_hash)
+            await create_default_error_workflow(
+                conn, account.id, base_url=self.settings.resolved_public_url, now_s=now_s
+            )
+            return await sessions.create(conn, account.id, now_s=now_s, ttl_s=SESSION_TTL_S)
 
     async def authenticate(self, api_key: str) -> Account | None:
         return await self.reader(lambda conn: accounts.authenticate(conn, api_key))

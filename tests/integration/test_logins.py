@@ -34,7 +34,7 @@ async def test_password_login_sessions_and_logout(platform: Platform) -> None:
     # Not a fresh install: no second owner.
     assert not await logins.needs_owner()
     with pytest.raises(errors.Conflict):
-        await logins.create_owner("mallory", None, "long enough password")
+        await platform.create_owner("mallory", None, "long enough password")
 
 
 async def test_named_keys_and_revocation(api: Api) -> None:

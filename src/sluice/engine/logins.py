@@ -1,5 +1,6 @@
-"""Browser logins: the owner account a fresh install starts with, passwords, sessions, and the
-API keys page's keys. Passwords are hashed off the event loop (argon2 takes tens of ms)."""
+"""Browser logins: passwords, sessions, and the API keys page's keys. The owner account of a
+fresh install is made by ``Platform.create_owner``, beside ``create_account``. Passwords are
+hashed off the event loop (argon2 takes tens of ms)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sluice import errors, passwords
 from sluice.clock import Clock
 from sluice.config import Settings
-from sluice.engine.workflows import create_default_error_workflow
 from sluice.storage import accounts, sessions
 from sluice.storage.accounts import Account, KeyInfo
 
@@ -23,6 +23,12 @@ def _checked(password: str) -> str:
     if problem is not None:
         raise errors.InvalidRequest(problem, field="password")
     return password
+
+
+async def hash_new_password(password: str) -> str:
+    """The argon2id hash of a password being set (``InvalidRequest`` on ``password`` when it
+    is too short or too long), computed off the event loop."""
+    return await asyncio.to_thread(passwords.hash_password, _checked(password))
 
 
 class Logins:
@@ -39,24 +45,8 @@ class Logins:
         async with self.db.connect() as conn:
             return await accounts.count(conn) == 0
 
-    async def create_owner(self, username: str, email: str | None, password: str) -> str:
-        """The first account (an admin) with its password; a session token for it."""
-        password_hash = await asyncio.to_thread(passwords.hash_password, _checked(password))
-        now_s = self._now_s()
-        async with self.db.begin() as conn:
-            if await accounts.count(conn) != 0:
-                raise errors.Conflict("this install already has its owner: log in instead")
-            account = await accounts.create(
-                conn, username=username, email=email, now_s=now_s, is_admin=True
-            )
-            await accounts.set_password_hash(conn, account.id, password_hash)
-            await create_default_error_workflow(
-                conn, account.id, base_url=self.settings.resolved_public_url, now_s=now_s
-            )
-            return await sessions.create(conn, account.id, now_s=now_s, ttl_s=SESSION_TTL_S)
-
     async def set_password(self, account_id: str, password: str) -> None:
-        password_hash = await asyncio.to_thread(passwords.hash_password, _checked(password))
+        password_hash = await hash_new_password(password)
         async with self.db.begin() as conn:
             await accounts.set_password_hash(conn, account_id, password_hash)
 

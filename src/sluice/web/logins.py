@@ -44,7 +44,7 @@ async def setup(request: Request) -> Response:
         problem = errors.InvalidRequest("the two passwords differ", field="password2")
     if problem is None:
         try:
-            token = await platform.logins.create_owner(
+            token = await platform.create_owner(
                 values["username"].strip(), values["email"].strip() or None, values["password"]
             )
         except (errors.InvalidRequest, errors.Conflict) as exc:
