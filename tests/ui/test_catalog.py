@@ -63,6 +63,9 @@ def test_browse_search_and_deploy_with_a_connected_account(page: Page, server: S
     page.get_by_label("Interval in seconds").fill("900")
     page.get_by_role("button", name="Deploy").click()
     expect(page.get_by_label("Interval in seconds")).to_have_value("900")
+    # A timer source has no endpoint: "Run now" is open, and its event arrives live.
+    page.get_by_role("button", name="Run", exact=True).click()
+    expect(page.locator("[data-event-rows] tr")).to_have_count(1)
     page.goto("/sources")
     expect(page.get_by_role("row").filter(has_text="Ticker")).to_contain_text("timer")
 

@@ -159,6 +159,18 @@ async def update(request: Request, source_id: str) -> Response:
     return render.redirect(f"/sources/{source_id}")
 
 
+@router.post("/sources/{source_id}/run")
+async def run(request: Request, source_id: str) -> Response:
+    """Run the source now on an event (as ``POST /v1/sources/{id}/run``); what it emits and
+    logs arrives on its page live."""
+    session = await sessions.required(request)
+    form = await render.checked_form(request, session)
+    raw = render.text(form, "event").strip()
+    event = props.decoded(raw) if raw else None
+    await sessions.platform_of(request).sources.run(session.account.id, source_id, event)
+    return render.redirect(f"/sources/{source_id}")
+
+
 @router.post("/sources/{source_id}/active")
 async def set_active(request: Request, source_id: str) -> Response:
     session = await sessions.required(request)
