@@ -231,6 +231,7 @@ def test_the_test_request_form_and_another_accounts_source(
     eve.get_by_role("button", name="Log in").click()
     expect(eve.get_by_text("No sources yet")).to_be_visible()
     assert eve.goto(source_url).status == 404
+    expect(eve.get_by_role("heading", level=1)).to_contain_text("404: not_found")
     assert (
         eve.request.get(source_url.replace("/sources/", "/v1/sources/") + "/event_summaries").status
         == 404

@@ -60,6 +60,7 @@ env.filters["iso"] = _iso
 env.filters["iso_ms"] = lambda ms: _iso(ms / 1000 if ms is not None else None)
 env.filters["pretty"] = _pretty
 env.filters["markdown"] = _render_markdown
+env.filters["plain"] = lambda text: _render_markdown(text).striptags()
 env.filters["compact"] = lambda v: json.dumps(v, ensure_ascii=False, default=str)
 
 
@@ -95,6 +96,7 @@ def text(form: FormData, name: str, default: str = "") -> str:
     return value if isinstance(value, str) else default
 
 
-def error_page(request: Request, exc: Exception, status: int) -> HTMLResponse:
+def error_page(request: Request, message: str, code: str, status: int) -> HTMLResponse:
     """A refused or failed page request, as a page (the API's errors stay JSON)."""
-    return page(request, "error.html", {"error": exc, "status": status}, status=status)
+    context = {"message": message, "code": code, "status": status}
+    return page(request, "error.html", context, status=status)
