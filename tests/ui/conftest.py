@@ -72,7 +72,9 @@ def serve(data_dir: Path) -> Iterator[Server]:
         proc.stderr.close()
 
 
-@pytest.fixture(scope="session")
+# Package scope: Playwright's sync API keeps an event loop marked running while it is open,
+# and the asyncio tests after this package need none (Runner.run() refuses to start).
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Browser]:
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium (bin/test does it as root)")
