@@ -24,6 +24,8 @@ OUT = Path(__file__).resolve().parent
 
 def shot(page: Page, name: str) -> None:
     page.wait_for_load_state("networkidle")
+    # From the top (the side bar is sticky: a scrolled page would show it half-way down).
+    page.evaluate("() => { document.activeElement?.blur(); window.scrollTo(0, 0); }")
     page.screenshot(path=str(OUT / f"{name}.png"), full_page=True)
     print(f"docs/screenshots/{name}.png")
 
@@ -60,7 +62,8 @@ def seed_workflows(page: Page) -> str:
     page.get_by_role("button", name="+ Action step").click()
     step = page.locator("[data-step]").nth(1)
     step.get_by_label("Action").fill("ui-greet")
-    step.get_by_label("Props").fill('{"who": "{{steps.step_1.$return_value.name}}"}')
+    step.get_by_label("Action").press("Tab")  # its props form loads
+    step.get_by_label("Who").fill("{{steps.step_1.$return_value.name}}")
     shot(page, "workflow-builder")
     page.get_by_role("button", name="Deploy").click()
     run_now(page, '{"name": "Ada", "n": 1}')
