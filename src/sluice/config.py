@@ -39,6 +39,9 @@ class Settings:
     npm_store: str = ""
     node: str = "node"
     npm: str = "npm"
+    #: Where the web UI's front-end packages (htmx, the code editor, Swagger UI: from the npm
+    #: registry) are installed, one folder per set of versions. Empty: ``~/.cache/sluice/ui``.
+    ui_assets: str = ""
     #: Wall-clock limit of one source invocation (run or hook), seconds.
     source_timeout_seconds: float = 300.0
     #: Wall-clock limit of one action invocation, seconds.
@@ -226,6 +229,13 @@ class Settings:
     @property
     def outbox_dir(self) -> Path:
         return self.data_dir / "outbox"
+
+    @property
+    def ui_assets_dir(self) -> Path:
+        if self.ui_assets:
+            return Path(self.ui_assets).absolute()
+        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        return Path(base) / "sluice" / "ui"
 
     @property
     def npm_store_dir(self) -> Path:

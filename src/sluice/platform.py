@@ -13,13 +13,14 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from sluice import ids
+from sluice import errors, ids, passwords
 from sluice.clock import Clock, SystemClock
 from sluice.config import Settings
 from sluice.crypto import Cipher
+from sluice.domain import registry as registry_rules
 from sluice.domain.apps import App
 from sluice.domain.states import JobKind
-from sluice.engine import broker, streams
+from sluice.engine import broker, logins, streams
 from sluice.engine.actions import ActionRun, Actions
 from sluice.engine.app_catalog import AppCatalog
 from sluice.engine.apps import Apps
@@ -41,6 +42,7 @@ from sluice.engine.ingress import IncomingRequest, Ingress
 from sluice.engine.invoker import Invoker
 from sluice.engine.invoker import Outcome as InvocationOutcome
 from sluice.engine.jobs import Handler, JobWorker, WorkerConfig
+from sluice.engine.logins import SESSION_TTL_S, Logins
 from sluice.engine.mailer import Mailer
 from sluice.engine.notifications import Notifications
 from sluice.engine.oauth import OAuthConnect
@@ -56,10 +58,10 @@ from sluice.engine.workflows import Workflows
 from sluice.runtime.deps import DependencyStore
 from sluice.runtime.pool import PoolConfig, RunnerPool
 from sluice.runtime.sandbox import Sandbox, SandboxConfig
-from sluice.storage import accounts, database
+from sluice.storage import accounts, database, sessions
 from sluice.storage import components as component_store
 from sluice.storage import workflows as workflow_store
-from sluice.storage.accounts import Account
+from sluice.storage.accounts import Account, KeyInfo
 from sluice.storage.apps import ConnectedAccount
 from sluice.storage.components import SavedComponent
 from sluice.storage.events import Page as EventPage
@@ -72,6 +74,7 @@ log = logging.getLogger(__name__)
 
 # What the API edge names in its annotations, re-exported so api/ reaches no deeper layer.
 __all__ = [
+    "SESSION_TTL_S",
     "Account",
     "ActionRun",
     "App",
@@ -83,6 +86,7 @@ __all__ = [
     "EventPage",
     "IncomingRequest",
     "InvocationOutcome",
+    "KeyInfo",
     "OptionsPage",
     "OptionsRequest",
     "Platform",
@@ -127,6 +131,7 @@ class Platform:
     executor: Executor
     enqueuer: Enqueuer
     sends: SendJobs
+    logins: Logins
     #: PostgreSQL: other processes' commits, pushed (None on SQLite).
     notifications: Notifications | None = None
 
@@ -242,6 +247,7 @@ class Platform:
             executor=executor,
             enqueuer=enqueuer,
             sends=sends,
+            logins=Logins(db, settings, clock),
         )
 
     @staticmethod
@@ -320,6 +326,23 @@ class Platform:
             )
         return account, key
 
+    async def create_owner(self, username: str, email: str | None, password: str) -> str:
+        """The first account of a fresh install (an admin) with its password, as the web UI's
+        first visitor makes it; a browser session token for it."""
+        password_hash = await logins.hash_new_password(password)
+        now_s = self.clock.now_ms() // 1000
+        async with self.db.begin() as conn:
+            if await accounts.count(conn) != 0:
+                raise errors.Conflict("this install already has its owner: log in instead")
+            account = await accounts.create(
+                conn, username=username, email=email, now_s=now_s, is_admin=True
+            )
+            await accounts.set_password_hash(conn, account.id, password_hash)
+            await create_default_error_workflow(
+                conn, account.id, base_url=self.settings.resolved_public_url, now_s=now_s
+            )
+            return await sessions.create(conn, account.id, now_s=now_s, ttl_s=SESSION_TTL_S)
+
     async def authenticate(self, api_key: str) -> Account | None:
         return await self.reader(lambda conn: accounts.authenticate(conn, api_key))
 
@@ -395,6 +418,24 @@ class Platform:
                 found = await component_store.get_by_key(conn, owner_id, key_or_id)
         return found
 
+    async def registry_search(
+        self, query: str, *, component_type: str | None = None
+    ) -> list[SavedComponent]:
+        """The newest version of each registry component matching ``query`` (key, name or
+        description), by key."""
+        async with self.db.connect() as conn:
+            found = await component_store.registry_search(
+                conn, query.strip(), component_type=component_type, limit=2000
+            )
+        by_key: dict[str, list[SavedComponent]] = {}
+        for component in found:
+            by_key.setdefault(component.key or "", []).append(component)
+        newest = []
+        for versions in by_key.values():
+            latest = registry_rules.latest([c.version for c in versions])
+            newest.append(next(c for c in versions if c.version == latest))
+        return newest
+
     async def registry_versions(self, key: str) -> list[SavedComponent]:
         """Every published version of the registry component ``key``."""
         async with self.db.connect() as conn:
@@ -402,9 +443,17 @@ class Platform:
 
 
 async def create_account_offline(
-    settings: Settings, username: str, email: str | None = None, *, is_admin: bool = False
+    settings: Settings,
+    username: str,
+    email: str | None = None,
+    *,
+    is_admin: bool = False,
+    password: str | None = None,
 ) -> tuple[Account, str]:
-    """Create an account straight in the store: no runner, no npm, no server needed."""
+    """Create an account straight in the store: no runner, no npm, no server needed. With
+    ``password``, the account can also log in from a browser."""
+    if password is not None and (problem := passwords.problem(password)) is not None:
+        raise errors.InvalidRequest(problem, field="password")
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     db = await database.open_database(settings.resolved_database_url)
     try:
@@ -417,6 +466,9 @@ async def create_account_offline(
             await create_default_error_workflow(
                 conn, account.id, base_url=settings.resolved_public_url, now_s=now_s
             )
+            if password is not None:
+                hashed = passwords.hash_password(password)
+                await accounts.set_password_hash(conn, account.id, hashed)
         return account, key
     finally:
         await db.dispose()

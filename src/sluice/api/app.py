@@ -33,6 +33,7 @@ from sluice.clock import Clock
 from sluice.config import Settings
 from sluice.errors import SluiceError
 from sluice.platform import Platform
+from sluice.web import app as web
 
 
 class App(FastAPI):
@@ -96,9 +97,13 @@ def create_app(
         title="Sluice",
         version=__version__,
         description="Self-hosted workflows and Pipedream-compatible components. "
-        "Every /v1 route needs 'Authorization: Bearer <api key>'.",
+        "Every /v1 route needs `Authorization: Bearer <api key>` (a browser logged in to the "
+        "web UI may use its session cookie instead; writes then need `X-CSRF-Token`).",
         lifespan=lifespan,
         default_response_class=bodies.SafeJSONResponse,
+        # /docs is the web UI's, from local assets (FastAPI's loads Swagger UI from a CDN).
+        docs_url=None,
+        redoc_url=None,
     )
     if platform is not None:
         app.state.platform = platform
@@ -118,4 +123,5 @@ def create_app(
         app.include_router(module.router)
     for module in (options, catalog):  # the CLI's: prop options, the component list
         app.include_router(module.router)
+    web.install(app, platform.settings if platform is not None else settings or Settings())
     return app

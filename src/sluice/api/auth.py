@@ -1,4 +1,8 @@
-"""Bearer API keys: every ``/v1`` route depends on ``current_account``."""
+"""Bearer API keys: every ``/v1`` route depends on ``current_account``.
+
+A browser logged in to the web UI may call ``/v1`` with its session cookie instead (the
+pages' live streams do); a state-changing call then also needs the session's
+``X-CSRF-Token`` header and a same-origin ``Origin``, as the pages' own forms do."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from fastapi import Depends, Request
 
 from sluice import errors
 from sluice.platform import Account, Platform
+from sluice.web import session as sessions
 
 
 def get_platform(request: Request) -> Platform:
@@ -17,6 +22,8 @@ def get_platform(request: Request) -> Platform:
 
 async def current_account(request: Request) -> Account:
     header = request.headers.get("authorization", "")
+    if not header and sessions.COOKIE in request.cookies:
+        return await _session_account(request)
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise errors.Unauthorized(
@@ -26,6 +33,15 @@ async def current_account(request: Request) -> Account:
     if account is None:
         raise errors.Unauthorized("invalid or revoked API key")
     return account
+
+
+async def _session_account(request: Request) -> Account:
+    session = await sessions.current(request)
+    if session is None:
+        raise errors.Unauthorized("the browser session has ended: log in again")
+    if request.method not in sessions.SAFE_METHODS:
+        sessions.check_csrf(request, session, request.headers.get(sessions.CSRF_HEADER))
+    return session.account
 
 
 PlatformDep = Annotated[Platform, Depends(get_platform)]

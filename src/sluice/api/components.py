@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 
 from sluice import errors
 from sluice.api import render
@@ -56,6 +56,28 @@ async def publish_to_registry(
         raise errors.InvalidRequest("give component_code or component_url", field="component_code")
     saved = await platform.components.save(account.id, source, registry=True)
     return {"data": render.component(saved)}
+
+
+@router.get("/v1/components/registry")
+async def search_registry(
+    account: AccountDep,
+    platform: PlatformDep,
+    q: Annotated[
+        str, Query(max_length=200, description="Text in the key, name or description.")
+    ] = "",
+    type: Annotated[
+        Literal["source", "action"] | None, Query(description="Only sources or only actions.")
+    ] = None,
+) -> dict[str, Any]:
+    """The public registry's components (the newest version of each key) matching ``q``, by
+    key, without their code."""
+    found = await platform.registry_search(q, component_type=type)
+    data = []
+    for component in found:
+        item = render.component(component)
+        del item["code"]
+        data.append(item)
+    return {"data": data}
 
 
 @router.get("/v1/components/registry/{key}")

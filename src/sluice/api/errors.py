@@ -16,10 +16,12 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
+from starlette.responses import Response
 
 from sluice import errors
 from sluice.api.bodies import SafeJSONResponse
 from sluice.domain.states import Unanswered
+from sluice.web import render as web_render
 
 log = logging.getLogger(__name__)
 
@@ -101,8 +103,18 @@ def error_response(status: int, message: str, code: str, **extra: Any) -> JSONRe
     return SafeJSONResponse(body(message, code, **extra), status_code=status, headers=headers)
 
 
-async def _sluice_error(_request: Request, exc: Exception) -> JSONResponse:
+def _is_page(request: Request) -> bool:
+    """A browser asking for a page of the web UI (not /v1, not a script's request)."""
+    return not request.url.path.startswith("/v1") and "text/html" in request.headers.get(
+        "accept", ""
+    )
+
+
+async def _sluice_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, errors.SluiceError)
+    if _is_page(request):
+        # A page of the web UI: the error as a page, with the same status.
+        return web_render.error_page(request, exc.message, exc.code, status_of(exc))
     return render(exc)
 
 
@@ -142,7 +154,7 @@ async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
     return error_response(400, message, "invalid_request", field=field)
 
 
-async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     code = _HTTP_CODES.get(exc.status_code, "error" if exc.status_code < 500 else "internal_error")
     if exc.status_code == 404:
@@ -151,6 +163,8 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
         message = f"{request.method} is not allowed on {request.url.path}"
     else:
         message = str(exc.detail)
+    if _is_page(request):
+        return web_render.error_page(request, message, code, exc.status_code)
     response = error_response(exc.status_code, message, code)
     if exc.headers:
         response.headers.update(exc.headers)

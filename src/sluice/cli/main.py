@@ -127,6 +127,7 @@ def _serve(settings: Settings) -> None:
         typer.echo(f"Sluice worker  data: {settings.data_dir}", err=True)
         asyncio.run(_work(settings))
         return
+    _ui_assets(settings)
     typer.echo(
         f"Sluice on http://{settings.host}:{settings.port}  data: {settings.data_dir}"
         + ("  (role api: jobs run in worker processes)" if settings.role == "api" else ""),
@@ -139,6 +140,19 @@ def _serve(settings: Settings) -> None:
         log_level=settings.log_level.lower(),
         access_log=False,
     )
+
+
+def _ui_assets(settings: Settings) -> None:
+    """The web UI's npm packages, installed on first use (``bin/sluice`` has done it already)."""
+    from sluice.web import assets
+
+    if assets.installed(settings) is None:
+        typer.echo("Installing the web UI's packages from the npm registry ...", err=True)
+        try:
+            assets.ensure(settings)
+        except errors.SluiceError as exc:
+            typer.echo(f"error: {exc.message}", err=True)
+            raise typer.Exit(1) from exc
 
 
 def _check_sandbox(settings: Settings) -> None:
@@ -193,18 +207,30 @@ def accounts_create(
     admin: Annotated[
         bool, typer.Option("--admin", help="May publish to the public registry.")
     ] = False,
+    password: Annotated[
+        bool,
+        typer.Option(
+            "--password",
+            help="Ask for a password (typed twice, without echo), to log in from a browser.",
+        ),
+    ] = False,
     data_dir: DataDir = None,
     database_url: DatabaseUrl = None,
 ) -> None:
     """Create an account and print its id and API key as JSON. The key is shown only once.
 
-    Example: sluice accounts create --name ada --email ada@example.com
+    Example: sluice accounts create --name ada --email ada@example.com --password
     """
     from sluice.platform import create_account_offline
 
     settings = _settings(data_dir=data_dir, database_url=database_url)
+    secret: str | None = None
+    if password:
+        secret = typer.prompt("Password", hide_input=True, confirmation_prompt=True, err=True)
     try:
-        account, key = asyncio.run(create_account_offline(settings, name, email, is_admin=admin))
+        account, key = asyncio.run(
+            create_account_offline(settings, name, email, is_admin=admin, password=secret)
+        )
     except errors.SluiceError as exc:
         typer.echo(f"error: {exc.message}", err=True)
         raise typer.Exit(1) from exc

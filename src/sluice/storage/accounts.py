@@ -30,7 +30,7 @@ class Account:
     created_at: int
 
 
-def _row(row: Any) -> Account:
+def from_row(row: Any) -> Account:
     return Account(row.id, row.username, row.email, bool(row.is_admin), row.created_at)
 
 
@@ -48,7 +48,7 @@ async def create(
 
 async def get(conn: AsyncConnection, account_id: str) -> Account | None:
     row = (await conn.execute(sa.select(accounts).where(accounts.c.id == account_id))).first()
-    return _row(row) if row else None
+    return from_row(row) if row else None
 
 
 async def create_key(conn: AsyncConnection, account_id: str, *, now_s: int) -> str:
@@ -83,7 +83,7 @@ def authenticate(conn: Connection, api_key: str) -> Account | None:
         return None
     if not hmac.compare_digest(row.secret_hash, _hash(secret)):
         return None
-    return _row(row)
+    return from_row(row)
 
 
 def _hash(secret: str) -> str:
@@ -92,3 +92,71 @@ def _hash(secret: str) -> str:
 
 async def set_email(conn: AsyncConnection, account_id: str, email: str | None) -> None:
     await conn.execute(accounts.update().where(accounts.c.id == account_id).values(email=email))
+
+
+async def count(conn: AsyncConnection) -> int:
+    return int((await conn.execute(sa.select(sa.func.count()).select_from(accounts))).scalar_one())
+
+
+async def set_password_hash(conn: AsyncConnection, account_id: str, password_hash: str) -> None:
+    await conn.execute(
+        accounts.update().where(accounts.c.id == account_id).values(password_hash=password_hash)
+    )
+
+
+async def find_login(conn: AsyncConnection, identifier: str) -> tuple[Account, str] | None:
+    """The oldest account with a password whose username or e-mail is ``identifier``, and its
+    password hash."""
+    row = (
+        await conn.execute(
+            sa.select(accounts)
+            .where(
+                sa.or_(accounts.c.username == identifier, accounts.c.email == identifier),
+                accounts.c.password_hash.is_not(None),
+            )
+            .order_by(accounts.c.created_at, accounts.c.id)
+            .limit(1)
+        )
+    ).first()
+    return (from_row(row), row.password_hash) if row else None
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    """An API key as the keys page lists it: never its secret."""
+
+    id: str
+    name: str | None
+    created_at: int
+    last_used_at: int | None
+    revoked_at: int | None
+
+
+async def name_key(conn: AsyncConnection, account_id: str, key_id: str, name: str) -> None:
+    await conn.execute(
+        api_keys.update()
+        .where(api_keys.c.id == key_id, api_keys.c.account_id == account_id)
+        .values(name=name)
+    )
+
+
+async def list_keys(conn: AsyncConnection, account_id: str) -> list[KeyInfo]:
+    rows = await conn.execute(
+        sa.select(api_keys)
+        .where(api_keys.c.account_id == account_id)
+        .order_by(api_keys.c.created_at.desc(), api_keys.c.id)
+    )
+    return [KeyInfo(r.id, r.name, r.created_at, r.last_used_at, r.revoked_at) for r in rows.all()]
+
+
+async def revoke_key(conn: AsyncConnection, account_id: str, key_id: str, *, now_s: int) -> bool:
+    result = await conn.execute(
+        api_keys.update()
+        .where(
+            api_keys.c.id == key_id,
+            api_keys.c.account_id == account_id,
+            api_keys.c.revoked_at.is_(None),
+        )
+        .values(revoked_at=now_s)
+    )
+    return result.rowcount > 0

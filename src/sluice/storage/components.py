@@ -87,6 +87,23 @@ async def registry_versions(conn: AsyncConnection, key: str) -> list[SavedCompon
     return [_row(r) for r in rows]
 
 
+async def registry_search(
+    conn: AsyncConnection, query: str, *, component_type: str | None, limit: int
+) -> list[SavedComponent]:
+    """Registry components whose key, name or description contains ``query`` (any case),
+    every version, by key: at most ``limit`` rows."""
+    where: list[sa.ColumnElement[bool]] = [t.c.registry]
+    if query:
+        escaped = query.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        pattern = f"%{escaped}%"
+        columns = (t.c.key, t.c.name, sa.func.coalesce(t.c.description, ""))
+        where.append(sa.or_(*(sa.func.lower(c).like(pattern, escape="\\") for c in columns)))
+    if component_type is not None:
+        where.append(t.c.component_type == component_type)
+    rows = await conn.execute(sa.select(t).where(*where).order_by(t.c.key, t.c.id).limit(limit))
+    return [_row(r) for r in rows]
+
+
 async def get_any(conn: AsyncConnection, component_id: str) -> SavedComponent | None:
     """By id regardless of owner: only for loading a deployment's own code."""
     row = (await conn.execute(sa.select(t).where(t.c.id == component_id))).first()

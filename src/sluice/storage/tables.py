@@ -67,6 +67,8 @@ accounts = sa.Table(
     sa.Column("created_at", sa.BigInteger, nullable=False),
     # The global error workflow (p_): every workflow error goes to it. Null: none.
     sa.Column("error_workflow_id", Str(40)),
+    # argon2id (PHC string) of the browser password; null: no browser login (API keys only).
+    sa.Column("password_hash", Str(200)),
 )
 
 api_keys = sa.Table(
@@ -86,6 +88,24 @@ api_keys = sa.Table(
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.Column("last_used_at", sa.BigInteger),
     sa.Column("revoked_at", sa.BigInteger),
+    # What the person called it on the API keys page; null for keys made before names.
+    sa.Column("name", Str(200)),
+)
+
+browser_sessions = sa.Table(
+    "browser_sessions",
+    metadata,
+    # sha256 of the cookie's token: a stolen database row does not log anyone in.
+    sa.Column("id", Str(64), primary_key=True),
+    sa.Column(
+        "account_id",
+        Str(40),
+        sa.ForeignKey("accounts.id", ondelete="CASCADE"),
+        nullable=False,
+        index=True,
+    ),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("expires_at", sa.BigInteger, nullable=False),
 )
 
 connected_accounts = sa.Table(

@@ -1,0 +1,43 @@
+"""Browser passwords: argon2id through argon2-cffi (its default parameters, RFC 9106's second
+recommended set). Beside the layers, as ``crypto.py``: the engine and the CLI both use it.
+
+>>> h = hash_password("correct horse")
+>>> verify(h, "correct horse"), verify(h, "wrong")
+(True, False)
+"""
+
+from __future__ import annotations
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+
+_hasher = PasswordHasher()
+
+#: Shorter passwords are refused (NIST SP 800-63B's minimum for chosen passwords).
+MIN_LENGTH = 8
+#: Longer ones too: hashing megabytes is a denial of service, not a better password.
+MAX_LENGTH = 1024
+
+
+def hash_password(password: str) -> str:
+    return _hasher.hash(password)
+
+
+def verify(password_hash: str, password: str) -> bool:
+    try:
+        return _hasher.verify(password_hash, password)
+    except (VerificationError, InvalidHashError):
+        return False
+
+
+def problem(password: str) -> str | None:
+    """Why ``password`` cannot be used, or None."""
+    if len(password) < MIN_LENGTH:
+        return f"the password needs at least {MIN_LENGTH} characters"
+    if len(password) > MAX_LENGTH:
+        return f"the password may have at most {MAX_LENGTH} characters"
+    return None
+
+
+#: Checked against when no account matches, so a login takes as long either way.
+DUMMY_HASH = hash_password("not a password of anyone")

@@ -1,0 +1,48 @@
+"""Mounts the web UI on the app: its routes, its static files, the npm packages it serves."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.staticfiles import StaticFiles
+from starlette.responses import Response
+
+from sluice.config import Settings
+from sluice.web import (
+    action_steps,
+    assets,
+    catalog,
+    connected,
+    docs,
+    logins,
+    render,
+    sources,
+    workflows,
+)
+from sluice.web import session as sessions
+
+ROUTERS = (logins, sources, action_steps, workflows, catalog, connected, docs)
+
+
+async def _login_required(request: Request, _exc: Exception) -> Response:
+    platform = sessions.platform_of(request)
+    if await platform.logins.needs_owner():
+        return render.redirect("/setup")
+    return render.redirect("/login")
+
+
+def install(app: FastAPI, settings: Settings) -> None:
+    for module in ROUTERS:
+        app.include_router(module.router)
+    app.add_exception_handler(sessions.LoginRequired, _login_required)
+    vendor = assets.folder(settings) / "node_modules"
+    for name, inside in assets.VENDOR.items():
+        app.mount(
+            f"/assets/vendor/{name}",
+            StaticFiles(directory=vendor / inside, check_dir=False),
+            name=f"vendor-{name}",
+        )
+    own = Path(str(resources.files("sluice.web").joinpath("static")))
+    app.mount("/assets", StaticFiles(directory=own), name="assets")

@@ -1,0 +1,232 @@
+"""Sources: the list, the spec's deploy addresses (``/sources?action=create&key=…`` and
+``&url=…``), a source's page (its events and logs arrive live over ``/v1``'s SSE), edit,
+activate and deactivate, delete."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from starlette.responses import Response
+
+from sluice import errors
+from sluice.platform import (
+    ComponentInput,
+    Deployment,
+    DeployRequest,
+    OptionsRequest,
+    Platform,
+    SavedComponent,
+    UpdateRequest,
+)
+from sluice.web import props, render
+from sluice.web import session as sessions
+
+router = APIRouter(include_in_schema=False)
+
+
+async def _component(
+    platform: Platform, owner_id: str, key: str | None, url: str | None
+) -> SavedComponent:
+    if url:
+        try:
+            return await platform.sources.resolve_component(
+                owner_id, DeployRequest(source=ComponentInput(code=None, url=url))
+            )
+        except errors.SluiceError as exc:
+            raise type(exc)(exc.message, field="url", details=exc.details) from exc
+    return await platform.sources.resolve_component(owner_id, DeployRequest(component_key=key))
+
+
+async def _deploy_form(
+    request: Request,
+    session: sessions.Session,
+    component: SavedComponent,
+    values: dict[str, Any],
+    **extra: Any,
+) -> Response:
+    platform = sessions.platform_of(request)
+    context = {
+        "component": component,
+        "fields": props.fields(component.configurable_props, values),
+        "accounts": await platform.apps.list(session.account.id),
+        **extra,
+    }
+    status = 400 if extra.get("error") else 200
+    return render.page(request, "source_deploy.html", context, session=session, status=status)
+
+
+async def _summary(platform: Platform, deployment: Deployment) -> dict[str, Any]:
+    newest = await platform.events.page(
+        deployment.id, channel=None, limit=1, window=1, before=None, after=None
+    )
+    logs = await platform.events.recent_logs(deployment.id, 1)
+    timer = any(
+        isinstance(v, dict) and ("intervalSeconds" in v or "cron" in v)
+        for v in deployment.configured_props.values()
+    )
+    trigger = "HTTP" if deployment.endpoint_id else "timer" if timer else "manual"
+    return {
+        "d": deployment,
+        "trigger": trigger,
+        "last_event_ms": newest.items[0].ts_ms if newest.items else None,
+        "failing": bool(logs) and logs[-1].get("level") == "error",
+    }
+
+
+@router.get("/sources")
+async def sources(
+    request: Request, action: str | None = None, key: str | None = None, url: str | None = None
+) -> Response:
+    session = await sessions.required(request)
+    platform = sessions.platform_of(request)
+    if action == "create":
+        if not key and not url:
+            return render.page(request, "source_pick.html", {}, session=session)
+        try:
+            component = await _component(platform, session.account.id, key, url)
+        except errors.SluiceError as exc:
+            context: dict[str, Any] = {"error": exc, "key": key, "url": url}
+            return render.page(request, "source_pick.html", context, session=session, status=400)
+        return await _deploy_form(request, session, component, {})
+    page = await platform.sources.list(session.account.id, limit=100, before=None, after=None)
+    rows = [await _summary(platform, d) for d in page.items]
+    context = {"rows": rows, "total": page.total_count}
+    return render.page(request, "sources.html", context, session=session)
+
+
+@router.post("/sources")
+async def deploy(request: Request) -> Response:
+    session = await sessions.required(request)
+    form = await render.checked_form(request, session)
+    platform = sessions.platform_of(request)
+    component = await platform.sources.resolve_component(
+        session.account.id, DeployRequest(component_id=render.text(form, "component_id"))
+    )
+    configured = props.from_form(component.configurable_props, form)
+    name = render.text(form, "name").strip() or None
+    try:
+        deployment = await platform.sources.deploy(
+            session.account.id,
+            DeployRequest(component_id=component.id, name=name, configured_props=configured),
+        )
+    except errors.SluiceError as exc:
+        return await _deploy_form(request, session, component, configured, error=exc, name=name)
+    return render.redirect(f"/sources/{deployment.id}")
+
+
+async def _source_page(
+    request: Request, session: sessions.Session, source_id: str, **extra: Any
+) -> Response:
+    platform = sessions.platform_of(request)
+    deployment = await platform.sources.get(session.account.id, source_id)
+    component = await platform.components.by_id(deployment.component_id)
+    shown = {**deployment.configured_props, **extra.pop("values", {})}
+    context = {
+        "d": deployment,
+        "component": component,
+        "endpoint_url": platform.endpoint_url(deployment.endpoint_id),
+        "fields": props.fields(component.configurable_props, shown),
+        "secret_names": sorted(deployment.secret_props),
+        "accounts": await platform.apps.list(session.account.id),
+        **extra,
+    }
+    status = 400 if extra.get("error") else 200
+    return render.page(request, "source.html", context, session=session, status=status)
+
+
+@router.get("/sources/{source_id}")
+async def source(request: Request, source_id: str) -> Response:
+    session = await sessions.required(request)
+    return await _source_page(request, session, source_id)
+
+
+@router.post("/sources/{source_id}/update")
+async def update(request: Request, source_id: str) -> Response:
+    session = await sessions.required(request)
+    form = await render.checked_form(request, session)
+    platform = sessions.platform_of(request)
+    deployment = await platform.sources.get(session.account.id, source_id)
+    component = await platform.components.by_id(deployment.component_id)
+    configured = props.from_form(component.configurable_props, form)
+    change = UpdateRequest(
+        name=render.text(form, "name").strip() or None, configured_props=configured
+    )
+    try:
+        await platform.sources.update(session.account.id, source_id, change)
+    except errors.SluiceError as exc:
+        return await _source_page(request, session, source_id, error=exc, values=configured)
+    return render.redirect(f"/sources/{source_id}")
+
+
+@router.post("/sources/{source_id}/run")
+async def run(request: Request, source_id: str) -> Response:
+    """Run the source now on an event (as ``POST /v1/sources/{id}/run``); what it emits and
+    logs arrives on its page live."""
+    session = await sessions.required(request)
+    form = await render.checked_form(request, session)
+    raw = render.text(form, "event").strip()
+    event = props.decoded(raw) if raw else None
+    await sessions.platform_of(request).sources.run(session.account.id, source_id, event)
+    return render.redirect(f"/sources/{source_id}")
+
+
+@router.post("/sources/{source_id}/active")
+async def set_active(request: Request, source_id: str) -> Response:
+    session = await sessions.required(request)
+    form = await render.checked_form(request, session)
+    active = render.text(form, "active") == "true"
+    await sessions.platform_of(request).sources.update(
+        session.account.id, source_id, UpdateRequest(active=active)
+    )
+    return render.redirect(f"/sources/{source_id}")
+
+
+@router.post("/sources/{source_id}/delete")
+async def delete(request: Request, source_id: str) -> Response:
+    session = await sessions.required(request)
+    await render.checked_form(request, session)
+    await sessions.platform_of(request).sources.delete(session.account.id, source_id)
+    return render.redirect("/sources")
+
+
+@router.post("/components/{component_id}/props/{prop}/options")
+async def options(
+    request: Request,
+    component_id: str,
+    prop: str,
+    prefix: Annotated[str, Query(pattern=r"^[A-Za-z0-9_.]{1,80}$")] = "prop",
+    page: Annotated[int, Query(ge=0, le=10_000)] = 0,
+) -> Response:
+    """A page of a prop's async options as ``<option>``s (htmx swaps them into the select);
+    the form's values so far (inputs named ``<prefix>.<prop>``) are passed to ``options()``
+    as Pipedream does, with the search text and the previous page's context."""
+    session = await sessions.required(request)
+    form = await render.checked_form(request, session)
+    platform = sessions.platform_of(request)
+    component = await platform.sources.resolve_component(
+        session.account.id, DeployRequest(component_id=component_id)
+    )
+    configured = props.from_form(component.configurable_props, form, prefix=prefix)
+    configured.pop(prop, None)
+    key = f"{prefix}.{prop}"
+    query = render.text(form, f"query.{key}").strip() or None
+    previous = props.decoded(render.text(form, f"ctx.{key}")) if page > 0 else None
+    request_ = OptionsRequest(
+        prop=prop, configured_props=configured, page=page, prev_context=previous, query=query
+    )
+    found = await platform.options.list(session.account.id, component, request_)
+    context = {
+        "options": found.options or [],
+        "context": found.context,
+        # More while the component hands back a context for the next page (Pipedream's
+        # pagination) and this page was not empty.
+        "more": bool(found.context) and bool(found.options),
+        # The choice so far stays chosen when the list is fetched again.
+        "current": render.text(form, key),
+        "page": page,
+        "key": key,
+        "fid": prefix.replace(".", "-") + "-" + prop,
+        "url": f"/components/{component_id}/props/{prop}/options?prefix={prefix}",
+    }
+    return render.page(request, "options.html", context, session=session)

@@ -1,0 +1,84 @@
+"""Browser logins on both dialects: passwords, sessions, the keys page, /v1 with the cookie."""
+
+from __future__ import annotations
+
+import secrets
+
+import httpx
+import pytest
+
+from sluice import errors
+from sluice.api.app import create_app
+from sluice.platform import Platform
+from sluice.web import session as sessions
+from tests.conftest import Api
+
+
+async def test_password_login_sessions_and_logout(platform: Platform) -> None:
+    name = f"pw-{secrets.token_hex(3)}"
+    account, _ = await platform.create_account(name, f"{name}@example.com")
+    logins = platform.logins
+    with pytest.raises(errors.InvalidRequest):
+        await logins.set_password(account.id, "short")
+    await logins.set_password(account.id, "long enough password")
+    with pytest.raises(errors.Unauthorized):
+        await logins.login(name, "wrong password!")
+    with pytest.raises(errors.Unauthorized):
+        await logins.login("nobody-at-all", "long enough password")
+    token = await logins.login(f"{name}@example.com", "long enough password")
+    found = await logins.session_account(token)
+    assert found is not None and found.id == account.id
+    assert await logins.session_account(token + "x") is None
+    await logins.logout(token)
+    assert await logins.session_account(token) is None
+    # Not a fresh install: no second owner.
+    assert not await logins.needs_owner()
+    with pytest.raises(errors.Conflict):
+        await platform.create_owner("mallory", None, "long enough password")
+
+
+async def test_named_keys_and_revocation(api: Api) -> None:
+    logins = api.platform.logins
+    key = await logins.create_key(api.account_id, "  deploy bot ")
+    listed = {k.id: k for k in await logins.keys(api.account_id)}
+    key_id = key.split("_")[1]
+    assert listed[key_id].name == "deploy bot" and listed[key_id].revoked_at is None
+    assert await api.platform.authenticate(key) is not None
+    await logins.revoke_key(api.account_id, key_id)
+    assert await api.platform.authenticate(key) is None
+    with pytest.raises(errors.NotFound):
+        await logins.revoke_key(api.account_id, key_id)
+    with pytest.raises(errors.InvalidRequest):
+        await logins.create_key(api.account_id, " ")
+
+
+async def test_v1_with_the_session_cookie(api: Api) -> None:
+    await api.platform.logins.set_password(api.account_id, "long enough password")
+    me = (await api.client.get("/v1/users/me")).json()["data"]
+    token = await api.platform.logins.login(me["username"], "long enough password")
+    transport = httpx.ASGITransport(app=create_app(platform=api.platform))
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://sluice.test", cookies={sessions.COOKIE: token}
+    ) as browser:
+        assert (await browser.get("/v1/users/me")).json()["data"]["id"] == api.account_id
+        body = {"email": "new@example.com"}
+        refused = await browser.put("/v1/users/me", json=body)
+        assert refused.status_code == 403 and refused.json()["code"] == "forbidden"
+        csrf = {"X-CSRF-Token": sessions.csrf_token(token)}
+        foreign = await browser.put(
+            "/v1/users/me", json=body, headers={**csrf, "Origin": "https://evil.example"}
+        )
+        assert foreign.status_code == 403
+        same = await browser.put(
+            "/v1/users/me", json=body, headers={**csrf, "Origin": "http://sluice.test"}
+        )
+        assert same.status_code == 200 and same.json()["data"]["email"] == "new@example.com"
+        await api.platform.logins.logout(token)
+        assert (await browser.get("/v1/users/me")).status_code == 401
+
+
+async def test_registry_search(api: Api) -> None:
+    found = (await api.client.get("/v1/components/registry", params={"q": "zz-no-such"})).json()
+    assert found == {"data": []}
+    bad = await api.client.get("/v1/components/registry", params={"type": "widget"})
+    assert bad.status_code == 400

@@ -1,0 +1,172 @@
+"""The web UI in a real browser: a real ``sluice serve`` process on a fresh data folder, and
+Debian's Chromium driven by Playwright (its own browser download cannot work offline, so the
+system's ``/usr/bin/chromium`` is launched: ``apt-get install chromium``, which ``bin/test``
+does as root)."""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from tests.conftest import CACHE
+
+SLUICE = str(Path(sys.executable).with_name("sluice"))
+CHROMIUM = os.environ.get("SLUICE_TEST_CHROMIUM", "/usr/bin/chromium")
+PASSWORD = "correct horse battery"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Server:
+    url: str
+    data_dir: Path
+
+
+@contextlib.contextmanager
+def serve(data_dir: Path) -> Iterator[Server]:
+    port = _free_port()
+    env = {
+        **os.environ,
+        "SLUICE_DATA_DIR": str(data_dir),
+        "SLUICE_PORT": str(port),
+        "SLUICE_NPM_STORE": str(CACHE / "npm-store"),
+        # The components served by the tests' own loopback HTTP server may be fetched.
+        "SLUICE_EGRESS_ALLOW": "127.0.0.1:*",
+    }
+    proc = subprocess.Popen(
+        [SLUICE, "serve", "--host", "127.0.0.1"], env=env, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stderr is not None
+    seen = []
+    for line in proc.stderr:  # the server's own word that it is up
+        seen.append(line)
+        if "Application startup complete" in line:
+            break
+    else:
+        proc.stderr.close()
+        pytest.fail("sluice serve exited:\n" + "".join(seen))
+    drain = threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True)
+    drain.start()
+    try:
+        yield Server(f"http://127.0.0.1:{port}", data_dir)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        drain.join(timeout=30)
+        proc.stderr.close()
+
+
+# Package scope: Playwright's sync API keeps an event loop marked running while it is open,
+# and the asyncio tests after this package need none (Runner.run() refuses to start).
+@pytest.fixture(scope="package")
+def browser() -> Iterator[Browser]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium (bin/test does it as root)")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield launched
+        launched.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One server per test module; its owner account is created through the first-run page."""
+    with serve(tmp_path_factory.mktemp("ui-data")) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def owner_state(server: Server, browser: Browser) -> dict[str, object]:
+    """The browser storage of the owner logged in (created on the first-run page)."""
+    context = browser.new_context(base_url=server.url)
+    page = context.new_page()
+    page.goto("/")
+    expect(page).to_have_url(f"{server.url}/setup")
+    create_owner(page)
+    state = context.storage_state()
+    context.close()
+    return dict(state)
+
+
+def create_owner(page: Page, username: str = "ada") -> None:
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("E-mail").fill(f"{username}@example.com")
+    page.get_by_label("Password", exact=True).fill(PASSWORD)
+    page.get_by_label("Password again").fill(PASSWORD)
+    page.get_by_role("button", name="Create the owner account").click()
+    expect(page.get_by_role("heading", name="Sources")).to_be_visible()
+
+
+@pytest.fixture
+def page(server: Server, browser: Browser, owner_state: dict[str, object]) -> Iterator[Page]:
+    """A tab logged in as the owner; a CSP violation or a script error fails the test."""
+    context = browser.new_context(base_url=server.url, storage_state=owner_state)  # type: ignore[arg-type]
+    opened = context.new_page()
+    problems: list[str] = []
+    opened.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+    opened.on(
+        "console",
+        lambda msg: (
+            problems.append(msg.text)
+            if msg.type == "error" and "Content Security Policy" in msg.text
+            else None
+        ),
+    )
+    yield opened
+    context.close()
+    assert not problems, problems
+
+
+class _Files(http.server.BaseHTTPRequestHandler):
+    files: dict[str, str] = {}
+
+    def do_GET(self) -> None:
+        body = self.files.get(self.path, "").encode()
+        self.send_response(200 if body else 404)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def file_server() -> Iterator[tuple[str, dict[str, str]]]:
+    """A loopback HTTP server of component files: ``(base url, {path: text})``."""
+    files: dict[str, str] = {}
+    handler = type("Files", (_Files,), {"files": files})
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}", files
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def run_cli(
+    *args: str, data_dir: Path, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [SLUICE, *args, "--data-dir", str(data_dir)],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
