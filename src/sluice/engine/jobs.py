@@ -85,7 +85,7 @@ class JobWorker:
     """Claims up to ``batch`` jobs at a time into a local queue and runs up to ``concurrency``
     of them at once, each its own task (a long job never holds back the ones after it).
 
-    ``handlers`` is the table of job kinds this worker runs (built by ``platform.py``, one
+    ``handlers`` is the table of job kinds this worker runs (built by ``platform/assembly.py``, one
     handler per kind: ``engine/handlers/``); it claims jobs of those kinds only.
 
     Requests first: ``pressure`` (from the platform: the ingress's group commits are large)

@@ -3,8 +3,9 @@ called as ``await handler(job, finish)``.
 
 ``finish`` marks the job done inside the transaction that stores the job's results, so a
 completed job never runs again (``engine/jobs.py``). A handler that raises (a crashed runner
-is ``errors.RunnerCrashed``) has its job run again later, with backoff. ``platform.py`` builds
-the table ``{JobKind: handler}`` and hands it to the job worker; nothing registers itself.
+is ``errors.RunnerCrashed``) has its job run again later, with backoff.
+``platform/assembly.py`` builds the table ``{JobKind: handler}`` and hands it to the job
+worker; nothing registers itself.
 
     http      a source behind an HTTP endpoint, on the request its endpoint stored
     timer     a timer source or a timer-triggered workflow, for one tick

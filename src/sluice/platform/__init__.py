@@ -1,0 +1,52 @@
+"""The platform layer: the services the API edge (``api/``, ``web/``, ``cli/``) uses, and the
+types it names, re-exported so the edge reaches no deeper layer. ``assembly.py`` builds and
+closes them (``Platform.open``); ``services.py`` holds them and the queries that span them.
+"""
+
+from sluice.domain.apps import App
+from sluice.engine.actions import ActionRun
+from sluice.engine.components import ComponentInput
+from sluice.engine.ingress import IncomingRequest
+from sluice.engine.invoker import Outcome as InvocationOutcome
+from sluice.engine.logins import SESSION_TTL_S
+from sluice.engine.options import OptionsPage, OptionsRequest
+from sluice.engine.sources import DeployRequest, UpdateRequest
+from sluice.engine.streams import Stream
+from sluice.engine.workflow_input import WorkflowInput
+from sluice.platform.assembly import Platform, check_sandbox, create_account_offline
+from sluice.storage.accounts import Account, KeyInfo
+from sluice.storage.apps import ConnectedAccount
+from sluice.storage.components import SavedComponent
+from sluice.storage.events import Page as EventPage
+from sluice.storage.runs import Run
+from sluice.storage.sources import Deployment
+from sluice.storage.subscriptions import AutoSubscription, Subscription
+from sluice.storage.workflows import Workflow
+
+__all__ = [
+    "SESSION_TTL_S",
+    "Account",
+    "ActionRun",
+    "App",
+    "AutoSubscription",
+    "ComponentInput",
+    "ConnectedAccount",
+    "DeployRequest",
+    "Deployment",
+    "EventPage",
+    "IncomingRequest",
+    "InvocationOutcome",
+    "KeyInfo",
+    "OptionsPage",
+    "OptionsRequest",
+    "Platform",
+    "Run",
+    "SavedComponent",
+    "Stream",
+    "Subscription",
+    "UpdateRequest",
+    "Workflow",
+    "WorkflowInput",
+    "check_sandbox",
+    "create_account_offline",
+]

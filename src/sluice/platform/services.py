@@ -1,0 +1,219 @@
+"""The platform's services and what the API edge asks of them beyond one service: the
+``Services`` every engine service hangs on (built by ``assembly.py``), and the few queries and
+commands that span services (accounts, pages of components and workflows, live streams)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from sluice import errors, ids
+from sluice.clock import Clock
+from sluice.config import Settings
+from sluice.crypto import Cipher
+from sluice.domain import registry as registry_rules
+from sluice.engine import logins, streams
+from sluice.engine.actions import Actions
+from sluice.engine.app_catalog import AppCatalog
+from sluice.engine.apps import Apps
+from sluice.engine.commit import Commit
+from sluice.engine.components import Components
+from sluice.engine.credentials import Credentials
+from sluice.engine.enqueuer import Enqueuer
+from sluice.engine.error_workflows import create_default_error_workflow
+from sluice.engine.events import Events
+from sluice.engine.executor import Executor
+from sluice.engine.handlers.send import SendJobs
+from sluice.engine.ingress import Ingress
+from sluice.engine.invoker import Invoker
+from sluice.engine.jobs import JobWorker
+from sluice.engine.logins import SESSION_TTL_S, Logins
+from sluice.engine.notifications import Notifications
+from sluice.engine.oauth import OAuthConnect
+from sluice.engine.options import Options
+from sluice.engine.runs import Runs
+from sluice.engine.scheduler import Scheduler
+from sluice.engine.sources import Sources
+from sluice.engine.streams import Stream
+from sluice.engine.subscriptions import Subscriptions
+from sluice.engine.workflows import Workflows
+from sluice.runtime.deps import DependencyStore
+from sluice.runtime.pool import RunnerPool
+from sluice.storage import accounts, database, sessions
+from sluice.storage import components as component_store
+from sluice.storage import workflows as workflow_store
+from sluice.storage.accounts import Account
+from sluice.storage.components import SavedComponent
+from sluice.storage.workflows import Workflow
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Services:
+    settings: Settings
+    clock: Clock
+    db: AsyncEngine
+    reader: database.Reader
+    cipher: Cipher
+    pool: RunnerPool
+    deps: DependencyStore
+    components: Components
+    invoker: Invoker
+    commit: Commit
+    sources: Sources
+    actions: Actions
+    options: Options
+    apps: Apps
+    catalog: AppCatalog
+    oauth: OAuthConnect
+    credentials: Credentials
+    events: Events
+    subscriptions: Subscriptions
+    runs: Runs
+    jobs: JobWorker
+    scheduler: Scheduler
+    ingress: Ingress
+    workflows: Workflows
+    executor: Executor
+    enqueuer: Enqueuer
+    sends: SendJobs
+    logins: Logins
+    #: PostgreSQL: other processes' commits, pushed (None on SQLite).
+    notifications: Notifications | None = None
+
+    def endpoint_url(self, endpoint_id: str | None) -> str | None:
+        """The public URL of an HTTP endpoint (``SLUICE_ENDPOINT_BASE_URL`` + its id)."""
+        return self.invoker.endpoint_url(endpoint_id)
+
+    async def create_account(
+        self, username: str, email: str | None = None, *, is_admin: bool = False
+    ) -> tuple[Account, str]:
+        """A new account and its first API key (shown this once)."""
+        now_s = self.clock.now_ms() // 1000
+        async with self.db.begin() as conn:
+            account = await accounts.create(
+                conn, username=username, email=email, now_s=now_s, is_admin=is_admin
+            )
+            key = await accounts.create_key(conn, account.id, now_s=now_s)
+            await create_default_error_workflow(
+                conn, account.id, base_url=self.settings.resolved_public_url, now_s=now_s
+            )
+        return account, key
+
+    async def create_owner(self, username: str, email: str | None, password: str) -> str:
+        """The first account of a fresh install (an admin) with its password, as the web UI's
+        first visitor makes it; a browser session token for it."""
+        password_hash = await logins.hash_new_password(password)
+        now_s = self.clock.now_ms() // 1000
+        async with self.db.begin() as conn:
+            if await accounts.count(conn) != 0:
+                raise errors.Conflict("this install already has its owner: log in instead")
+            account = await accounts.create(
+                conn, username=username, email=email, now_s=now_s, is_admin=True
+            )
+            await accounts.set_password_hash(conn, account.id, password_hash)
+            await create_default_error_workflow(
+                conn, account.id, base_url=self.settings.resolved_public_url, now_s=now_s
+            )
+            return await sessions.create(conn, account.id, now_s=now_s, ttl_s=SESSION_TTL_S)
+
+    async def authenticate(self, api_key: str) -> Account | None:
+        return await self.reader(lambda conn: accounts.authenticate(conn, api_key))
+
+    async def set_email(self, account_id: str, email: str | None) -> Account:
+        """Change (``None``: remove) the account's e-mail address; the account as it is now."""
+        async with self.db.begin() as conn:
+            await accounts.set_email(conn, account_id, email)
+            found = await accounts.get(conn, account_id)
+        assert found is not None
+        return found
+
+    def open_emits(
+        self, emitter_id: str, *, after: tuple[int, int] | None, channel: str | None
+    ) -> Stream:
+        """The emitter's emits as they are stored, first the stored ones after ``after`` when
+        given (``streams.open_emits``); storage is also polled (``stream_poll_seconds``)."""
+        return streams.open_emits(
+            self.db,
+            self.commit.broker,
+            emitter_id,
+            after=after,
+            channel=channel,
+            poll_seconds=self.settings.resolved_stream_poll_seconds,
+        )
+
+    def open_logs(self, emitter_id: str, *, after: int | None) -> Stream:
+        """The emitter's log lines as they are stored, first the stored ones after ``after``."""
+        return streams.open_logs(
+            self.db,
+            self.commit.broker,
+            emitter_id,
+            after=after,
+            poll_seconds=self.settings.resolved_stream_poll_seconds,
+        )
+
+    async def workflow_page(
+        self, owner_id: str, *, limit: int, before: str | None, after: str | None
+    ) -> tuple[list[Workflow], int]:
+        """The account's workflows, newest first (``before``/``after``: ``p_`` ids), and the
+        total count."""
+        async with self.db.connect() as conn:
+            return await workflow_store.page(
+                conn, owner_id, limit=limit, before=before, after=after
+            )
+
+    async def component_page(
+        self,
+        owner_id: str,
+        *,
+        limit: int,
+        before: str | None,
+        after: str | None,
+        component_type: str | None,
+    ) -> component_store.Page:
+        """The account's saved components, newest first (``before``/``after``: ``sc_`` ids)."""
+        async with self.db.connect() as conn:
+            return await component_store.page(
+                conn,
+                owner_id,
+                limit=limit,
+                before=before,
+                after=after,
+                component_type=component_type,
+            )
+
+    async def find_component(self, owner_id: str, key_or_id: str) -> SavedComponent | None:
+        """The account's saved component by ``sc_`` id, else its newest with that key."""
+        async with self.db.connect() as conn:
+            found = None
+            if ids.has_prefix(key_or_id, "sc"):
+                found = await component_store.get(conn, owner_id, key_or_id)
+            if found is None:
+                found = await component_store.get_by_key(conn, owner_id, key_or_id)
+        return found
+
+    async def registry_search(
+        self, query: str, *, component_type: str | None = None
+    ) -> list[SavedComponent]:
+        """The newest version of each registry component matching ``query`` (key, name or
+        description), by key."""
+        async with self.db.connect() as conn:
+            found = await component_store.registry_search(
+                conn, query.strip(), component_type=component_type, limit=2000
+            )
+        by_key: dict[str, list[SavedComponent]] = {}
+        for component in found:
+            by_key.setdefault(component.key or "", []).append(component)
+        newest = []
+        for versions in by_key.values():
+            latest = registry_rules.latest([c.version for c in versions])
+            newest.append(next(c for c in versions if c.version == latest))
+        return newest
+
+    async def registry_versions(self, key: str) -> list[SavedComponent]:
+        """Every published version of the registry component ``key``."""
+        async with self.db.connect() as conn:
+            return await component_store.registry_versions(conn, key)
