@@ -21,6 +21,7 @@ from sluice.platform import (
     Run,
     SavedComponent,
     Subscription,
+    Workflow,
 )
 
 
@@ -108,6 +109,41 @@ def deployment(
     if c is not None:
         data["configurable_props"] = c.configurable_props
     return data
+
+
+def workflow(
+    w: Workflow, *, endpoint_url: str | None, error_workflow_id: str | None = None
+) -> dict[str, Any]:
+    """A workflow: its trigger (with the endpoint's URL for HTTP triggers) and its steps, secret
+    props named, never shown."""
+    trigger = dict(w.trigger)
+    if w.trigger_type == "http":
+        trigger["endpoint_url"] = endpoint_url
+    steps = []
+    for step in w.steps:
+        out: dict[str, Any] = {"id": step["id"], "name": step["name"], "type": step["type"]}
+        if step["type"] == "code":
+            out["code"] = step["code"]
+        else:
+            out["action"] = step["action"]
+            out["component_id"] = step["component_id"]
+        out["props"] = step.get("props") or {}
+        if step.get("secret_props"):
+            out["secret_props"] = sorted(step["secret_props"])
+        steps.append(out)
+    return {
+        "id": w.id,
+        "name": w.name,
+        "active": w.active,
+        "trigger": trigger,
+        "steps": steps,
+        "deployment_id": w.deployment_id,
+        "endpoint_url": endpoint_url,
+        "is_error_workflow": w.id == error_workflow_id,
+        "global_errors": w.global_errors,
+        "created_at": w.created_at,
+        "updated_at": w.updated_at,
+    }
 
 
 def invocation(outcome: InvocationOutcome) -> dict[str, Any]:

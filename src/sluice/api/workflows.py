@@ -26,7 +26,11 @@ Limit = Annotated[int, Query(ge=1, le=100)]
 
 async def _render(platform: Platform, workflow: Workflow) -> dict[str, Any]:
     error_workflow = await platform.workflows.error_workflow_id(workflow.owner_id)
-    return platform.workflows.to_api(workflow, error_workflow_id=error_workflow)
+    return render.workflow(
+        workflow,
+        endpoint_url=platform.workflows.endpoint_url(workflow),
+        error_workflow_id=error_workflow,
+    )
 
 
 def _input(body: WorkflowCreate) -> WorkflowInput:
@@ -60,7 +64,12 @@ async def list_mine(
         account.id, limit=limit, before=before_id, after=after_id
     )
     error_workflow = await platform.workflows.error_workflow_id(account.id)
-    data = [platform.workflows.to_api(w, error_workflow_id=error_workflow) for w in found]
+    data = [
+        render.workflow(
+            w, endpoint_url=platform.workflows.endpoint_url(w), error_workflow_id=error_workflow
+        )
+        for w in found
+    ]
     return paging.body(data, total)
 
 

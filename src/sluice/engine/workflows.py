@@ -68,36 +68,6 @@ class Workflows:
             return None
         return self.settings.resolved_endpoint_base_url + workflow.endpoint_id
 
-    def to_api(self, workflow: Workflow, *, error_workflow_id: str | None = None) -> dict[str, Any]:
-        trigger = dict(workflow.trigger)
-        if workflow.trigger_type == "http":
-            trigger["endpoint_url"] = self.endpoint_url(workflow)
-        steps = []
-        for step in workflow.steps:
-            out: dict[str, Any] = {"id": step["id"], "name": step["name"], "type": step["type"]}
-            if step["type"] == "code":
-                out["code"] = step["code"]
-            else:
-                out["action"] = step["action"]
-                out["component_id"] = step["component_id"]
-            out["props"] = step.get("props") or {}
-            if step.get("secret_props"):
-                out["secret_props"] = sorted(step["secret_props"])
-            steps.append(out)
-        return {
-            "id": workflow.id,
-            "name": workflow.name,
-            "active": workflow.active,
-            "trigger": trigger,
-            "steps": steps,
-            "deployment_id": workflow.deployment_id,
-            "endpoint_url": self.endpoint_url(workflow),
-            "is_error_workflow": workflow.id == error_workflow_id,
-            "global_errors": workflow.global_errors,
-            "created_at": workflow.created_at,
-            "updated_at": workflow.updated_at,
-        }
-
     # ---- writing ----------------------------------------------------------------------------
 
     async def create(self, owner_id: str, body: WorkflowInput) -> Workflow:
