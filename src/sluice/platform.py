@@ -31,6 +31,7 @@ from sluice.engine.events import Events
 from sluice.engine.executor import Executor
 from sluice.engine.handlers.emit import EmitJobs
 from sluice.engine.handlers.http import HttpJobs
+from sluice.engine.handlers.resume import ResumeJobs
 from sluice.engine.handlers.send import SendJobs
 from sluice.engine.handlers.timer import TimerJobs
 from sluice.engine.handlers.workflow import WorkflowJobs
@@ -40,6 +41,7 @@ from sluice.engine.invoker import Outcome as InvocationOutcome
 from sluice.engine.jobs import Handler, JobWorker, WorkerConfig
 from sluice.engine.mailer import Mailer
 from sluice.engine.options import Options, OptionsPage, OptionsRequest
+from sluice.engine.pauses import Pauses
 from sluice.engine.runs import Runs
 from sluice.engine.scheduler import Scheduler
 from sluice.engine.sources import DeployRequest, Sources, UpdateRequest
@@ -116,6 +118,7 @@ class Platform:
     executor: Executor
     enqueuer: Enqueuer
     sends: SendJobs
+    pauses: Pauses
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -218,6 +221,7 @@ class Platform:
             executor=executor,
             enqueuer=enqueuer,
             sends=sends,
+            pauses=Pauses(commit, clock),
         )
 
     @staticmethod
@@ -238,6 +242,7 @@ class Platform:
             JobKind.EMIT: EmitJobs(invoker, executor),
             JobKind.WORKFLOW: WorkflowJobs(executor, waiters),
             JobKind.SEND: sends,
+            JobKind.RESUME: ResumeJobs(executor.db, executor),
         }
 
     @staticmethod

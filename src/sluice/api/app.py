@@ -17,6 +17,7 @@ from sluice.api import (
     catalog,
     components,
     errors,
+    flow,
     ingress,
     options,
     sources,
@@ -96,6 +97,7 @@ def create_app(
         subscriptions,
         streams,
         workflows,
+        flow,
     ):
         app.include_router(module.router)
     for module in (options, catalog):  # the CLI's: prop options, the component list

@@ -171,6 +171,11 @@ def run(r: Run) -> dict[str, Any]:
     }
 
 
+def flow_signal(run_id: str, status: str) -> dict[str, Any]:
+    """A paused run's resume or cancel URL, answered: the run now ``resuming``/``cancelling``."""
+    return {"data": {"run_id": run_id, "status": status}}
+
+
 def subscription(s: Subscription) -> dict[str, Any]:
     return {
         "id": s.id,
