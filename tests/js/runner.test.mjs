@@ -468,6 +468,40 @@ describe("workflows", () => {
     assert.deepEqual(r.steps.map((s) => s.id), ["c_1"]);
   });
 
+  test("$.flow.delay/suspend/rerun end the call at their step with the run's URLs", async () => {
+    const flow = { resume_url: "https://s.example/flow/r1/resume/a", cancel_url: "https://s.example/flow/r1/cancel/b" };
+    const call = (how, extra = {}) => runner.invoke("wf-6", entry, {
+      kind: "workflow", event: {}, context: {}, flow,
+      steps: [step("c_1", "p", "pauses.mjs", { how }), step("c_2", "never", "throws.mjs")],
+      ...extra,
+    });
+    const delayed = await call("delay");
+    assert.deepEqual(ok(delayed), { status: "paused" });
+    assert.equal(delayed.steps.length, 1);
+    const [d] = delayed.steps;
+    assert.deepEqual([d.status, d.pause, d.return_value], ["delayed", { kind: "delay", ms: 1500 }, flow]);
+    assert.deepEqual(d.exports.run, { runs: 1 });
+    const suspended = (await call("suspend")).steps[0];
+    assert.deepEqual([suspended.status, suspended.pause], ["suspended", { kind: "suspend", ms: 86_400_000 }]);
+    const rerun = (await call("rerun")).steps[0];
+    assert.deepEqual([rerun.status, rerun.pause], ["rerun", { kind: "rerun", ms: 10, context: { page: 2 }, max_reruns: 3 }]);
+    assert.equal((await call("bad")).steps[0].error.name, "TypeError");
+    const thrown = (await call("then-throw")).steps[0];
+    assert.deepEqual([thrown.status, thrown.pause], ["error", undefined]);
+  });
+
+  test("a resumed call starts at `start` with the earlier steps and $.context.run", async () => {
+    const r = await runner.invoke("wf-7", entry, {
+      kind: "workflow", event: {}, context: {}, flow: { resume_url: "r", cancel_url: "c" },
+      start: 1, prior: { earlier: { note: "kept", $return_value: 1 } },
+      run: { runs: 2, context: { page: 2 } },
+      steps: [step("c_0", "earlier", "throws.mjs"), step("c_1", "p", "pauses.mjs", { how: "none" })],
+    });
+    assert.deepEqual(ok(r), { status: "success" });
+    assert.deepEqual(r.steps.map((s) => s.id), ["c_1"]);
+    assert.deepEqual(r.steps[0].exports, { run: { runs: 2, context: { page: 2 } }, before: "kept" });
+  });
+
   test("$.respond with immediate streams before the result", async () => {
     const r = await runner.invoke("wf-5", entry, {
       kind: "workflow", event: { n: 7 }, context: {},
