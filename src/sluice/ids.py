@@ -2,7 +2,7 @@
 
 Resource ids follow Pipedream's prefixes (``u_`` user, ``sc_`` saved component, ``dc_``
 deployed component, ``p_`` workflow, ``d_`` deployment, ``c_`` code cell, ``sub_``
-subscription, ``apn_`` connected account). The part after the prefix is random base62, so ids
+subscription, ``apn_`` connected account, ``ds_`` data store). The part after the prefix is random base62, so ids
 reveal nothing about creation order or about other accounts.
 
 Event ids are ``<epoch_ms>-<seq>`` (``1606370816223-0``): they sort by time, and the same
@@ -18,7 +18,7 @@ import string
 
 _ALPHABET = string.ascii_letters + string.digits
 
-PREFIXES = frozenset({"u", "sc", "dc", "p", "d", "c", "sub", "apn", "key", "hi", "ti", "job"})
+PREFIXES = frozenset({"u", "sc", "dc", "p", "d", "c", "sub", "apn", "key", "hi", "ti", "job", "ds"})
 
 
 def new_id(prefix: str, length: int = 12) -> str:

@@ -24,6 +24,7 @@ from sluice.engine.apps import Apps
 from sluice.engine.broker import Broker
 from sluice.engine.commit import Commit
 from sluice.engine.components import ComponentInput, Components
+from sluice.engine.data_stores import DataStores
 from sluice.engine.directory import EndpointDirectory
 from sluice.engine.enqueuer import Enqueuer
 from sluice.engine.error_workflows import create_default_error_workflow
@@ -58,6 +59,7 @@ from sluice.storage import components as component_store
 from sluice.storage import workflows as workflow_store
 from sluice.storage.accounts import Account
 from sluice.storage.components import SavedComponent
+from sluice.storage.data_stores import DataStore
 from sluice.storage.events import Page as EventPage
 from sluice.storage.runs import Run
 from sluice.storage.sources import Deployment
@@ -72,6 +74,7 @@ __all__ = [
     "ActionRun",
     "AutoSubscription",
     "ComponentInput",
+    "DataStore",
     "DeployRequest",
     "Deployment",
     "EventPage",
@@ -119,6 +122,7 @@ class Platform:
     enqueuer: Enqueuer
     sends: SendJobs
     pauses: Pauses
+    data_stores: DataStores
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -176,7 +180,8 @@ class Platform:
         invoker = Invoker(db, pool, components, cipher, settings, clock, commit, reader)
         directory = EndpointDirectory(reader, components)
         workflows = Workflows(db, components, cipher, settings, clock)
-        executor = Executor(db, pool, workflows, commit, settings, clock, reader)
+        stores = DataStores(db, commit, settings, clock)
+        executor = Executor(db, pool, workflows, commit, settings, clock, reader, stores=stores)
         waiters = Waiters()
         enqueuer = Enqueuer(db, clock)
         sends = SendJobs(db, cipher, Mailer(settings), settings, clock, commit)
@@ -208,7 +213,7 @@ class Platform:
             sources=Sources(
                 db, reader, pool, components, invoker, cipher, settings, clock, directory
             ),
-            actions=Actions(db, pool, components, cipher, settings),
+            actions=Actions(db, pool, components, cipher, settings, stores=stores),
             options=Options(db, pool, components, cipher, settings),
             apps=Apps(db, cipher, clock),
             events=Events(db),
@@ -222,6 +227,7 @@ class Platform:
             enqueuer=enqueuer,
             sends=sends,
             pauses=Pauses(commit, clock),
+            data_stores=stores,
         )
 
     @staticmethod

@@ -16,6 +16,7 @@ from sluice.api import (
     bodies,
     catalog,
     components,
+    data_stores,
     errors,
     flow,
     ingress,
@@ -98,6 +99,7 @@ def create_app(
         streams,
         workflows,
         flow,
+        data_stores,
     ):
         app.include_router(module.router)
     for module in (options, catalog):  # the CLI's: prop options, the component list

@@ -11,6 +11,7 @@ from sluice.platform import (
     Account,
     ActionRun,
     AutoSubscription,
+    DataStore,
     Deployment,
     InvocationOutcome,
     OptionsPage,
@@ -193,3 +194,18 @@ def auto_subscription(a: AutoSubscription) -> dict[str, Any]:
         "event_name": a.event_name,
         "created_at": a.created_at,
     }
+
+
+def data_store(d: DataStore) -> dict[str, Any]:
+    """A data store: counts and size leave out expired records."""
+    return {
+        "id": d.id,
+        "name": d.name,
+        "created_at": d.created_at,
+        "record_count": d.record_count,
+        "size_bytes": d.size,
+    }
+
+
+def data_store_record(key: str, value: Any) -> dict[str, Any]:
+    return {"key": key, "value": value}

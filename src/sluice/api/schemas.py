@@ -108,3 +108,13 @@ class UserUpdate(_Body):
     email: str | None = Field(
         ..., description="Where $.send.email and error e-mails go; null removes it."
     )
+
+
+class DataStoreCreate(_Body):
+    name: str
+
+
+class DataStoreRecord(_Body):
+    value: Any = None
+    #: Seconds until the record expires; null: never.
+    ttl: float | None = None

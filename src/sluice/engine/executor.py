@@ -42,6 +42,7 @@ from sluice.domain import flow, outcomes, states, text
 from sluice.domain.states import RunStatus, SendStatus
 from sluice.engine import sealed
 from sluice.engine.commit import DEFERRED_SENDS, Commit
+from sluice.engine.data_stores import DataStores
 from sluice.engine.jobs import Finish
 from sluice.engine.pauses import FlowUrls, Resumed
 from sluice.engine.workflows import Workflows
@@ -115,8 +116,12 @@ class Executor:
         clock: Clock,
         reader: database.Reader | None = None,
         cipher: Cipher | None = None,
+        *,
+        stores: DataStores | None = None,
     ) -> None:
         self.db = db
+        #: Answers the steps' data_store calls.
+        self.stores = stores
         #: Hot-path reads (the workflow of a job): inline on SQLite.
         self.reader = reader
         self.cipher = cipher or workflows.cipher
@@ -191,6 +196,7 @@ class Executor:
                 memory_mb=self.settings.memory_mb,
                 # Events and db values may hold lone surrogates from JavaScript.
                 call=text.for_runner(call),
+                on_store=self.stores.runner_call(workflow.owner_id) if self.stores else None,
             ),
             responded,
         )

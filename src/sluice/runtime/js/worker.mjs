@@ -33,6 +33,9 @@ const MAX_LOG_CHARS = 16 * 1024;
 
 // Which invocation the running code belongs to, across awaits and timers.
 const als = new AsyncLocalStorage();
+// Data store calls waiting for Python's answer, by request number (unique in this worker).
+const storeWaiters = new Map();
+let storeSeq = 0;
 const post = (msg) => parentPort.postMessage(msg);
 
 class Invocation {
@@ -112,6 +115,16 @@ class Invocation {
       return;
     }
     this.post({ t: "export", name, json: safeStringify(value) });
+  }
+
+  /** A data_store prop's call, answered by Python (`store_result`): a Promise of its value. */
+  storeCall(request) {
+    if (this.done) return Promise.reject(new Error("the invocation has ended: data store calls must be awaited in run()"));
+    const req = ++storeSeq;
+    return new Promise((resolve, reject) => {
+      storeWaiters.set(req, { resolve, reject, inv: this });
+      this.post({ t: "store", req, json: safeStringify(request) });
+    });
   }
 
   send(type, config) {
@@ -302,7 +315,22 @@ function isCommonJs(file) {
 
 parentPort.on("message", (msg) => {
   if (msg && msg.t === "call") handleCall(msg.seq, msg.call);
+  else if (msg && msg.t === "store_result") settleStore(msg);
 });
+
+function settleStore(msg) {
+  const waiter = storeWaiters.get(msg.req);
+  if (!waiter) return;
+  storeWaiters.delete(msg.req);
+  if (msg.ok) {
+    waiter.resolve(msg.value);
+    return;
+  }
+  const err = new Error(msg.error?.message ?? "the data store call failed");
+  err.name = msg.error?.name ?? "DataStoreError";
+  err.code = msg.error?.code ?? "DataStoreError";
+  waiter.reject(err);
+}
 
 function handleCall(seq, call) {
   const inv = new Invocation(seq);
