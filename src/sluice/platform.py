@@ -177,10 +177,12 @@ class Platform:
         deps = DependencyStore(settings.npm_store_dir, npm=settings.npm)
         components = Components(db, pool, deps, settings, clock)
         commit = Commit(db, settings, clock, Broker())
-        invoker = Invoker(db, pool, components, cipher, settings, clock, commit, reader)
+        stores = DataStores(db, commit, settings, clock)
+        invoker = Invoker(
+            db, pool, components, cipher, settings, clock, commit, reader, stores=stores
+        )
         directory = EndpointDirectory(reader, components)
         workflows = Workflows(db, components, cipher, settings, clock)
-        stores = DataStores(db, commit, settings, clock)
         executor = Executor(db, pool, workflows, commit, settings, clock, reader, stores=stores)
         waiters = Waiters()
         enqueuer = Enqueuer(db, clock)

@@ -44,6 +44,12 @@ class Runner {
       this.responds.set(msg.id, [...(this.responds.get(msg.id) ?? []), msg.response]);
       return;
     }
+    if (msg.type === "store" && this.onStore) {
+      // Python's side of a data_store call: answered as the real one does.
+      const answer = { type: "store_result", id: msg.id, req: msg.req, ...this.onStore(msg.request) };
+      this.proc.stdin.write(`${JSON.stringify(answer)}\n`);
+      return;
+    }
     const waiter = msg.type === "result" ? this.pending.get(msg.id) : undefined;
     if (!waiter) {
       this.unexpected.push(msg);
@@ -500,6 +506,39 @@ describe("workflows", () => {
     assert.deepEqual(ok(r), { status: "success" });
     assert.deepEqual(r.steps.map((s) => s.id), ["c_1"]);
     assert.deepEqual(r.steps[0].exports, { run: { runs: 2, context: { page: 2 } }, before: "kept" });
+  });
+
+  test("data_store calls are round trips to Python (`store` / `store_result`)", async () => {
+    const stored = new Map();
+    const requests = [];
+    runner.onStore = (request) => {
+      requests.push(request);
+      const { op, key, value } = request;
+      if (op === "set" && key === "big") {
+        return { ok: false, error: { name: "DataStoreError", code: "data_store_full", message: "full" } };
+      }
+      if (op === "set") stored.set(key, value);
+      if (op === "get") return { ok: true, value: { found: stored.has(key), value: stored.get(key) ?? null } };
+      if (op === "has") return { ok: true, value: stored.has(key) };
+      if (op === "keys") return { ok: true, value: [...stored.keys()] };
+      if (op === "entries") return { ok: true, value: [...stored.entries()] };
+      return { ok: true, value: null };
+    };
+    try {
+      const r = await runner.invoke("wf-store", entry, {
+        kind: "workflow", event: {}, context: {},
+        steps: [step("c_1", "s", "store.mjs", { store: "cache" })],
+      });
+      assert.deepEqual(ok(r), { status: "success" });
+      assert.deepEqual(r.steps[0].return_value, {
+        a: { n: 1 }, missing: true, has: true, keys: ["a"], seen: ['a={"n":1}'],
+        refused: "DataStoreError data_store_full: full", bad: "TypeError",
+      });
+      assert.deepEqual(requests[0], { op: "set", store: "cache", key: "a", value: { n: 1 }, ttl: 60 });
+      assert.ok(requests.every((q) => q.store === "cache"));
+    } finally {
+      runner.onStore = null;
+    }
   });
 
   test("$.respond with immediate streams before the result", async () => {

@@ -2,6 +2,7 @@
 // of actions, as docs/runner-protocol.md describes. Nothing here talks to the main thread
 // directly: every side effect goes through the invocation object `inv` (see worker.mjs).
 
+import { makeDataStore } from "./datastore.mjs";
 import { serializeForDb, toJsonSafe } from "./jsonsafe.mjs";
 import { isObject, resolveProp } from "./props.mjs";
 
@@ -216,50 +217,6 @@ function makeDb(snapshot, inv, maxBytes = 0) {
     },
   };
 }
-
-/**
- * A `data_store` prop: an account data store named by the configured value (its id or name).
- * Every method is async and one round trip to Python (`store` messages, runner-protocol.md),
- * which runs it as one transaction: concurrent runs see each other's writes.
- */
-function makeDataStore(ref, inv, name) {
-  const storeRef = typeof ref === "string" ? ref : isObject(ref) && typeof ref.id === "string" ? ref.id : null;
-  const call = async (op, args = {}) => {
-    if (!storeRef) {
-      const err = new Error(`data_store prop "${name}" has no data store: configure it with a data store's id or name`);
-      err.name = "ConfigurationError";
-      throw err;
-    }
-    return await inv.storeCall({ op, store: storeRef, ...args });
-  };
-  return {
-    async get(key) {
-      const r = await call("get", { key });
-      return r.found ? r.value : undefined;
-    },
-    async set(key, value, options) {
-      // JSON as JSON.stringify makes it (a Date becomes its ISO string); a function throws.
-      const json = serializeForDb(String(key), value);
-      await call("set", { key, value: json === undefined ? null : JSON.parse(json), ttl: options?.ttl ?? null });
-    },
-    async delete(key) {
-      await call("delete", { key });
-    },
-    async has(key) {
-      return Boolean(await call("has", { key }));
-    },
-    keys: () => call("keys"),
-    entries: () => call("entries"),
-    async clear() {
-      await call("clear");
-    },
-    setTtl: (key, ttl) => call("setTtl", { key, ttl: ttl ?? null }),
-    async *[Symbol.asyncIterator]() {
-      for (const pair of await call("entries")) yield pair;
-    },
-  };
-}
-
 
 const SEND_TYPES = ["http", "email", "s3", "emit", "sse"];
 

@@ -23,6 +23,7 @@ import { parentPort, workerData } from "node:worker_threads";
 import {
   buildInstance, callOptions, END_NEEDLE, flowExitSignal, isFlowExit, makeDollar, notSupported,
 } from "./instance.mjs";
+import { askStore, settleStore } from "./datastore.mjs";
 import { installEgress } from "./egress.mjs";
 import { safeStringify, toJsonSafe } from "./jsonsafe.mjs";
 import { describeComponent, isObject } from "./props.mjs";
@@ -33,9 +34,6 @@ const MAX_LOG_CHARS = 16 * 1024;
 
 // Which invocation the running code belongs to, across awaits and timers.
 const als = new AsyncLocalStorage();
-// Data store calls waiting for Python's answer, by request number (unique in this worker).
-const storeWaiters = new Map();
-let storeSeq = 0;
 const post = (msg) => parentPort.postMessage(msg);
 
 class Invocation {
@@ -119,12 +117,7 @@ class Invocation {
 
   /** A data_store prop's call, answered by Python (`store_result`): a Promise of its value. */
   storeCall(request) {
-    if (this.done) return Promise.reject(new Error("the invocation has ended: data store calls must be awaited in run()"));
-    const req = ++storeSeq;
-    return new Promise((resolve, reject) => {
-      storeWaiters.set(req, { resolve, reject, inv: this });
-      this.post({ t: "store", req, json: safeStringify(request) });
-    });
+    return askStore(this, request);
   }
 
   send(type, config) {
@@ -318,19 +311,6 @@ parentPort.on("message", (msg) => {
   else if (msg && msg.t === "store_result") settleStore(msg);
 });
 
-function settleStore(msg) {
-  const waiter = storeWaiters.get(msg.req);
-  if (!waiter) return;
-  storeWaiters.delete(msg.req);
-  if (msg.ok) {
-    waiter.resolve(msg.value);
-    return;
-  }
-  const err = new Error(msg.error?.message ?? "the data store call failed");
-  err.name = msg.error?.name ?? "DataStoreError";
-  err.code = msg.error?.code ?? "DataStoreError";
-  waiter.reject(err);
-}
 
 function handleCall(seq, call) {
   const inv = new Invocation(seq);
