@@ -120,8 +120,7 @@ class Executor:
         stores: DataStores | None = None,
     ) -> None:
         self.db = db
-        #: Answers the steps' data_store calls.
-        self.stores = stores
+        self.stores = stores  # answers the steps' data_store calls
         #: Hot-path reads (the workflow of a job): inline on SQLite.
         self.reader = reader
         self.cipher = cipher or workflows.cipher
@@ -164,22 +163,10 @@ class Executor:
                 **_context(workflow, run_id, now_ms, source_type, replay_of, hops),
                 **(trigger_context or {}),
             }
-        urls = FlowUrls(ids.random_token(32), ids.random_token(32), self._flow_base)
-        call: dict[str, Any] = {
-            "kind": "workflow",
-            "event": event,
-            "context": context,
-            "steps": await self._call_steps(workflow),
-            "flow": urls.call(run_id),
-        }
-        if resumed is not None:
-            if resumed.start is None:  # cancelled: nothing runs
-                return await self._store(workflow, resumed, Result(ok=True), [], now_ms, urls)
-            call |= {
-                "start": resumed.start,
-                "prior": flow.prior_steps(resumed.run.steps),
-                "run": resumed.context_run or {"runs": 1},
-            }
+        urls = FlowUrls.new(self.settings.resolved_public_url)
+        if resumed is not None and resumed.start is None:  # cancelled: nothing runs
+            return await self._store(workflow, resumed, Result(ok=True), [], now_ms, urls, also)
+        call = await self._workflow_call(workflow, event, context, urls.call(run_id), resumed)
         responses: list[Response] = []
 
         def responded(response: Response) -> None:
@@ -210,6 +197,30 @@ class Executor:
         )
         return RunOutcome(run if stored else None, result)
 
+    async def _workflow_call(
+        self,
+        workflow: Workflow,
+        event: Any,
+        context: dict[str, Any],
+        urls: dict[str, str],
+        resumed: Resumed | None,
+    ) -> dict[str, Any]:
+        """The runner's ``workflow`` call (a resumed one: ``start``, ``prior`` and ``run``)."""
+        call: dict[str, Any] = {
+            "kind": "workflow",
+            "event": event,
+            "context": context,
+            "steps": await self._call_steps(workflow),
+            "flow": urls,
+        }
+        if resumed is not None:
+            call |= {
+                "start": resumed.start,
+                "prior": flow.prior_steps(resumed.run.steps),
+                "run": resumed.context_run or {"runs": 1},
+            }
+        return call
+
     async def _store(
         self,
         workflow: Workflow,
@@ -222,9 +233,6 @@ class Executor:
     ) -> RunOutcome:
         """A resumed part stored into its run: the earlier steps and sends, then the new."""
         before = resumed.run
-        runs_of = {}
-        if resumed.context_run is not None and resumed.start is not None:
-            runs_of[workflow.steps[resumed.start]["id"]] = int(resumed.context_run["runs"])
         part, db_writes = self._record(
             workflow,
             before.context,
@@ -234,19 +242,18 @@ class Executor:
             now_ms,
             before.replay_of,
             urls,
-            runs_of,
+            resumed.runs_of(workflow.steps),
             len(before.sends),
         )
-        cancelled = resumed.start is None
         run = replace(
             before,
-            status=RunStatus.CANCELLED if cancelled else part.status,
+            status=RunStatus.CANCELLED if resumed.start is None else part.status,
             steps=before.steps + part.steps,
             error=part.error,
             flow_exit=part.flow_exit,
             duration_ms=before.duration_ms + part.duration_ms,
             sends=before.sends + part.sends,
-            pause=None if cancelled else part.pause,
+            pause=part.pause,  # None when cancelled: nothing ran
         )
         stored = await self.commit.run(
             run,
@@ -257,10 +264,6 @@ class Executor:
             sends_from=len(before.sends),
         )
         return RunOutcome(run if stored else None, result)
-
-    @property
-    def _flow_base(self) -> str:
-        return self.settings.resolved_public_url
 
     async def _call_steps(self, workflow: Workflow) -> list[dict[str, Any]]:
         """Each step as the runner's ``workflow`` call takes it: entry, props, time-out, and

@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from sluice import errors
+from sluice import errors, ids
 from sluice.clock import Clock
 from sluice.domain import flow
 from sluice.engine import broker
@@ -38,6 +38,12 @@ class Resumed:
     start: int | None
     context_run: dict[str, Any] | None = None
 
+    def runs_of(self, steps: list[dict[str, Any]]) -> dict[str, int]:
+        """``$.context.run.runs`` of the step it starts with, when it runs again."""
+        if self.context_run is None or self.start is None:
+            return {}
+        return {steps[self.start]["id"]: int(self.context_run["runs"])}
+
 
 @dataclass
 class FlowUrls:
@@ -46,6 +52,11 @@ class FlowUrls:
     resume_secret: str
     cancel_secret: str
     base: str
+
+    @classmethod
+    def new(cls, base: str) -> FlowUrls:
+        """Fresh secrets (32 random base62 characters each) under ``base``."""
+        return cls(ids.random_token(32), ids.random_token(32), base)
 
     def call(self, run_id: str) -> dict[str, str]:
         return {
