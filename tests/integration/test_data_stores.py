@@ -156,3 +156,31 @@ async def test_ttls_expire_on_the_clock(settings: Settings) -> None:
         assert last == {"keys": ["kept"], "short": None}
         info = (await s.client.get("/v1/data_stores/cache")).json()["data"]
         assert info["record_count"] == 1
+
+
+async def test_sources_and_actions_use_stores_too(api: Api) -> None:
+    await make_store(api, "counts")
+    source = (
+        'export default { name: "Counter", version: "0.0.1", '
+        'props: { store: { type: "data_store" } }, '
+        'async run() { const n = ((await this.store.get("n")) ?? 0) + 1; '
+        'await this.store.set("n", n); this.$emit({ n }); } };'
+    )
+    deployed = await api.client.post(
+        "/v1/sources", json={"component_code": source, "configured_props": {"store": "counts"}}
+    )
+    assert deployed.status_code == 200, deployed.text
+    source_id = deployed.json()["data"]["id"]
+    for _ in range(2):
+        ran = (await api.client.post(f"/v1/sources/{source_id}/run", json={})).json()["data"]
+        assert ran["ok"], ran
+    action = (
+        'export default { name: "Read", version: "0.0.1", type: "action", '
+        'props: { store: { type: "data_store" } }, '
+        'async run({ $ }) { return await this.store.get("n"); } };'
+    )
+    response = await api.client.post(
+        "/v1/actions/run", json={"component_code": action, "configured_props": {"store": "counts"}}
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["data"]["ret"] == 2
