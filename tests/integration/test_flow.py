@@ -239,3 +239,21 @@ async def test_rerun_stops_at_max_reruns(settings: Settings) -> None:
     assert done["status"] == "error"
     assert done["error"]["code"] == "RERUN_LIMIT"
     assert done["steps"][0]["runs"] == 3
+
+
+async def test_a_delay_resumed_early_or_cancelled_by_its_urls(settings: Settings) -> None:
+    clock = FakeClock()
+    wait = code("wait", "return { urls: $.flow.delay(3600000), n: 1 };")
+    key, workflow_id = await setup(settings, clock, [wait, AFTER])
+    async with opened(settings, clock, key) as s:
+        early, cancelled = await s.run(workflow_id), await s.run(workflow_id)
+        resume = early["steps"][0]["return_value"]["urls"]["resume_url"]
+        got = await s.client.get(resume.removeprefix(BASE))  # a browser opening the link
+        assert got.status_code == 200, got.text
+        cancel = cancelled["steps"][0]["return_value"]["urls"]["cancel_url"]
+        assert (await s.call(cancel)).status_code == 200
+        assert await s.platform.jobs.drain() == 2
+        done, stopped = await s.read(early["id"]), await s.read(cancelled["id"])
+    assert done["status"] == "success" and done["steps"][1]["return_value"]["n"] == 1
+    assert stopped["status"] == "cancelled" and len(stopped["steps"]) == 1
+    assert stopped["steps"][0]["flow"] == {"kind": "delay", "outcome": "cancelled"}
