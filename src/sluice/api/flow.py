@@ -43,7 +43,6 @@ async def _request(request: Request) -> dict[str, Any]:
     }
 
 
-@router.api_route("/flow/{run_id}/{action}/{secret}", methods=_METHODS)
 async def signal(
     run_id: str, action: str, secret: str, request: Request, platform: PlatformDep
 ) -> dict[str, Any]:
@@ -52,3 +51,13 @@ async def signal(
     data = await _request(request)
     status = await platform.pauses.signal(run_id, flow.Action(action), secret, data)
     return render.flow_signal(run_id, status)
+
+
+# One route per method: each needs its own OpenAPI operation id.
+for _method in _METHODS:
+    router.add_api_route(
+        "/flow/{run_id}/{action}/{secret}",
+        signal,
+        methods=[_method],
+        operation_id=f"flow_signal_{_method.lower()}",
+    )
