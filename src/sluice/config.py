@@ -31,7 +31,8 @@ class Settings:
     database_url: str = ""
     #: Base64 of 32 random bytes. Empty: read or create ``<data_dir>/secret.key``.
     secret_key: str = ""
-    #: Public base URL of this Sluice (used in links). Empty: ``http://<host>:<port>``.
+    #: Public base URL of this Sluice (links, $.flow resume/cancel URLs). Empty:
+    #: ``http://<host>:<port>``.
     public_url: str = ""
     #: Base of generated HTTP endpoint URLs (the spec's ``{endpoint_host}``).
     endpoint_base_url: str = ""

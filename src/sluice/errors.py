@@ -16,6 +16,7 @@ classes to HTTP statuses (``sluice.api.errors``).
     ├── Conflict                  the resource exists or is in a state that forbids this
     │   └── ReconnectNeeded       a connected account's OAuth grant is gone: reconnect it
     ├── PayloadTooLarge           a body or value over a configured size limit
+    │   └── DataStoreFull         a data store write past max_db_bytes
     ├── RateLimited               too many requests to one HTTP endpoint
     ├── ComponentLoadFailed       Node could not load the component (syntax, missing module)
     ├── DependencyInstallFailed   npm could not install a package the component imports
@@ -110,6 +111,12 @@ class PayloadTooLarge(SluiceError):
     """The payload is larger than the configured limit."""
 
     code = "payload_too_large"
+
+
+class DataStoreFull(PayloadTooLarge):
+    """The data store would grow past its size limit (max_db_bytes)."""
+
+    code = "data_store_full"
 
 
 class RateLimited(SluiceError):

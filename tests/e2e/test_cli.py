@@ -416,3 +416,22 @@ def test_events_follow_prints_new_events_until_interrupted(cli: Cli, tmp_path: P
     finally:
         child.close()
     cli.ok("delete", source["id"], "--yes")
+
+
+def test_data_stores_from_the_command_line(cli: Cli) -> None:
+    assert "Created ds_" in cli.ok("data-stores", "create", "cli-cache")
+    assert "cli-cache" in cli.ok("data-stores", "list")
+    cli.ok("data-stores", "set", "cli-cache", "count", "41")
+    cli.ok("data-stores", "set", "cli-cache", "greeting", "hello", "--ttl", "3600")
+    assert json.loads(cli.ok("data-stores", "get", "cli-cache", "count")) == 41
+    lines = [json.loads(x) for x in cli.ok("data-stores", "records", "cli-cache").splitlines()]
+    assert lines == [{"key": "count", "value": 41}, {"key": "greeting", "value": "hello"}]
+    [listed] = [s for s in json.loads(cli.ok("data-stores", "list", "--json"))
+                if s["name"] == "cli-cache"]  # fmt: skip
+    assert listed["record_count"] == 2
+    cli.ok("data-stores", "delete-key", "cli-cache", "count")
+    one_line_error(cli.run("data-stores", "get", "cli-cache", "count"), "no record")
+    cli.ok("data-stores", "clear", "cli-cache")
+    assert cli.ok("data-stores", "records", "cli-cache") == ""
+    assert "Deleted cli-cache" in cli.ok("data-stores", "delete", "cli-cache")
+    one_line_error(cli.run("data-stores", "records", "cli-cache"), "no data store")

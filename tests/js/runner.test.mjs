@@ -44,6 +44,12 @@ class Runner {
       this.responds.set(msg.id, [...(this.responds.get(msg.id) ?? []), msg.response]);
       return;
     }
+    if (msg.type === "store" && this.onStore) {
+      // Python's side of a data_store call: answered as the real one does.
+      const answer = { type: "store_result", id: msg.id, req: msg.req, ...this.onStore(msg.request) };
+      this.proc.stdin.write(`${JSON.stringify(answer)}\n`);
+      return;
+    }
     const waiter = msg.type === "result" ? this.pending.get(msg.id) : undefined;
     if (!waiter) {
       this.unexpected.push(msg);
@@ -466,6 +472,73 @@ describe("workflows", () => {
     assert.equal(r.error.step, "c_2");
     assert.match(r.error.message, /step c_2 did not finish within 300 ms/);
     assert.deepEqual(r.steps.map((s) => s.id), ["c_1"]);
+  });
+
+  test("$.flow.delay/suspend/rerun end the call at their step with the run's URLs", async () => {
+    const flow = { resume_url: "https://s.example/flow/r1/resume/a", cancel_url: "https://s.example/flow/r1/cancel/b" };
+    const call = (how, extra = {}) => runner.invoke("wf-6", entry, {
+      kind: "workflow", event: {}, context: {}, flow,
+      steps: [step("c_1", "p", "pauses.mjs", { how }), step("c_2", "never", "throws.mjs")],
+      ...extra,
+    });
+    const delayed = await call("delay");
+    assert.deepEqual(ok(delayed), { status: "paused" });
+    assert.equal(delayed.steps.length, 1);
+    const [d] = delayed.steps;
+    assert.deepEqual([d.status, d.pause, d.return_value], ["delayed", { kind: "delay", ms: 1500 }, flow]);
+    assert.deepEqual(d.exports.run, { runs: 1 });
+    const suspended = (await call("suspend")).steps[0];
+    assert.deepEqual([suspended.status, suspended.pause], ["suspended", { kind: "suspend", ms: 86_400_000 }]);
+    const rerun = (await call("rerun")).steps[0];
+    assert.deepEqual([rerun.status, rerun.pause], ["rerun", { kind: "rerun", ms: 10, context: { page: 2 }, max_reruns: 3 }]);
+    assert.equal((await call("bad")).steps[0].error.name, "TypeError");
+    const thrown = (await call("then-throw")).steps[0];
+    assert.deepEqual([thrown.status, thrown.pause], ["error", undefined]);
+  });
+
+  test("a resumed call starts at `start` with the earlier steps and $.context.run", async () => {
+    const r = await runner.invoke("wf-7", entry, {
+      kind: "workflow", event: {}, context: {}, flow: { resume_url: "r", cancel_url: "c" },
+      start: 1, prior: { earlier: { note: "kept", $return_value: 1 } },
+      run: { runs: 2, context: { page: 2 } },
+      steps: [step("c_0", "earlier", "throws.mjs"), step("c_1", "p", "pauses.mjs", { how: "none" })],
+    });
+    assert.deepEqual(ok(r), { status: "success" });
+    assert.deepEqual(r.steps.map((s) => s.id), ["c_1"]);
+    assert.deepEqual(r.steps[0].exports, { run: { runs: 2, context: { page: 2 } }, before: "kept" });
+  });
+
+  test("data_store calls are round trips to Python (`store` / `store_result`)", async () => {
+    const stored = new Map();
+    const requests = [];
+    runner.onStore = (request) => {
+      requests.push(request);
+      const { op, key, value } = request;
+      if (op === "set" && key === "big") {
+        return { ok: false, error: { name: "DataStoreError", code: "data_store_full", message: "full" } };
+      }
+      if (op === "set") stored.set(key, value);
+      if (op === "get") return { ok: true, value: { found: stored.has(key), value: stored.get(key) ?? null } };
+      if (op === "has") return { ok: true, value: stored.has(key) };
+      if (op === "keys") return { ok: true, value: [...stored.keys()] };
+      if (op === "entries") return { ok: true, value: [...stored.entries()] };
+      return { ok: true, value: null };
+    };
+    try {
+      const r = await runner.invoke("wf-store", entry, {
+        kind: "workflow", event: {}, context: {},
+        steps: [step("c_1", "s", "store.mjs", { store: "cache" })],
+      });
+      assert.deepEqual(ok(r), { status: "success" });
+      assert.deepEqual(r.steps[0].return_value, {
+        a: { n: 1 }, missing: true, has: true, keys: ["a"], seen: ['a={"n":1}'],
+        refused: "DataStoreError data_store_full: full", bad: "TypeError",
+      });
+      assert.deepEqual(requests[0], { op: "set", store: "cache", key: "a", value: { n: 1 }, ttl: 60 });
+      assert.ok(requests.every((q) => q.store === "cache"));
+    } finally {
+      runner.onStore = null;
+    }
   });
 
   test("$.respond with immediate streams before the result", async () => {

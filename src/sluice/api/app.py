@@ -19,7 +19,9 @@ from sluice.api import (
     bodies,
     catalog,
     components,
+    data_stores,
     errors,
+    flow,
     ingress,
     oauth,
     options,
@@ -119,6 +121,8 @@ def create_app(
         subscriptions,
         streams,
         workflows,
+        flow,
+        data_stores,
     ):
         app.include_router(module.router)
     for module in (options, catalog):  # the CLI's: prop options, the component list

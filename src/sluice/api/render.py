@@ -15,6 +15,7 @@ from sluice.platform import (
     App,
     AutoSubscription,
     ConnectedAccount,
+    DataStore,
     Deployment,
     InvocationOutcome,
     OptionsPage,
@@ -211,6 +212,11 @@ def run(r: Run) -> dict[str, Any]:
     }
 
 
+def flow_signal(run_id: str, status: str) -> dict[str, Any]:
+    """A paused run's resume or cancel URL, answered: the run now ``resuming``/``cancelling``."""
+    return {"data": {"run_id": run_id, "status": status}}
+
+
 def subscription(s: Subscription) -> dict[str, Any]:
     return {
         "id": s.id,
@@ -268,3 +274,18 @@ def app(a: App) -> dict[str, Any]:
             "client_secret_set": a.has_client_secret,
         }
     return out
+
+
+def data_store(d: DataStore) -> dict[str, Any]:
+    """A data store: counts and size leave out expired records."""
+    return {
+        "id": d.id,
+        "name": d.name,
+        "created_at": d.created_at,
+        "record_count": d.record_count,
+        "size_bytes": d.size,
+    }
+
+
+def data_store_record(key: str, value: Any) -> dict[str, Any]:
+    return {"key": key, "value": value}

@@ -141,3 +141,13 @@ class AppConnect(_Body):
         description="A path on this server the browser is sent to after the callback, with "
         "?account_id=apn_… (default: a page saying the account is connected).",
     )
+
+
+class DataStoreCreate(_Body):
+    name: str
+
+
+class DataStoreRecord(_Body):
+    value: Any = None
+    #: Seconds until the record expires; null: never.
+    ttl: float | None = None

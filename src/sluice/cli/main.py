@@ -20,7 +20,17 @@ from typing import Annotated, Any
 import typer
 
 from sluice import errors
-from sluice.cli import apps, components, dev, listing, login, render, sources, workflows
+from sluice.cli import (
+    apps,
+    components,
+    data_stores,
+    dev,
+    listing,
+    login,
+    render,
+    sources,
+    workflows,
+)
 from sluice.cli.client import CliError
 from sluice.config import Settings
 
@@ -49,7 +59,7 @@ accounts_app = typer.Typer(
     help="Manage accounts (works offline, on the store itself).", no_args_is_help=True
 )
 app.add_typer(accounts_app, name="accounts")
-for module in (login, sources, dev, components, listing, workflows, apps):
+for module in (login, sources, dev, components, listing, workflows, apps, data_stores):
     module.register(app)
 
 DataDir = Annotated[

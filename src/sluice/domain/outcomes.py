@@ -4,6 +4,8 @@ A workflow run (``run_outcome``): the runner's step records become the stored st
 that was running when the runner ended the call gets the runner's error), log lines go to the
 step that wrote them, and the run's status is its first failing step's (``error``, with the
 ``$errors`` shape of that step's error), else ``exited`` when a step called ``$.flow.exit``,
+else ``delayed``/``suspended`` when its last step paused it (``$.flow.delay``/``rerun``/
+``suspend``: the run keeps a ``flow.Pause``; a pause past its limits is that step's error),
 else ``success``.
 
 A source invocation (``source_failure``): the error a run ends with, the runner's or one of
@@ -22,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sluice.domain import error_events
+from sluice.domain import error_events, flow
 from sluice.domain.states import RunStatus, StepStatus
 
 
@@ -35,6 +37,8 @@ class RunOutcome:
     error: dict[str, Any] | None
     #: Code steps' ``$.service.db`` writes by step id, applied with the run (not stored in it).
     db_writes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: What the run waits for, when its last step paused it.
+    pause: flow.Pause | None = None
 
 
 def run_outcome(
@@ -46,16 +50,23 @@ def run_outcome(
     error: dict[str, Any] | None,
     ts: str,
     scrub: Callable[[Any], Any] = lambda text: text,
+    now_ms: int = 0,
+    runs: dict[str, int] | None = None,
 ) -> RunOutcome:
     """``steps`` the workflow's (``id``, ``name``), ``ran`` the runner's records, ``logs`` its
     lines (``step`` naming their step), ``ok``/``error`` the call's end, ``ts`` the time of the
-    end; ``scrub`` cleans stacks and messages (host paths)."""
+    end; ``scrub`` cleans stacks and messages (host paths). ``now_ms`` dates a pause, ``runs``
+    counts the runs of a step that ran again (``$.flow.rerun``; 1 for the others)."""
     records = [dict(r) for r in ran]
     db_writes = {r["id"]: r.pop("db") for r in records if r.get("db")}
     if not ok:
         failed = _running_step(steps, records, (error or {}).get("step"))
         if failed is not None:
             records.append(_runner_failure(failed, error))
+    for record in records:
+        if (runs or {}).get(record["id"], 1) > 1:
+            record["runs"] = (runs or {})[record["id"]]  # $.context.run.runs of a rerun step
+    pause = _pause(steps, records, now_ms, runs or {}) if ok else None
     _attach_logs(records, logs)
     status, run_error = RunStatus.SUCCESS, None
     for record in records:
@@ -69,7 +80,26 @@ def run_outcome(
             break
         if record["status"] == StepStatus.EXITED:
             status = RunStatus.EXITED
-    return RunOutcome(status, records, run_error, db_writes)
+    if pause is not None and status == RunStatus.SUCCESS:
+        status = flow.RUN_STATUS[pause.kind]
+    return RunOutcome(status, records, run_error, db_writes, pause)
+
+
+def _pause(
+    steps: list[dict[str, Any]], records: list[dict[str, Any]], now_ms: int, runs: dict[str, int]
+) -> flow.Pause | None:
+    """The pause the last record asks for; one past its limits becomes that step's error."""
+    if not records or not records[-1].get("pause"):
+        return None
+    record = records[-1]
+    count = runs.get(record["id"], 1)
+    problem = flow.check(record["pause"], count)
+    if problem is not None:
+        record.update(status=StepStatus.ERROR, error=problem)
+        del record["pause"]
+        return None
+    index = next(i for i, s in enumerate(steps) if s["id"] == record["id"])
+    return flow.pause_of(record, index, now_ms=now_ms, runs=count)
 
 
 def _running_step(

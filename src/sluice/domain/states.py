@@ -11,7 +11,9 @@ A job's states (``storage/jobs.py`` moves it; ``engine/jobs.py`` decides)::
                          └──attempts used up──► failed
 
 A run's status is decided once, from its steps (``domain/outcomes.py``): ``success``,
-``error`` when a step threw, ``exited`` when a step called ``$.flow.exit``. A ``$.send`` of a
+``error`` when a step threw, ``exited`` when a step called ``$.flow.exit``; ``delayed`` or
+``suspended`` while a step's ``$.flow.delay``/``rerun``/``suspend`` holds it, then one of the
+others, or ``cancelled`` (``domain/flow.py`` draws the pauses). A ``$.send`` of a
 run is ``queued`` (a ``send`` job delivers it), then ``done`` or ``failed``; ``emit``/``sse``
 sends are ``done`` when the run is stored.
 """
@@ -29,6 +31,7 @@ class JobKind(StrEnum):
     EMIT = "emit"  #: deliver an emitted event (or a $errors event) to one listener
     WORKFLOW = "workflow"  #: run a workflow (its endpoint, a manual run, a replay)
     SEND = "send"  #: deliver a run's $.send.http / email / s3
+    RESUME = "resume"  #: wake a paused run ($.flow.delay/suspend/rerun): due, resumed, cancelled
 
 
 class JobState(StrEnum):
@@ -42,6 +45,9 @@ class RunStatus(StrEnum):
     SUCCESS = "success"
     ERROR = "error"
     EXITED = "exited"  #: a step called $.flow.exit and none failed
+    DELAYED = "delayed"  #: a step called $.flow.delay or $.flow.rerun: the run waits for a time
+    SUSPENDED = "suspended"  #: a step called $.flow.suspend: the run waits for its resume URL
+    CANCELLED = "cancelled"  #: a paused run's cancel URL was called, or its suspend timed out
 
 
 class StepStatus(StrEnum):
@@ -50,6 +56,10 @@ class StepStatus(StrEnum):
     SUCCESS = "success"
     ERROR = "error"
     EXITED = "exited"
+    DELAYED = "delayed"  #: it called $.flow.delay; the next step runs later
+    SUSPENDED = "suspended"  #: it called $.flow.suspend; the next step runs when resumed
+    RERUN = "rerun"  #: it called $.flow.rerun; it runs again later (this record is replaced)
+    CANCELLED = "cancelled"  #: it paused the run, which was then cancelled or timed out
 
 
 class SendStatus(StrEnum):

@@ -17,6 +17,7 @@ from sluice.crypto import Cipher
 from sluice.domain import props as prop_rules
 from sluice.engine.components import Components, scrub_paths
 from sluice.engine.credentials import Credentials
+from sluice.engine.data_stores import DataStores
 from sluice.runtime import protocol
 from sluice.runtime.port import Invocation, Runner
 from sluice.runtime.protocol import Response, Result
@@ -40,9 +41,12 @@ class Actions:
         settings: Settings,
         *,
         credentials: Credentials,
+        stores: DataStores | None = None,
     ) -> None:
         self.db = db
         self.credentials = credentials
+        #: Answers the action's data_store calls.
+        self.stores = stores
         self.pool = pool
         self.components = components
         self.cipher = cipher
@@ -90,6 +94,7 @@ class Actions:
                         "steps": steps or {},
                         "context": {"id": run.id, "owner_id": component.owner_id},
                     },
+                    on_store=self.stores.runner_call(component.owner_id) if self.stores else None,
                 ),
                 run.responses.append,
             )

@@ -272,10 +272,15 @@ class Commit:
         db_writes: dict[str, dict[str, Any]],
         hops: Sequence[str],
         also: Finish | None,
+        sends_from: int | None = None,
     ) -> bool:
         """Store a run and everything it caused; False when the workflow was deleted while it
         ran (nothing stored). A failed run's ``$errors`` event goes to the workflow's ``$errors``
-        subscribers and, with ``global_errors``, to the account's global error workflow."""
+        subscribers and, with ``global_errors``, to the account's global error workflow.
+
+        A paused run (``run.pause``) gets its ``resume`` job, due at the pause's end, in the
+        same transaction. ``sends_from`` (a paused run carried on): the run is stored already,
+        with its sends before that index; it is updated, not inserted."""
         now_ms = self.clock.now_ms()
         chain = [*hops, run.workflow_id]
         trim = self._trims.due(
@@ -289,7 +294,12 @@ class Commit:
                 also(conn)
             if workflow_store.get_sync(conn, run.owner_id, run.workflow_id) is None:
                 return False  # deleted while it ran
-            runs.insert_sync(conn, run)
+            if run.pause is not None:
+                self._pause(conn, run, now_ms)
+            if sends_from is None:
+                runs.insert_sync(conn, run)
+            else:
+                runs.update_sync(conn, run, sends_from)
             self._step_db(conn, run.workflow_id, db_writes)
             if trim:
                 runs.trim_sync(conn, run.workflow_id, self.settings.run_retention)
@@ -311,7 +321,7 @@ class Commit:
                 payload = error_events.event(run.error or {}, run.event, run.context)
                 [event_id] = batch.append([(states.ERRORS, payload, {})])
                 batch.deliver(event_id, states.ERRORS, payload, also_to=error_workflow)
-            self._sends(batch, run)
+            self._sends(batch, run, sends_from or 0)
             return True
 
         done = await self.writer(transaction)
@@ -337,9 +347,28 @@ class Commit:
             runs.write_step_state_sync(conn, workflow_id, step_id, writes, deletes)
 
     @staticmethod
-    def _sends(batch: _Batch, run: Run) -> None:
-        """``$.send.emit`` and ``$.send.sse`` events stored now; the others as ``send`` jobs."""
+    def _pause(conn: Connection, run: Run, now_ms: int) -> None:
+        """The ``resume`` job of a paused run, due when its wait ends (its resume or cancel
+        URL moves it to now: ``engine/pauses.py``); the pause keeps its id."""
+        assert run.pause is not None
+        job_id = jobs.enqueue_sync(
+            conn,
+            kind=JobKind.RESUME,
+            owner_id=run.owner_id,
+            target_id=run.workflow_id,
+            payload={"run_id": run.id, "action": "due"},
+            now_ms=now_ms,
+            run_after_ms=max(int(run.pause["due_ms"]), now_ms),
+        )
+        run.pause = {**run.pause, "job_id": job_id}
+
+    @staticmethod
+    def _sends(batch: _Batch, run: Run, start: int) -> None:
+        """``$.send.emit`` and ``$.send.sse`` events stored now; the others as ``send`` jobs
+        (from index ``start``: the earlier sends of a resumed run were stored before)."""
         for idx, send in enumerate(run.sends):
+            if idx < start:
+                continue
             config = send.get("config") or {}
             if send["type"] == "emit":
                 channel = str(config.get("channel") or "")

@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,12 +38,14 @@ from sluice import PLATFORM_VERSION, ids
 from sluice.clock import Clock, iso_ms
 from sluice.config import Settings
 from sluice.crypto import Cipher
-from sluice.domain import outcomes, states, text
-from sluice.domain.states import SendStatus
+from sluice.domain import flow, outcomes, states, text
+from sluice.domain.states import RunStatus, SendStatus
 from sluice.engine import sealed
 from sluice.engine.commit import DEFERRED_SENDS, Commit
 from sluice.engine.credentials import CREDENTIAL_ERRORS
+from sluice.engine.data_stores import DataStores
 from sluice.engine.jobs import Finish
+from sluice.engine.pauses import FlowUrls, Resumed
 from sluice.engine.workflows import Workflows
 from sluice.runtime.port import Invocation, Runner
 from sluice.runtime.protocol import Response, Result
@@ -115,8 +117,11 @@ class Executor:
         clock: Clock,
         reader: database.Reader | None = None,
         cipher: Cipher | None = None,
+        *,
+        stores: DataStores | None = None,
     ) -> None:
         self.db = db
+        self.stores = stores  # answers the steps' data_store calls
         #: Hot-path reads (the workflow of a job): inline on SQLite.
         self.reader = reader
         self.cipher = cipher or workflows.cipher
@@ -148,19 +153,26 @@ class Executor:
         hops: Sequence[str] = (),
         replay_of: str | None = None,
         trigger_context: dict[str, Any] | None = None,
+        resumed: Resumed | None = None,
     ) -> RunOutcome:
-        run_id = run_id or ids.random_token(27)
         now_ms = self.clock.now_ms()
-        context = {
-            **_context(workflow, run_id, now_ms, source_type, replay_of, hops),
-            **(trigger_context or {}),
-        }
-        run_s = self.settings.workflow_timeout_seconds
+        if resumed is not None:
+            run_id, context = resumed.run.id, resumed.run.context
+        else:
+            run_id = run_id or ids.random_token(27)
+            context = {
+                **_context(workflow, run_id, now_ms, source_type, replay_of, hops),
+                **(trigger_context or {}),
+            }
+        urls = FlowUrls.new(self.settings.resolved_public_url)
+        if resumed is not None and resumed.start is None:  # cancelled: nothing runs
+            return await self._store(workflow, resumed, Result(ok=True), [], now_ms, urls, also)
         refused: Result | None = None
+        call: dict[str, Any] = {}
         try:
-            call_steps = await self._call_steps(workflow)
+            call = await self._workflow_call(workflow, event, context, urls.call(run_id), resumed)
         except CREDENTIAL_ERRORS as exc:  # a step's account to reconnect: the run fails, no Node
-            call_steps, refused = [], Result.failure(exc.code, exc.message)
+            refused = Result.failure(exc.code, exc.message)
             refused.error = {**(refused.error or {}), "step": exc.details.get("step")}
         responses: list[Response] = []
 
@@ -174,20 +186,89 @@ class Executor:
                 owner_id=workflow.owner_id,
                 worker_key=f"{workflow.id}:{workflow.deployment_id}",
                 entry=str(WORKFLOW_ENTRY),
-                timeout_ms=int(run_s * 1000),
+                timeout_ms=int(self.settings.workflow_timeout_seconds * 1000),
                 memory_mb=self.settings.memory_mb,
                 # Events and db values may hold lone surrogates from JavaScript.
-                call=text.for_runner(
-                    {"kind": "workflow", "event": event, "context": context, "steps": call_steps}
-                ),
+                call=text.for_runner(call),
+                on_store=self.stores.runner_call(workflow.owner_id) if self.stores else None,
             ),
             responded,
         )
+        if resumed is not None:
+            return await self._store(workflow, resumed, result, responses, now_ms, urls, also)
         run, db_writes = self._record(
-            workflow, context, event, result, responses, now_ms, replay_of
+            workflow, context, event, result, responses, now_ms, replay_of, urls
         )
         stored = await self.commit.run(
             run, global_errors=workflow.global_errors, db_writes=db_writes, hops=hops, also=also
+        )
+        return RunOutcome(run if stored else None, result)
+
+    async def _workflow_call(
+        self,
+        workflow: Workflow,
+        event: Any,
+        context: dict[str, Any],
+        urls: dict[str, str],
+        resumed: Resumed | None,
+    ) -> dict[str, Any]:
+        """The runner's ``workflow`` call (a resumed one: ``start``, ``prior`` and ``run``)."""
+        call: dict[str, Any] = {
+            "kind": "workflow",
+            "event": event,
+            "context": context,
+            "steps": await self._call_steps(workflow),
+            "flow": urls,
+        }
+        if resumed is not None:
+            call |= {
+                "start": resumed.start,
+                "prior": flow.prior_steps(resumed.run.steps),
+                "run": resumed.context_run or {"runs": 1},
+            }
+        return call
+
+    async def _store(
+        self,
+        workflow: Workflow,
+        resumed: Resumed,
+        result: Result,
+        responses: list[Response],
+        now_ms: int,
+        urls: FlowUrls,
+        also: Finish | None = None,
+    ) -> RunOutcome:
+        """A resumed part stored into its run: the earlier steps and sends, then the new."""
+        before = resumed.run
+        part, db_writes = self._record(
+            workflow,
+            before.context,
+            before.event,
+            result,
+            responses,
+            now_ms,
+            before.replay_of,
+            urls,
+            resumed.runs_of(workflow.steps),
+            len(before.sends),
+        )
+        run = replace(
+            before,
+            status=RunStatus.CANCELLED if resumed.start is None else part.status,
+            steps=before.steps + part.steps,
+            error=part.error,
+            flow_exit=part.flow_exit,
+            duration_ms=before.duration_ms + part.duration_ms,
+            sends=before.sends + part.sends,
+            pause=part.pause,  # None when cancelled: nothing ran
+        )
+        stored = await self.commit.run(
+            run,
+            global_errors=workflow.global_errors,
+            db_writes=db_writes,
+            hops=[str(h) for h in before.context.get("hops") or []],
+            also=also,
+            sends_from=len(before.sends),
         )
         return RunOutcome(run if stored else None, result)
 
@@ -235,18 +316,28 @@ class Executor:
         responses: list[Response],
         now_ms: int,
         replay_of: str | None,
+        urls: FlowUrls,
+        runs_of: dict[str, int] | None = None,
+        sends_from: int = 0,
     ) -> tuple[Run, dict[str, dict[str, Any]]]:
         """The run to store (``domain/outcomes.py`` decides its steps and status) and its code
-        steps' db writes."""
+        steps' db writes. A pause keeps only the hashes of its URLs' secrets."""
+        end_ms = now_ms + int(result.duration_ms)
         decided = outcomes.run_outcome(
             workflow.steps,
             result.steps,
             logs=result.logs,
             ok=result.ok,
             error=result.error,
-            ts=iso_ms(now_ms + int(result.duration_ms)),
+            ts=iso_ms(end_ms),
             scrub=self._scrub,
+            now_ms=self.clock.now_ms(),  # a pause counts from the end of its step
+            runs=runs_of,
         )
+        pause = decided.pause
+        if pause is not None:
+            pause.resume_hash = flow.secret_hash(urls.resume_secret)
+            pause.cancel_hash = flow.secret_hash(urls.cancel_secret)
         run = Run(
             id=context["id"],
             owner_id=workflow.owner_id,
@@ -266,13 +357,16 @@ class Executor:
                 {
                     "type": str(send.get("type")),
                     "step": send.get("step"),
-                    "config": sealed.seal(self.cipher, send.get("config"), context["id"], idx),
+                    "config": sealed.seal(
+                        self.cipher, send.get("config"), context["id"], sends_from + idx
+                    ),
                     "status": SendStatus.QUEUED
                     if send.get("type") in DEFERRED_SENDS
                     else SendStatus.DONE,
                 }
                 for idx, send in enumerate(result.sends)
             ],
+            pause=pause.to_json() if pause is not None else None,
         )
         return run, decided.db_writes
 

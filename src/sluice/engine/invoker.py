@@ -30,6 +30,7 @@ from sluice.domain import error_events, limits, states, text
 from sluice.engine.commit import Commit, SourceResults
 from sluice.engine.components import Components, scrub_paths
 from sluice.engine.credentials import CREDENTIAL_ERRORS, Credentials
+from sluice.engine.data_stores import DataStores
 from sluice.engine.jobs import Finish
 from sluice.runtime import protocol
 from sluice.runtime.port import Invocation, RespondCallback, Runner
@@ -72,10 +73,13 @@ class Invoker:
         reader: database.Reader | None = None,
         *,
         credentials: Credentials,
+        stores: DataStores | None = None,
     ) -> None:
         self.db = db
         #: Connected accounts' ``$auth``, OAuth tokens refreshed (``engine/credentials.py``).
         self.credentials = credentials
+        #: Answers the source's data_store calls.
+        self.stores = stores
         self.pool = pool
         self.components = components
         self.cipher = cipher
@@ -155,6 +159,7 @@ class Invoker:
             worker_key=worker_key(deployment, component),
             entry=str(entry),
             env={"PD_COMPONENT": deployment.id},
+            on_store=self.stores.runner_call(deployment.owner_id) if self.stores else None,
             timeout_ms=timeout_ms,
             memory_mb=self.settings.memory_mb,
             # Events (a delivered emit) and db values may hold lone surrogates from

@@ -17,6 +17,7 @@ from sluice.platform.assembly import Platform, check_sandbox, create_account_off
 from sluice.storage.accounts import Account, KeyInfo
 from sluice.storage.apps import ConnectedAccount
 from sluice.storage.components import SavedComponent
+from sluice.storage.data_stores import DataStore
 from sluice.storage.events import Page as EventPage
 from sluice.storage.runs import Run
 from sluice.storage.sources import Deployment
@@ -31,6 +32,7 @@ __all__ = [
     "AutoSubscription",
     "ComponentInput",
     "ConnectedAccount",
+    "DataStore",
     "DeployRequest",
     "Deployment",
     "EventPage",

@@ -26,6 +26,7 @@ from sluice.engine.broker import Broker
 from sluice.engine.commit import Commit
 from sluice.engine.components import Components
 from sluice.engine.credentials import Credentials
+from sluice.engine.data_stores import DataStores
 from sluice.engine.directory import EndpointDirectory
 from sluice.engine.enqueuer import Enqueuer
 from sluice.engine.error_workflows import create_default_error_workflow
@@ -33,6 +34,7 @@ from sluice.engine.events import Events
 from sluice.engine.executor import Executor
 from sluice.engine.handlers.emit import EmitJobs
 from sluice.engine.handlers.http import HttpJobs
+from sluice.engine.handlers.resume import ResumeJobs
 from sluice.engine.handlers.send import SendJobs
 from sluice.engine.handlers.timer import TimerJobs
 from sluice.engine.handlers.workflow import WorkflowJobs
@@ -44,6 +46,7 @@ from sluice.engine.mailer import Mailer
 from sluice.engine.notifications import Notifications
 from sluice.engine.oauth import OAuthConnect
 from sluice.engine.options import Options
+from sluice.engine.pauses import Pauses
 from sluice.engine.runs import Runs
 from sluice.engine.scheduler import Scheduler
 from sluice.engine.sources import Sources
@@ -122,12 +125,22 @@ class Platform(Services):
         commit = Commit(db, settings, clock, Broker())
         catalog = AppCatalog(db, cipher, clock)
         credentials = Credentials(db, cipher, clock, catalog)
+        stores = DataStores(db, commit, settings, clock)
         invoker = Invoker(
-            db, pool, components, cipher, settings, clock, commit, reader, credentials=credentials
+            db,
+            pool,
+            components,
+            cipher,
+            settings,
+            clock,
+            commit,
+            reader,
+            credentials=credentials,
+            stores=stores,
         )
         directory = EndpointDirectory(reader, components)
         workflows = Workflows(db, components, cipher, settings, clock, credentials=credentials)
-        executor = Executor(db, pool, workflows, commit, settings, clock, reader)
+        executor = Executor(db, pool, workflows, commit, settings, clock, reader, stores=stores)
         waiters = Waiters()
         enqueuer = Enqueuer(db, clock)
         sends = SendJobs(db, cipher, Mailer(settings), settings, clock, commit)
@@ -159,7 +172,9 @@ class Platform(Services):
             sources=Sources(
                 db, reader, pool, components, invoker, cipher, settings, clock, directory
             ),
-            actions=Actions(db, pool, components, cipher, settings, credentials=credentials),
+            actions=Actions(
+                db, pool, components, cipher, settings, credentials=credentials, stores=stores
+            ),
             options=Options(db, pool, components, cipher, settings, credentials=credentials),
             apps=Apps(db, cipher, clock, catalog),
             catalog=catalog,
@@ -176,6 +191,8 @@ class Platform(Services):
             enqueuer=enqueuer,
             sends=sends,
             logins=Logins(db, settings, clock),
+            pauses=Pauses(commit, clock),
+            data_stores=stores,
         )
 
     @staticmethod
@@ -196,6 +213,7 @@ class Platform(Services):
             JobKind.EMIT: EmitJobs(invoker, executor),
             JobKind.WORKFLOW: WorkflowJobs(executor, waiters),
             JobKind.SEND: sends,
+            JobKind.RESUME: ResumeJobs(executor.db, executor),
         }
 
     @staticmethod

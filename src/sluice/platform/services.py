@@ -21,6 +21,7 @@ from sluice.engine.apps import Apps
 from sluice.engine.commit import Commit
 from sluice.engine.components import Components
 from sluice.engine.credentials import Credentials
+from sluice.engine.data_stores import DataStores
 from sluice.engine.enqueuer import Enqueuer
 from sluice.engine.error_workflows import create_default_error_workflow
 from sluice.engine.events import Events
@@ -33,6 +34,7 @@ from sluice.engine.logins import SESSION_TTL_S, Logins
 from sluice.engine.notifications import Notifications
 from sluice.engine.oauth import OAuthConnect
 from sluice.engine.options import Options
+from sluice.engine.pauses import Pauses
 from sluice.engine.runs import Runs
 from sluice.engine.scheduler import Scheduler
 from sluice.engine.sources import Sources
@@ -81,6 +83,8 @@ class Services:
     enqueuer: Enqueuer
     sends: SendJobs
     logins: Logins
+    pauses: Pauses
+    data_stores: DataStores
     #: PostgreSQL: other processes' commits, pushed (None on SQLite).
     notifications: Notifications | None = None
 

@@ -80,7 +80,7 @@ class RunnerPool:
         }
         # The runner enforces timeout_ms itself; the deadline only catches a runner that broke.
         deadline = inv.timeout_ms / 1000 + self.config.deadline_grace_seconds
-        return await runner.call(message, on_respond, deadline)
+        return await runner.call(message, on_respond, deadline, inv.on_store)
 
     async def evict(self, owner_id: str, worker_key: str) -> None:
         """Stop the warm worker of ``worker_key`` (``dc_x:*`` for every version of dc_x)."""

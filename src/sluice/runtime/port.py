@@ -12,13 +12,16 @@ re-check a result for a crash.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sluice.runtime.protocol import Response, Result
 
 RespondCallback = Callable[[Response], None]
+#: Answers a ``store`` request of user code (a data_store prop's call); raises
+#: ``errors.SluiceError`` to fail that call in user code.
+StoreCallback = Callable[[dict[str, Any]], Awaitable[Any]]
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,8 @@ class Invocation:
     timeout_ms: int
     memory_mb: int
     env: dict[str, str] | None = None
+    #: Answers the invocation's data store calls; None: they fail.
+    on_store: StoreCallback | None = None
 
 
 class Runner(Protocol):

@@ -21,13 +21,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sluice import errors
 from sluice.runtime import protocol
 from sluice.runtime.egress import EgressProxy
-from sluice.runtime.port import RespondCallback
+from sluice.runtime.port import RespondCallback, StoreCallback
 from sluice.runtime.protocol import Result
 from sluice.runtime.sandbox import EGRESS_SOCKET, Jail, Sandbox
 
 log = logging.getLogger(__name__)
+
+#: A request in flight: its result, and who hears its ``respond`` and ``store`` messages.
+_Pending = tuple["asyncio.Future[Result]", RespondCallback | None, StoreCallback | None]
 
 SCRIPT = Path(__file__).parent / "js" / "runner.mjs"
 
@@ -69,10 +73,11 @@ class Runner:
         self._oom = False
         self._watcher: asyncio.Task[None] | None = None
         self._proxy: EgressProxy | None = None
-        self._pending: dict[int, tuple[asyncio.Future[Result], RespondCallback | None]] = {}
+        self._pending: dict[int, _Pending] = {}
         self._next_id = 0
         self._write_lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
+        self._store_tasks: set[asyncio.Task[None]] = set()
         self.last_used = time.monotonic()
 
     @property
@@ -143,6 +148,7 @@ class Runner:
         message: dict[str, Any],
         on_respond: RespondCallback | None = None,
         deadline: float = 60.0,
+        on_store: StoreCallback | None = None,
     ) -> Result:
         """Send one request (``invoke``, ``evict``, ``stats``) and wait for its result.
 
@@ -156,7 +162,7 @@ class Runner:
         self._next_id += 1
         request_id = self._next_id
         future: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
-        self._pending[request_id] = (future, on_respond)
+        self._pending[request_id] = (future, on_respond, on_store)
         try:
             async with self._write_lock:
                 self._writer.write(protocol.encode({**message, "id": request_id}))
@@ -224,7 +230,7 @@ class Runner:
                     protocol.RUNNER_CRASHED,
                     f"the Node runner exited (code {code}) during the invocation",
                 )
-            for future, _ in list(self._pending.values()):
+            for future, *_ in list(self._pending.values()):
                 if not future.done():
                     future.set_result(failure)
 
@@ -259,12 +265,44 @@ class Runner:
             return
         if entry is None:
             return
-        future, on_respond = entry
+        future, on_respond, on_store = entry
         if message.get("type") == "respond":
             if on_respond is not None:
                 on_respond(protocol.decode_response(message))
+        elif message.get("type") == "store":
+            task = asyncio.create_task(self._answer_store(message, on_store))
+            self._store_tasks.add(task)
+            task.add_done_callback(self._store_tasks.discard)
         elif message.get("type") == "result" and not future.done():
             future.set_result(protocol.decode_result(message))
+
+    async def _answer_store(self, message: dict[str, Any], on_store: StoreCallback | None) -> None:
+        """One data store call of user code, answered with a ``store_result`` (its value, or
+        the error user code sees thrown)."""
+        answer: dict[str, Any] = {
+            "type": "store_result",
+            "id": message["id"],
+            "req": message.get("req"),
+        }
+        try:
+            if on_store is None:
+                raise errors.InvalidRequest("data stores are not available to this invocation")
+            request = message.get("request")
+            answer |= {
+                "ok": True,
+                "value": await on_store(request if isinstance(request, dict) else {}),
+            }
+        except errors.SluiceError as exc:
+            answer |= {
+                "ok": False,
+                "error": {"name": "DataStoreError", "code": exc.code, "message": exc.message},
+            }
+        if self._writer is None or not self.alive:
+            return
+        with contextlib.suppress(ConnectionError, RuntimeError):
+            async with self._write_lock:
+                self._writer.write(protocol.encode(answer))
+                await self._writer.drain()
 
     async def _read_output(self, stream: asyncio.StreamReader | None, name: str) -> None:
         """The runner's own fd 1 and 2: diagnostics, or user code writing there directly.

@@ -1,7 +1,9 @@
-"""Workflow runs: one row per finished run, newest first; and the outcome of each ``$.send``.
+"""Workflow runs: one row per run, newest first; and the outcome of each ``$.send``.
 
-A run is written once, in the transaction that marks its job done (so a completed run is never
-run again); its sends are rows of ``run_sends``, each updated by the job that performs it.
+A run is written in the transaction that marks its job done (so a completed run is never run
+again); a run a step paused (``$.flow``) is written again by each ``resume`` job that carries it
+on (``update_sync``). Its sends are rows of ``run_sends``, each updated by the job that
+performs it.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ class Run:
     duration_ms: float
     replay_of: str | None = None
     sends: list[dict[str, Any]] = field(default_factory=list)
+    #: While paused by a step's ``$.flow``: its wait (``domain.flow.Pause`` as JSON).
+    pause: dict[str, Any] | None = None
 
 
 def _row(row: Any) -> Run:
@@ -55,6 +59,7 @@ def _row(row: Any) -> Run:
         row.started_ms,
         float(row.duration_ms),
         row.replay_of,
+        pause=row.pause,
     )
 
 
@@ -75,27 +80,66 @@ def insert_sync(conn: Connection, run: Run) -> None:
             started_ms=run.started_ms,
             duration_ms=run.duration_ms,
             replay_of=run.replay_of,
+            pause=run.pause,
         )
     )
-    if run.sends:
-        conn.execute(
-            st.insert(),
-            [
-                {
-                    "run_id": run.id,
-                    "idx": i,
-                    "owner_id": run.owner_id,
-                    "workflow_id": run.workflow_id,
-                    "type": s["type"],
-                    "step_id": s.get("step"),
-                    "config": s.get("config"),
-                    "status": s.get("status", SendStatus.QUEUED),
-                    "outcome": s.get("outcome"),
-                    "updated_ms": run.started_ms,
-                }
-                for i, s in enumerate(run.sends)
-            ],
+    _insert_sends(conn, run, 0)
+
+
+def update_sync(conn: Connection, run: Run, sends_from: int) -> None:
+    """A paused run carried on: what it is now, and its sends from index ``sends_from`` on
+    (the earlier ones are stored already)."""
+    conn.execute(
+        t.update()
+        .where(t.c.id == run.id)
+        .values(
+            status=run.status,
+            steps=run.steps,
+            error=run.error,
+            flow_exit=run.flow_exit,
+            duration_ms=run.duration_ms,
+            pause=run.pause,
         )
+    )
+    _insert_sends(conn, run, sends_from)
+
+
+def set_pause_sync(conn: Connection, run_id: str, pause: dict[str, Any] | None) -> None:
+    conn.execute(t.update().where(t.c.id == run_id).values(pause=pause))
+
+
+def get_sync(conn: Connection, run_id: str) -> Run | None:
+    row = conn.execute(sa.select(t).where(t.c.id == run_id)).first()
+    if row is None:
+        return None
+    run = _row(row)
+    sends = conn.execute(sa.select(st).where(st.c.run_id == run_id).order_by(st.c.idx)).all()
+    run.sends = _sends_of(list(sends)).get(run_id, [])
+    return run
+
+
+def _insert_sends(conn: Connection, run: Run, start: int) -> None:
+    if len(run.sends) <= start:
+        return
+    conn.execute(
+        st.insert(),
+        [
+            {
+                "run_id": run.id,
+                "idx": i,
+                "owner_id": run.owner_id,
+                "workflow_id": run.workflow_id,
+                "type": s["type"],
+                "step_id": s.get("step"),
+                "config": s.get("config"),
+                "status": s.get("status", SendStatus.QUEUED),
+                "outcome": s.get("outcome"),
+                "updated_ms": run.started_ms,
+            }
+            for i, s in enumerate(run.sends)
+            if i >= start
+        ],
+    )
 
 
 def trim_sync(conn: Connection, workflow_id: str, keep: int) -> None:

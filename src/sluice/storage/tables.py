@@ -264,7 +264,7 @@ runs = sa.Table(
     sa.Column("owner_id", Str(40), nullable=False),
     sa.Column("workflow_id", Str(40), nullable=False),
     sa.Column("deployment_id", Str(40), nullable=False),
-    # success | error | exited
+    # success | error | exited | delayed | suspended | cancelled
     sa.Column("status", Str(20), nullable=False),
     sa.Column("event", JSON),
     sa.Column("context", JSON, nullable=False),
@@ -277,6 +277,8 @@ runs = sa.Table(
     sa.Column("started_ms", sa.BigInteger, nullable=False),
     sa.Column("duration_ms", sa.Float, nullable=False),
     sa.Column("replay_of", Str(40)),
+    # While a step's $.flow.delay/suspend/rerun holds it: its wait (domain.flow.Pause).
+    sa.Column("pause", JSON, nullable=True),
     sa.Index("ix_runs_workflow", "workflow_id", "pk"),
 )
 
@@ -329,4 +331,37 @@ step_state = sa.Table(
     sa.Column("key", Str(500), primary_key=True),
     sa.Column("workflow_id", Str(40), nullable=False, index=True),
     sa.Column("value", JSON),
+)
+
+data_stores = sa.Table(
+    "data_stores",
+    metadata,
+    sa.Column("id", Str(40), primary_key=True),
+    sa.Column(
+        "owner_id",
+        Str(40),
+        sa.ForeignKey("accounts.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    sa.Column("name", Str(200), nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.UniqueConstraint("owner_id", "name", name="uq_data_stores_name"),
+)
+
+data_store_records = sa.Table(
+    "data_store_records",
+    metadata,
+    sa.Column(
+        "store_id",
+        Str(40),
+        sa.ForeignKey("data_stores.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column("key", Str(500), primary_key=True),
+    sa.Column("value", JSON),
+    # Characters of the value's JSON: the store's size is their sum (max_db_bytes).
+    sa.Column("size", sa.Integer, nullable=False),
+    # Past it the record is gone (a TTL); null: kept.
+    sa.Column("expires_ms", sa.BigInteger),
+    sa.Column("updated_ms", sa.BigInteger, nullable=False),
 )

@@ -2,7 +2,8 @@
 // of actions, as docs/runner-protocol.md describes. Nothing here talks to the main thread
 // directly: every side effect goes through the invocation object `inv` (see worker.mjs).
 
-import { serializeForDb } from "./jsonsafe.mjs";
+import { makeDataStore } from "./datastore.mjs";
+import { serializeForDb, toJsonSafe } from "./jsonsafe.mjs";
 import { isObject, resolveProp } from "./props.mjs";
 
 // Platform's END_NEEDLE: `$end()` of @pipedream/platform throws an Error carrying it.
@@ -85,7 +86,7 @@ function assignProps(state, props) {
         self[name] = state.db;
         break;
       case "data_store":
-        self[name] = has ? configured[name] : unsupportedObject(`data_store prop "${name}"`);
+        self[name] = makeDataStore(has ? configured[name] : null, state.inv, name);
         break;
       default: {
         const value = has ? coerce(def.type, configured[name]) : cloneDefault(def.default);
@@ -217,21 +218,23 @@ function makeDb(snapshot, inv, maxBytes = 0) {
   };
 }
 
-function unsupportedObject(what) {
-  return new Proxy({}, {
-    get(_target, prop) {
-      if (prop === "then" || typeof prop === "symbol" || prop === "toJSON") return undefined;
-      throw notSupported(what, `tried to use .${String(prop)}`);
-    },
-  });
-}
-
 const SEND_TYPES = ["http", "email", "s3", "emit", "sse"];
 
 /** The `$` argument of an action's `run({$, steps})`. */
 export function makeDollar(call, inv) {
   const flowUnsupported = (name) => () => {
-    throw notSupported(`$.flow.${name}()`, "workflows cannot pause, delay or re-run here");
+    throw notSupported(`$.flow.${name}()`, "only workflow steps can pause, delay or re-run");
+  };
+  // Workflow steps get the run's resume and cancel URLs with the call (`call.flow`): a pause
+  // recorded here takes effect when the step ends (steps.mjs), as on Pipedream.
+  const urls = isObject(call.flow) ? call.flow : null;
+  const pause = (kind, ms, extra = {}) => {
+    if (!urls || !inv.step) throw notSupported(`$.flow.${kind}()`, "only workflow steps can pause, delay or re-run");
+    if (typeof ms !== "number" || !Number.isFinite(ms) || ms < 0) {
+      throw new TypeError(`$.flow.${kind}: give the time in milliseconds as a number, got ${String(ms)}`);
+    }
+    inv.step.pause = { kind, ms: Math.round(ms), ...extra };
+    return { resume_url: urls.resume_url, cancel_url: urls.cancel_url };
   };
   const send = {};
   for (const type of SEND_TYPES) {
@@ -265,9 +268,11 @@ export function makeDollar(call, inv) {
         inv.recordFlowExit(reason);
         throw flowExitSignal(reason);
       },
-      delay: flowUnsupported("delay"),
-      suspend: flowUnsupported("suspend"),
-      rerun: flowUnsupported("rerun"),
+      delay: (ms) => pause("delay", ms),
+      // Pipedream's default time-out: 24 hours, then the run is cancelled.
+      suspend: (timeoutMs = 24 * 3600 * 1000) => pause("suspend", timeoutMs),
+      rerun: (delayMs, context = null, maxReruns = 10) =>
+        pause("rerun", delayMs, { context: toJsonSafe(context ?? null), max_reruns: Number(maxReruns) }),
       trigger: flowUnsupported("trigger"),
       refreshTimeout: () => "",
     },

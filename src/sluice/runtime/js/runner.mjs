@@ -25,6 +25,8 @@ const options = parseArgs(process.argv.slice(2));
 const workers = new Map(); // worker_key → WorkerHandle, least recently used first
 const handles = new Set(); // every live handle, keyed or not (for shutdown)
 const activeIds = new Set();
+// Calls in flight by request id: `store_result` answers reach their worker through it.
+const callsById = new Map();
 let nextSeq = 1;
 
 function parseArgs(argv) {
@@ -217,6 +219,10 @@ class Call {
           this.dbWrites.set(m.key, m.json);
         }
         break;
+      case "store":
+        // A data_store prop's call: Python answers with `store_result` (onStoreResult).
+        writeLine(`{"type":"store","id":${JSON.stringify(this.id)},"req":${Number(m.req)},"request":${m.json}}`);
+        break;
       case "respond":
         if (!this.responded) {
           this.responded = true;
@@ -242,6 +248,7 @@ class Call {
     clearTimeout(this.timer);
     clearTimeout(this.stepTimer);
     activeIds.delete(this.id);
+    callsById.delete(this.id);
     if (this.logsDropped > 0) {
       let dropped = this.logsDropped;
       while (this.logs.length > MAX_LOGS - 1) {
@@ -404,6 +411,7 @@ function onInvoke(req) {
   if (problem) return badMessage(req.id, problem);
   const call = new Call(req);
   activeIds.add(req.id);
+  callsById.set(req.id, call);
   const timeoutMs = req.limits?.timeout_ms ?? DEFAULT_TIMEOUT_MS;
   call.timer = setTimeout(() => onTimeout(call, timeoutMs), timeoutMs);
   let handle = req.call.kind === "inspect" ? null : workers.get(req.worker_key);
@@ -425,6 +433,15 @@ function onInvoke(req) {
     return;
   }
   enforceCap();
+}
+
+/** Python's answer to a `store` message: to the worker of that call (none when it ended). */
+function onStoreResult(msg) {
+  const call = callsById.get(msg.id);
+  if (!call || call.done || !call.handle || call.handle.dead) return;
+  call.handle.worker.postMessage({
+    t: "store_result", seq: call.seq, req: msg.req, ok: Boolean(msg.ok), value: msg.value ?? null, error: msg.error ?? null,
+  });
 }
 
 function onTimeout(call, timeoutMs, what = "the invocation") {
@@ -460,6 +477,7 @@ function handleLine(line) {
   }
   if (!isPlainObject(req)) return badMessage(null, "a request must be a JSON object");
   if (!Number.isInteger(req.id)) return badMessage(req.id, "id must be an integer");
+  if (req.type === "store_result") return onStoreResult(req);
   if (activeIds.has(req.id)) return badMessage(req.id, `id ${req.id} is already in flight`);
   switch (req.type) {
     case "invoke":

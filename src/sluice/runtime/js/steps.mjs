@@ -6,7 +6,9 @@
 // the step's time-out) and `{t: "step_done", json}` with its record when it ends:
 //   {id, name, status: "success" | "error" | "exited", return_value, exports, duration_ms, error}
 // A step that throws ends the run (status "error"); `$.flow.exit(reason)` ends it with status
-// "exited" and the run succeeds. Later steps read `steps.<name>.$return_value` and
+// "exited" and the run succeeds. `$.flow.delay/suspend/rerun` record a pause on the step
+// (`record.pause = {kind, ms, …}`): the step ends as "delayed", "suspended" or "rerun" and the
+// call ends there (`{status: "paused"}`); Python resumes the run later with `start`/`prior`. Later steps read `steps.<name>.$return_value` and
 // `steps.<name>.<export>`; configured prop values may refer to them with `{{ expression }}`.
 
 import { performance } from "node:perf_hooks";
@@ -19,11 +21,20 @@ import { isObject, resolveProp } from "./props.mjs";
 const WHOLE_REF = /^\s*\{\{([\s\S]+?)\}\}\s*$/;
 const ANY_REF = /\{\{([\s\S]+?)\}\}/g;
 
+const PAUSED = { delay: "delayed", suspend: "suspended", rerun: "rerun" };
+
 export async function runWorkflow(call, inv, serializeError) {
-  const steps = { trigger: { event: call.event ?? null, context: isObject(call.context) ? call.context : {} } };
+  // A resumed run (after $.flow.delay/suspend/rerun) starts at `start`, with the records of
+  // the steps before it in `prior`, and `run` ($.context.run) for the step it starts with.
+  const steps = {
+    ...(isObject(call.prior) ? call.prior : {}),
+    trigger: { event: call.event ?? null, context: isObject(call.context) ? call.context : {} },
+  };
   const list = Array.isArray(call.steps) ? call.steps : [];
+  const start = Number.isInteger(call.start) ? call.start : 0;
   let status = "success";
-  for (const step of list) {
+  for (const [index, step] of list.entries()) {
+    if (index < start) continue;
     const record = {
       id: step.id, name: step.name, status: "success", return_value: null, exports: {}, duration_ms: 0, error: null,
     };
@@ -37,7 +48,9 @@ export async function runWorkflow(call, inv, serializeError) {
       const state = await buildInstance(component, { props, db: step.db ?? {}, max_db_bytes: step.max_db_bytes }, inv);
       const self = state.self;
       const before = new Set(Object.keys(self));
-      const $ = makeDollar({ context: { ...steps.trigger.context, step_id: step.id, step_name: step.name } }, inv);
+      const run = index === start && isObject(call.run) ? call.run : { runs: 1 };
+      const context = { ...steps.trigger.context, step_id: step.id, step_name: step.name, run };
+      const $ = makeDollar({ context, flow: call.flow }, inv);
       try {
         const value = await component.run.call(self, { steps, $ });
         record.return_value = value === undefined ? null : toJsonSafe(value);
@@ -54,12 +67,14 @@ export async function runWorkflow(call, inv, serializeError) {
         record.error = serializeError(err);
       }
     }
+    if (record.pause && record.status === "success") record.status = PAUSED[record.pause.kind];
+    else delete record.pause;
     record.duration_ms = Math.round((performance.now() - started) * 1000) / 1000;
     inv.endStep(record);
     // What later steps see: the exports, and the return value as JSON would carry it.
     steps[step.name] = { ...record.exports, $return_value: record.return_value };
     if (record.status !== "success") {
-      status = record.status;
+      status = record.pause ? "paused" : record.status;
       break;
     }
   }

@@ -23,6 +23,7 @@ import { parentPort, workerData } from "node:worker_threads";
 import {
   buildInstance, callOptions, END_NEEDLE, flowExitSignal, isFlowExit, makeDollar, notSupported,
 } from "./instance.mjs";
+import { askStore, settleStore } from "./datastore.mjs";
 import { installEgress } from "./egress.mjs";
 import { safeStringify, toJsonSafe } from "./jsonsafe.mjs";
 import { describeComponent, isObject } from "./props.mjs";
@@ -112,6 +113,11 @@ class Invocation {
       return;
     }
     this.post({ t: "export", name, json: safeStringify(value) });
+  }
+
+  /** A data_store prop's call, answered by Python (`store_result`): a Promise of its value. */
+  storeCall(request) {
+    return askStore(this, request);
   }
 
   send(type, config) {
@@ -302,7 +308,9 @@ function isCommonJs(file) {
 
 parentPort.on("message", (msg) => {
   if (msg && msg.t === "call") handleCall(msg.seq, msg.call);
+  else if (msg && msg.t === "store_result") settleStore(msg);
 });
+
 
 function handleCall(seq, call) {
   const inv = new Invocation(seq);

@@ -5,13 +5,13 @@ or log lines are stored. Notifications are sent at commit, once per distinct pay
 transaction. Nothing on SQLite (one process, or polling).
 
 Revision ID: 0009
-Revises: 0006
+Revises: 0007
 """
 
 from alembic import op
 
 revision = "0009"
-down_revision = "0006"
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,64 @@
+"""``resume`` jobs: a run paused by ``$.flow.delay``, ``suspend`` or ``rerun`` is woken (its
+time came, or its resume or cancel URL was called: ``engine/pauses.py``) and carried on in its
+workflow's warm worker, from the step ``domain/flow.py`` decides, with the earlier steps'
+exports and return values; its record is updated in place (same run id).
+
+A job that is not the run's current pause (the run was trimmed, or is no longer paused) does
+nothing. A workflow deleted or deactivated meanwhile leaves the run as it is.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from sluice.domain import flow
+from sluice.engine.executor import Executor
+from sluice.engine.jobs import Finish
+from sluice.engine.pauses import Resumed
+from sluice.storage import runs
+from sluice.storage.jobs import Job
+
+log = logging.getLogger(__name__)
+
+
+class ResumeJobs:
+    def __init__(self, db: AsyncEngine, executor: Executor) -> None:
+        self.db = db
+        self.executor = executor
+
+    async def __call__(self, job: Job, finish: Finish) -> None:
+        payload = job.payload or {}
+        async with self.db.connect() as conn:
+            run = await conn.run_sync(runs.get_sync, str(payload.get("run_id")))
+        if run is None or run.pause is None or run.pause.get("job_id") != job.id:
+            return  # trimmed, or woken already: this job is not its pause any more
+        workflow = await self.executor.load(run.owner_id, run.workflow_id)
+        if workflow is None or not workflow.active:
+            log.info("paused run %s: its workflow is gone or inactive", run.id)
+            return
+        pause = flow.Pause.from_json(run.pause)
+        action = flow.Action(str(payload.get("action") or flow.Action.DUE))
+        woke = flow.resumption(pause, action, payload.get("data"))
+        # The workflow may have been updated while the run waited: steps keep their ids.
+        index = next((i for i, s in enumerate(workflow.steps) if s["id"] == pause.step_id), None)
+        if index is None:
+            woke = flow.Resumption(None, cancelled=True)
+        elif woke.start is not None:
+            woke.start = index + (woke.start - pause.index)
+        run.steps = flow.resumed_steps(run.steps, pause, woke)
+        log.info(
+            "run %s woken (%s, %s)",
+            run.id,
+            action,
+            pause.kind,
+            extra={"action": "flow_resume", "run_id": run.id, "workflow": run.workflow_id},
+        )
+        await self.executor.execute(
+            workflow,
+            run.event,
+            source_type=str(run.context.get("source_type") or "MANUAL"),
+            also=finish,
+            resumed=Resumed(run, woke.start, woke.run),
+        )
