@@ -1,22 +1,11 @@
-"""Running workflows, and keeping what each run did.
+"""Running workflows.
 
 ``execute`` runs every step of a workflow in one warm Node worker (a ``workflow`` call, see
 docs/runner-protocol.md); ``domain/outcomes.py`` decides what its answer means, and
-``engine/commit.py`` stores, in one transaction together with the job that asked for the run
-(``also``):
-
-- the run: its event, context, each step's record (status, return value, exports, logs,
-  duration, error), the flow exit, the ``$.respond`` answer and the sends;
-- when the run failed, an ``$errors`` event of the workflow (``{error, original_event,
-  original_context}``) and one ``emit`` job per listener: every workflow or source subscribed
-  to the workflow's ``$errors`` and the account's global error workflow;
-- ``$.send.emit`` events (delivered like a source's emits) and ``$.send.sse`` events (the
-  workflow's live stream); ``$.send.http/email/s3`` become ``send`` jobs, performed after the
-  commit, whose outcome is written into the run.
-
-Loops are impossible: a forwarded event carries the chain of workflows it went through
-(``hops``) and never reaches a workflow on its chain again; the global error workflow never
-receives its own errors; chains stop after ``max_hops``.
+``engine/commit.py`` stores the run with what it caused (its ``$errors`` event and the
+listeners' ``emit`` jobs, ``$.send`` events and jobs, step db writes) in one transaction
+together with the job that asked for the run (``also``). A run paused by ``$.flow`` is stored
+with its wait, and its next part runs on a ``resume`` job (``handlers/resume.py``).
 
 A crashed runner is Sluice's failure, not the run's: ``errors.RunnerCrashed`` goes up to the job
 worker, nothing is stored and the job runs again; so a listener runs at least once, and a
