@@ -282,7 +282,7 @@ class Commit:
         same transaction. ``sends_from`` (a paused run carried on): the run is stored already,
         with its sends before that index; it is updated, not inserted."""
         now_ms = self.clock.now_ms()
-        chain = [*hops, run.workflow_id]
+        chain, hops_max = [*hops, run.workflow_id], self.settings.max_hops
         trim = self._trims.due(
             ("runs", run.workflow_id), added=1, retention=self.settings.run_retention
         )
@@ -305,22 +305,10 @@ class Commit:
                 runs.trim_sync(conn, run.workflow_id, self.settings.run_retention)
                 events.trim_sync(conn, run.workflow_id, self.settings.event_retention)
             batch = _Batch(
-                conn,
-                run.owner_id,
-                run.workflow_id,
-                now_ms,
-                chain=chain,
-                max_hops=self.settings.max_hops,
+                conn, run.owner_id, run.workflow_id, now_ms, chain=chain, max_hops=hops_max
             )
             if run.status == RunStatus.ERROR:
-                error_workflow = (
-                    workflow_store.error_workflow_id_sync(conn, run.owner_id)
-                    if global_errors
-                    else None
-                )
-                payload = error_events.event(run.error or {}, run.event, run.context)
-                [event_id] = batch.append([(states.ERRORS, payload, {})])
-                batch.deliver(event_id, states.ERRORS, payload, also_to=error_workflow)
+                self._errors(batch, run, global_errors)
             self._sends(batch, run, sends_from or 0)
             return True
 
@@ -328,6 +316,19 @@ class Commit:
         if done and batch is not None:
             self._published(batch)
         return done
+
+    @staticmethod
+    def _errors(batch: _Batch, run: Run, global_errors: bool) -> None:
+        """A failed run's ``$errors`` event, to its subscribers and (``global_errors``) to the
+        account's global error workflow."""
+        error_workflow = (
+            workflow_store.error_workflow_id_sync(batch.conn, run.owner_id)
+            if global_errors
+            else None
+        )
+        payload = error_events.event(run.error or {}, run.event, run.context)
+        [event_id] = batch.append([(states.ERRORS, payload, {})])
+        batch.deliver(event_id, states.ERRORS, payload, also_to=error_workflow)
 
     def _step_db(
         self, conn: Connection, workflow_id: str, db_writes: dict[str, dict[str, Any]]

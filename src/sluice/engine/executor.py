@@ -170,19 +170,7 @@ class Executor:
             if on_respond is not None:
                 on_respond(response)
 
-        result = refused or await self.pool.invoke(
-            Invocation(
-                owner_id=workflow.owner_id,
-                worker_key=f"{workflow.id}:{workflow.deployment_id}",
-                entry=str(WORKFLOW_ENTRY),
-                timeout_ms=int(self.settings.workflow_timeout_seconds * 1000),
-                memory_mb=self.settings.memory_mb,
-                # Events and db values may hold lone surrogates from JavaScript.
-                call=text.for_runner(call),
-                on_store=self.stores.runner_call(workflow.owner_id) if self.stores else None,
-            ),
-            responded,
-        )
+        result = refused or await self.pool.invoke(self._invocation(workflow, call), responded)
         if resumed is not None:
             return await self._store(workflow, resumed, result, responses, now_ms, urls, also)
         run, db_writes = self._record(
@@ -192,6 +180,18 @@ class Executor:
             run, global_errors=workflow.global_errors, db_writes=db_writes, hops=hops, also=also
         )
         return RunOutcome(run if stored else None, result)
+
+    def _invocation(self, workflow: Workflow, call: dict[str, Any]) -> Invocation:
+        return Invocation(
+            owner_id=workflow.owner_id,
+            worker_key=f"{workflow.id}:{workflow.deployment_id}",
+            entry=str(WORKFLOW_ENTRY),
+            timeout_ms=int(self.settings.workflow_timeout_seconds * 1000),
+            memory_mb=self.settings.memory_mb,
+            # Events and db values may hold lone surrogates from JavaScript.
+            call=text.for_runner(call),
+            on_store=self.stores.runner_call(workflow.owner_id) if self.stores else None,
+        )
 
     async def _workflow_call(
         self,
@@ -342,22 +342,24 @@ class Executor:
             started_ms=now_ms,
             duration_ms=float(result.duration_ms),
             replay_of=replay_of,
-            sends=[
-                {
-                    "type": str(send.get("type")),
-                    "step": send.get("step"),
-                    "config": sealed.seal(
-                        self.cipher, send.get("config"), context["id"], sends_from + idx
-                    ),
-                    "status": SendStatus.QUEUED
-                    if send.get("type") in DEFERRED_SENDS
-                    else SendStatus.DONE,
-                }
-                for idx, send in enumerate(result.sends)
-            ],
+            sends=self._sends(result.sends, context["id"], sends_from),
             pause=pause.to_json() if pause is not None else None,
         )
         return run, decided.db_writes
+
+    def _sends(self, sends: list[dict[str, Any]], run_id: str, first: int) -> list[dict[str, Any]]:
+        """The run's ``$.send`` records, configs sealed (``first``: the index of the first)."""
+        return [
+            {
+                "type": str(send.get("type")),
+                "step": send.get("step"),
+                "config": sealed.seal(self.cipher, send.get("config"), run_id, first + idx),
+                "status": SendStatus.QUEUED
+                if send.get("type") in DEFERRED_SENDS
+                else SendStatus.DONE,
+            }
+            for idx, send in enumerate(sends)
+        ]
 
     # ---- jobs -------------------------------------------------------------------------------
 
