@@ -40,6 +40,7 @@ from sluice.engine.invoker import Outcome as InvocationOutcome
 from sluice.engine.jobs import Handler, JobWorker, WorkerConfig
 from sluice.engine.mailer import Mailer
 from sluice.engine.options import Options, OptionsPage, OptionsRequest
+from sluice.engine.registry_import import ComponentReport, PackageReport, RegistryImports
 from sluice.engine.runs import Runs
 from sluice.engine.scheduler import Scheduler
 from sluice.engine.sources import DeployRequest, Sources, UpdateRequest
@@ -49,6 +50,7 @@ from sluice.engine.waiters import Waiters
 from sluice.engine.workflow_input import WorkflowInput
 from sluice.engine.workflows import Workflows
 from sluice.runtime.deps import DependencyStore
+from sluice.runtime.packages import PackageFetcher
 from sluice.runtime.pool import PoolConfig, RunnerPool
 from sluice.runtime.sandbox import Sandbox, SandboxConfig
 from sluice.storage import accounts, database
@@ -70,6 +72,7 @@ __all__ = [
     "ActionRun",
     "AutoSubscription",
     "ComponentInput",
+    "ComponentReport",
     "DeployRequest",
     "Deployment",
     "EventPage",
@@ -77,6 +80,7 @@ __all__ = [
     "InvocationOutcome",
     "OptionsPage",
     "OptionsRequest",
+    "PackageReport",
     "Platform",
     "Run",
     "SavedComponent",
@@ -105,6 +109,7 @@ class Platform:
     sources: Sources
     actions: Actions
     options: Options
+    registry_imports: RegistryImports
     apps: Apps
     events: Events
     subscriptions: Subscriptions
@@ -207,6 +212,9 @@ class Platform:
             ),
             actions=Actions(db, pool, components, cipher, settings),
             options=Options(db, pool, components, cipher, settings),
+            registry_imports=RegistryImports(
+                db, components, PackageFetcher(settings.npm_store_dir / ".packages", deps)
+            ),
             apps=Apps(db, cipher, clock),
             events=Events(db),
             subscriptions=Subscriptions(db),

@@ -19,6 +19,7 @@ from sluice.api import (
     errors,
     ingress,
     options,
+    registry,
     sources,
     streams,
     subscriptions,
@@ -96,6 +97,7 @@ def create_app(
         subscriptions,
         streams,
         workflows,
+        registry,
     ):
         app.include_router(module.router)
     for module in (options, catalog):  # the CLI's: prop options, the component list

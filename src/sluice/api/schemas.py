@@ -108,3 +108,12 @@ class UserUpdate(_Body):
     email: str | None = Field(
         ..., description="Where $.send.email and error e-mails go; null removes it."
     )
+
+
+class RegistryImport(_Body):
+    packages: list[str] = Field(
+        ...,
+        min_length=1,
+        max_length=50,
+        description="npm package specs: @pipedream/slack@0.10.3, @pipedream/notion, slack@^0.10.",
+    )
