@@ -25,6 +25,7 @@ from sluice.engine.broker import Broker
 from sluice.engine.commit import Commit
 from sluice.engine.components import ComponentInput, Components
 from sluice.engine.directory import EndpointDirectory
+from sluice.engine.dynamic_props import DynamicProps, PropSet
 from sluice.engine.enqueuer import Enqueuer
 from sluice.engine.error_workflows import create_default_error_workflow
 from sluice.engine.events import Events
@@ -82,6 +83,7 @@ __all__ = [
     "OptionsRequest",
     "PackageReport",
     "Platform",
+    "PropSet",
     "Run",
     "SavedComponent",
     "Stream",
@@ -109,6 +111,7 @@ class Platform:
     sources: Sources
     actions: Actions
     options: Options
+    dynamic_props: DynamicProps
     registry_imports: RegistryImports
     apps: Apps
     events: Events
@@ -182,6 +185,7 @@ class Platform:
         waiters = Waiters()
         enqueuer = Enqueuer(db, clock)
         sends = SendJobs(db, cipher, Mailer(settings), settings, clock, commit)
+        dynamic = DynamicProps(db, pool, components, cipher, settings)
         table = cls._handlers(settings, reader, invoker, executor, waiters, sends)
         worker = cls._worker(db, clock, settings, enqueuer, table)
         ingress = Ingress(
@@ -208,9 +212,10 @@ class Platform:
             invoker=invoker,
             commit=commit,
             sources=Sources(
-                db, reader, pool, components, invoker, cipher, settings, clock, directory
+                db, reader, pool, components, invoker, cipher, settings, clock, directory, dynamic
             ),
-            actions=Actions(db, pool, components, cipher, settings),
+            actions=Actions(db, pool, components, cipher, settings, dynamic),
+            dynamic_props=dynamic,
             options=Options(db, pool, components, cipher, settings),
             registry_imports=RegistryImports(
                 db, components, PackageFetcher(settings.npm_store_dir / ".packages", deps)

@@ -16,6 +16,7 @@ from sluice.platform import (
     InvocationOutcome,
     OptionsPage,
     PackageReport,
+    PropSet,
     Run,
     SavedComponent,
     Subscription,
@@ -216,3 +217,12 @@ def _imported(c: ComponentReport) -> dict[str, Any]:
     if c.warnings:
         item["warnings"] = c.warnings
     return item
+
+
+def prop_set(p: PropSet) -> dict[str, Any]:
+    """Pipedream Connect's reload-props answer."""
+    return {
+        "observations": [],
+        "errors": p.errors,
+        "dynamicProps": {"id": p.id, "configurableProps": p.props},
+    }

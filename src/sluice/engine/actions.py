@@ -16,6 +16,7 @@ from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain import props as prop_rules
 from sluice.engine.components import Components, scrub_paths
+from sluice.engine.dynamic_props import DynamicProps
 from sluice.runtime import protocol
 from sluice.runtime.port import Invocation, Runner
 from sluice.runtime.protocol import Response, Result
@@ -38,8 +39,10 @@ class Actions:
         components: Components,
         cipher: Cipher,
         settings: Settings,
+        dynamic: DynamicProps,
     ) -> None:
         self.db = db
+        self.dynamic = dynamic
         self.pool = pool
         self.components = components
         self.cipher = cipher
@@ -56,7 +59,7 @@ class Actions:
         if steps is not None and not isinstance(steps, dict):
             raise errors.InvalidRequest("steps must be an object", field="steps")
         configured = prop_rules.check_configured(
-            component.configurable_props,
+            await self.dynamic.props_for(component.owner_id, component, configured_props),
             configured_props,
             max_bytes=self.settings.max_prop_bytes,
         )
