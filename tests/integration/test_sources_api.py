@@ -52,7 +52,9 @@ async def test_deploy_run_and_read_events(api: Api) -> None:
     )
     assert source["id"].startswith("dc_") and source["active"] is True
     assert source["name"] == "Counter Source" and source["name_slug"] == "counter-source"
-    assert source["configured_props"]["step"] == 2  # "2" coerced
+    # Stored as given (no conversion: docs/api.md, "Configured values"); the runtime reads
+    # the integer prop's "2" as 2 (the count below steps by 2).
+    assert source["configured_props"]["step"] == "2"
     assert source["configured_props"]["token"] == {"secret": True}
     assert source["endpoint_url"].endswith(
         source["configured_props"]["http"]["endpoint_url"].rsplit("/", 1)[1]

@@ -49,8 +49,16 @@ class Actions:
         self.settings = settings
 
     async def run(
-        self, component: SavedComponent, configured_props: Any, steps: Any = None
+        self,
+        component: SavedComponent,
+        configured_props: Any,
+        steps: Any = None,
+        *,
+        owner_id: str | None = None,
     ) -> ActionRun:
+        """Run ``component`` for ``owner_id`` (default its owner): a registry action runs in
+        the caller's runner, with the caller's connected accounts."""
+        owner_id = owner_id or component.owner_id
         if component.component_type != "action":
             raise errors.InvalidRequest(
                 f"{component.id} ({component.name}) is a source; deploy it with POST /v1/sources",
@@ -59,14 +67,14 @@ class Actions:
         if steps is not None and not isinstance(steps, dict):
             raise errors.InvalidRequest("steps must be an object", field="steps")
         configured = prop_rules.check_configured(
-            await self.dynamic.props_for(component.owner_id, component, configured_props),
+            await self.dynamic.props_for(owner_id, component, configured_props),
             configured_props,
             max_bytes=self.settings.max_prop_bytes,
         )
         values: dict[str, Any] = {**configured.plain, **configured.secret}
         async with self.db.connect() as conn:
             for prop, (account_id, app) in configured.apps.items():
-                found = await apps.credentials(conn, self.cipher, component.owner_id, account_id)
+                found = await apps.credentials(conn, self.cipher, owner_id, account_id)
                 if found is None or found[0] != app:
                     raise errors.InvalidProps(
                         f"prop {prop!r} needs a connected {app} account; {account_id} is not one"
@@ -79,7 +87,7 @@ class Actions:
         try:
             run.result = await self.pool.invoke(
                 Invocation(
-                    owner_id=component.owner_id,
+                    owner_id=owner_id,
                     worker_key=f"{component.id}:{component.code_hash}",
                     entry=str(entry),
                     timeout_ms=int(self.settings.action_timeout_seconds * 1000),
@@ -89,7 +97,7 @@ class Actions:
                         "props": values,
                         "db": {},
                         "steps": steps or {},
-                        "context": {"id": run.id, "owner_id": component.owner_id},
+                        "context": {"id": run.id, "owner_id": owner_id},
                     },
                 ),
                 run.responses.append,
