@@ -185,7 +185,7 @@ class Platform:
         waiters = Waiters()
         enqueuer = Enqueuer(db, clock)
         sends = SendJobs(db, cipher, Mailer(settings), settings, clock, commit)
-        dynamic = DynamicProps(db, pool, components, cipher, settings)
+        dynamic = DynamicProps(db, components, cipher, settings)
         table = cls._handlers(settings, reader, invoker, executor, waiters, sends)
         worker = cls._worker(db, clock, settings, enqueuer, table)
         ingress = Ingress(

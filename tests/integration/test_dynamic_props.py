@@ -169,3 +169,43 @@ async def test_values_reach_run_with_their_own_type(api: Api) -> None:
         "/v1/actions/run", json={"component_code": TYPES, "configured_props": {"s": "x"}}
     )
     assert assert_error(missing, 400, "invalid_props")["field"] == "configured_props.o"
+
+
+async def test_workflow_action_steps_take_added_props(api: Api) -> None:
+    await save(api, GATE)
+    created = await api.client.post(
+        "/v1/workflows",
+        json={
+            "trigger": {"type": "manual"},
+            "steps": [
+                {
+                    "name": "gate",
+                    "action": "gate",
+                    "props": {
+                        "given": "{{steps.trigger.event.auth}}",
+                        "mode": "key",
+                        "key": "k-1",
+                    },
+                }
+            ],
+        },
+    )
+    assert created.status_code == 200, created.text
+    workflow = created.json()["data"]
+    assert workflow["steps"][0]["secret_props"] == ["key"]
+    runs = []
+    for auth in ("k-1", "k-2"):
+        ran = await api.client.post(
+            f"/v1/workflows/{workflow['id']}/runs", json={"event": {"auth": auth}}
+        )
+        assert ran.status_code == 200, ran.text
+        runs.append(ran.json()["data"]["steps"][0]["exports"]["allowed"])
+    assert runs == [True, False]
+    unknown = await api.client.post(
+        "/v1/workflows",
+        json={
+            "trigger": {"type": "manual"},
+            "steps": [{"name": "g", "action": "gate", "props": {"given": "x", "bearer": "y"}}],
+        },
+    )
+    assert assert_error(unknown, 400, "invalid_props")["field"] == "steps[0].props.bearer"

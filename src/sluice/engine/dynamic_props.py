@@ -47,15 +47,11 @@ def is_dynamic(component: SavedComponent) -> bool:
 
 class DynamicProps:
     def __init__(
-        self,
-        db: AsyncEngine,
-        pool: Runner,
-        components: Components,
-        cipher: Cipher,
-        settings: Settings,
+        self, db: AsyncEngine, components: Components, cipher: Cipher, settings: Settings
     ) -> None:
         self.db = db
-        self.pool = pool
+        #: additionalProps() runs where the component's other code runs: its runner pool.
+        self.pool: Runner = components.pool
         self.components = components
         self.cipher = cipher
         self.settings = settings
