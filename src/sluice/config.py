@@ -151,6 +151,12 @@ class Settings:
     account_max_concurrency: int = 6
     #: How often an idle job worker looks for jobs enqueued by other processes, seconds.
     job_poll_seconds: float = 1.0
+    #: A claimed job's lease, seconds: its worker renews it every third of this while the job
+    #: runs, so a job whose process died (kill -9, a lost machine) runs again this soon after.
+    job_lease_seconds: float = 30.0
+    #: On SIGTERM: how long jobs in flight may go on finishing, seconds. Those still running
+    #: then are stopped and queued again at once (a second signal stops at once too).
+    shutdown_grace_seconds: float = 30.0
     #: Requests first: while the HTTP endpoints are saturated (many requests share each
     #: commit), this process's job worker runs one job at a time with a pause after each, so
     #: the endpoints keep accepting (docs/api.md, "HTTP endpoints"). False: jobs keep their full

@@ -14,12 +14,15 @@ classes to HTTP statuses (``sluice.api.errors``).
     │   └── EgressRefused         the egress policy refuses that destination
     ├── NotFound                  no such resource (or it belongs to another account)
     ├── Conflict                  the resource exists or is in a state that forbids this
+    │   └── ReconnectNeeded       a connected account's OAuth grant is gone: reconnect it
     ├── PayloadTooLarge           a body or value over a configured size limit
     ├── RateLimited               too many requests to one HTTP endpoint
     ├── ComponentLoadFailed       Node could not load the component (syntax, missing module)
     ├── DependencyInstallFailed   npm could not install a package the component imports
     ├── FetchFailed               a component_url could not be fetched
     ├── HookFailed                a lifecycle hook threw during deploy/update/delete
+    ├── OAuthRefused              an OAuth provider refused a code, state or refresh token
+    ├── OAuthUnavailable          an OAuth provider could not be reached or answered nonsense
     ├── RunnerUnavailable         the Node runner crashed or could not start
     │   ├── RunnerCrashed         the runner died during an invocation (a job runs again)
     │   └── SandboxUnavailable    the sandbox tool is missing or cannot start a jail
@@ -97,6 +100,12 @@ class Conflict(SluiceError):
     code = "conflict"
 
 
+class ReconnectNeeded(Conflict):
+    """The connected account needs reconnecting: its provider refused to refresh its token."""
+
+    code = "reconnect_needed"
+
+
 class PayloadTooLarge(SluiceError):
     """The payload is larger than the configured limit."""
 
@@ -135,6 +144,18 @@ class HookFailed(SluiceError):
     """A lifecycle hook of the component threw an error."""
 
     code = "hook_failed"
+
+
+class OAuthRefused(SluiceError):
+    """The OAuth provider refused the request."""
+
+    code = "oauth_refused"
+
+
+class OAuthUnavailable(SluiceError):
+    """The OAuth provider could not be reached or gave an answer that is not OAuth 2."""
+
+    code = "oauth_unavailable"
 
 
 class RunnerUnavailable(SluiceError):

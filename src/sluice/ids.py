@@ -2,8 +2,8 @@
 
 Resource ids follow Pipedream's prefixes (``u_`` user, ``sc_`` saved component, ``dc_``
 deployed component, ``p_`` workflow, ``d_`` deployment, ``c_`` code cell, ``sub_``
-subscription, ``apn_`` connected account). The part after the prefix is random base62, so ids
-reveal nothing about creation order or about other accounts.
+subscription, ``apn_`` connected account, ``app_`` app). The part after the prefix is random
+base62, so ids reveal nothing about creation order or about other accounts.
 
 Event ids are ``<epoch_ms>-<seq>`` (``1606370816223-0``): they sort by time, and the same
 string serves as the pagination cursor of event lists.
@@ -18,7 +18,9 @@ import string
 
 _ALPHABET = string.ascii_letters + string.digits
 
-PREFIXES = frozenset({"u", "sc", "dc", "p", "d", "c", "sub", "apn", "key", "hi", "ti", "job"})
+PREFIXES = frozenset(
+    {"u", "sc", "dc", "p", "d", "c", "sub", "apn", "app", "key", "hi", "ti", "job"}
+)
 
 
 def new_id(prefix: str, length: int = 12) -> str:

@@ -17,13 +17,16 @@ from sluice import ids
 from sluice.clock import Clock, SystemClock
 from sluice.config import Settings
 from sluice.crypto import Cipher
+from sluice.domain.apps import App
 from sluice.domain.states import JobKind
 from sluice.engine import broker, streams
 from sluice.engine.actions import ActionRun, Actions
+from sluice.engine.app_catalog import AppCatalog
 from sluice.engine.apps import Apps
 from sluice.engine.broker import Broker
 from sluice.engine.commit import Commit
 from sluice.engine.components import ComponentInput, Components
+from sluice.engine.credentials import Credentials
 from sluice.engine.directory import EndpointDirectory
 from sluice.engine.dynamic_props import DynamicProps, PropSet
 from sluice.engine.enqueuer import Enqueuer
@@ -40,6 +43,7 @@ from sluice.engine.invoker import Invoker
 from sluice.engine.invoker import Outcome as InvocationOutcome
 from sluice.engine.jobs import Handler, JobWorker, WorkerConfig
 from sluice.engine.mailer import Mailer
+from sluice.engine.oauth import OAuthConnect
 from sluice.engine.options import Options, OptionsPage, OptionsRequest
 from sluice.engine.registry_import import ComponentReport, PackageReport, RegistryImports
 from sluice.engine.runs import Runs
@@ -58,6 +62,7 @@ from sluice.storage import accounts, database
 from sluice.storage import components as component_store
 from sluice.storage import workflows as workflow_store
 from sluice.storage.accounts import Account
+from sluice.storage.apps import ConnectedAccount
 from sluice.storage.components import SavedComponent
 from sluice.storage.events import Page as EventPage
 from sluice.storage.runs import Run
@@ -71,9 +76,11 @@ log = logging.getLogger(__name__)
 __all__ = [
     "Account",
     "ActionRun",
+    "App",
     "AutoSubscription",
     "ComponentInput",
     "ComponentReport",
+    "ConnectedAccount",
     "DeployRequest",
     "Deployment",
     "EventPage",
@@ -114,6 +121,9 @@ class Platform:
     dynamic_props: DynamicProps
     registry_imports: RegistryImports
     apps: Apps
+    catalog: AppCatalog
+    oauth: OAuthConnect
+    credentials: Credentials
     events: Events
     subscriptions: Subscriptions
     runs: Runs
@@ -156,7 +166,7 @@ class Platform:
                 finally:
                     await platform.ingress.close()
                     await platform.scheduler.stop()
-                    await platform.jobs.stop()
+                    await platform.jobs.stop(settings.shutdown_grace_seconds)
                     await platform.enqueuer.close()
                     platform.commit.dispose()
         finally:
@@ -178,14 +188,18 @@ class Platform:
         deps = DependencyStore(settings.npm_store_dir, npm=settings.npm)
         components = Components(db, pool, deps, settings, clock)
         commit = Commit(db, settings, clock, Broker())
-        invoker = Invoker(db, pool, components, cipher, settings, clock, commit, reader)
+        catalog = AppCatalog(db, cipher, clock)
+        credentials = Credentials(db, cipher, clock, catalog)
+        invoker = Invoker(
+            db, pool, components, cipher, settings, clock, commit, reader, credentials=credentials
+        )
         directory = EndpointDirectory(reader, components)
-        workflows = Workflows(db, components, cipher, settings, clock)
+        workflows = Workflows(db, components, cipher, settings, clock, credentials=credentials)
         executor = Executor(db, pool, workflows, commit, settings, clock, reader)
         waiters = Waiters()
         enqueuer = Enqueuer(db, clock)
         sends = SendJobs(db, cipher, Mailer(settings), settings, clock, commit)
-        dynamic = DynamicProps(db, components, cipher, settings)
+        dynamic = DynamicProps(components, settings, credentials=credentials)
         table = cls._handlers(settings, reader, invoker, executor, waiters, sends)
         worker = cls._worker(db, clock, settings, enqueuer, table)
         ingress = Ingress(
@@ -214,13 +228,18 @@ class Platform:
             sources=Sources(
                 db, reader, pool, components, invoker, cipher, settings, clock, directory, dynamic
             ),
-            actions=Actions(db, pool, components, cipher, settings, dynamic),
+            actions=Actions(
+                db, pool, components, cipher, settings, credentials=credentials, dynamic=dynamic
+            ),
             dynamic_props=dynamic,
-            options=Options(db, pool, components, cipher, settings),
+            options=Options(db, pool, components, cipher, settings, credentials=credentials),
             registry_imports=RegistryImports(
                 db, components, PackageFetcher(settings.npm_store_dir / ".packages", deps)
             ),
-            apps=Apps(db, cipher, clock),
+            apps=Apps(db, cipher, clock, catalog),
+            catalog=catalog,
+            oauth=OAuthConnect(db, cipher, clock, catalog, settings.resolved_public_url),
+            credentials=credentials,
             events=Events(db),
             subscriptions=Subscriptions(db),
             runs=Runs(db, ingress),
@@ -266,7 +285,7 @@ class Platform:
             db,
             clock,
             WorkerConfig(
-                lease_ms=int((settings.source_timeout_seconds + 60) * 1000),
+                lease_ms=int(settings.job_lease_seconds * 1000),
                 poll_seconds=settings.job_poll_seconds,
                 retention_ms=settings.job_retention_seconds * 1000,
                 account_share=settings.account_max_concurrency,

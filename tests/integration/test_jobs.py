@@ -327,3 +327,103 @@ async def test_an_account_over_its_share_waits_queued_in_order(
     finally:
         await worker.stop()
     assert [await _status(platform, i) for i in flood] == [("done", 1)] * 5
+
+
+async def test_a_held_job_keeps_its_lease_and_a_dead_ones_lapses(
+    platform: Platform, kind: str
+) -> None:
+    """Leases are short and renewed while a job runs: a long job is never taken from its
+    worker, and a job whose worker stopped renewing (died) runs again within one lease."""
+    import asyncio
+
+    clock = FakeClock()
+    worker = JobWorker(platform.db, clock, WorkerConfig(lease_ms=30_000))
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def slow(job: Job, finish: Finish) -> None:
+        started.set()
+        await release.wait()
+
+    worker.handlers[kind] = slow
+    (job_id,) = await _enqueue(platform, clock, kind)
+    running = asyncio.create_task(worker.run_once())
+    await started.wait()
+    other = JobWorker(platform.db, clock, WorkerConfig(lease_ms=30_000))
+    taken: list[int] = []
+
+    async def record(job: Job, finish: Finish) -> None:
+        taken.append(job.id)
+
+    other.handlers[kind] = record
+    clock.advance(seconds=20)
+    assert await worker.heartbeat() == 1  # renewed to 20 + 30 s
+    clock.advance(seconds=25)  # 45 s after the claim: past the first lease, not the renewed one
+    assert await other.run_once() == 0 and taken == []
+    clock.advance(seconds=6)  # no renewal since: the worker is taken for dead
+    assert await other.run_once() == 1 and taken == [job_id]
+    release.set()
+    await running
+    assert await _status(platform, job_id) == ("done", 2)
+
+
+async def test_stop_lets_the_jobs_in_flight_finish(platform: Platform, kind: str) -> None:
+    import asyncio
+
+    clock = FakeClock()
+    worker = JobWorker(platform.db, clock, WorkerConfig(poll_seconds=30))
+    started, release = asyncio.Event(), asyncio.Event()
+    cancelled: list[int] = []
+
+    async def handler(job: Job, finish: Finish) -> None:
+        started.set()
+        try:
+            await release.wait()
+        except asyncio.CancelledError:
+            cancelled.append(job.id)
+            raise
+        async with platform.db.begin() as conn:
+            await conn.run_sync(finish)
+
+    worker.handlers[kind] = handler
+    (job_id,) = await _enqueue(platform, clock, kind)
+    await worker.start()
+    worker.notify()
+    await started.wait()
+    stopping = asyncio.create_task(worker.stop(grace_seconds=600))
+    release.set()  # the job ends during the grace period
+    await stopping
+    assert cancelled == [] and await _status(platform, job_id) == ("done", 1)
+
+
+async def test_stop_queues_what_it_could_not_finish_again_at_once(
+    platform: Platform, kind: str
+) -> None:
+    """The grace period over (or cut short by a second signal: ``hurry``), the jobs still
+    running are stopped and queued again at once, for the next worker: not after a lease."""
+    import asyncio
+
+    clock = FakeClock()
+    worker = JobWorker(platform.db, clock, WorkerConfig(poll_seconds=30))
+    started = asyncio.Event()
+
+    async def stuck(job: Job, finish: Finish) -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    worker.handlers[kind] = stuck
+    (job_id,) = await _enqueue(platform, clock, kind)
+    await worker.start()
+    worker.notify()
+    await started.wait()
+    stopping = asyncio.create_task(worker.stop(grace_seconds=600))
+    worker.hurry()
+    await stopping
+    assert await _status(platform, job_id) == ("queued", 0)
+    ran: list[int] = []
+
+    async def record(job: Job, finish: Finish) -> None:
+        ran.append(job.id)
+
+    after = JobWorker(platform.db, clock)  # the same instant: no lease to wait for
+    after.handlers[kind] = record
+    assert await after.drain() == 1 and ran == [job_id]

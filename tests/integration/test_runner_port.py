@@ -24,7 +24,17 @@ SOURCE = 'export default { name: "Fake", version: "1", async run(event) { this.$
 
 def _invoker(platform: Platform, runner: FakeRunner) -> Invoker:
     p = platform
-    return Invoker(p.db, runner, p.components, p.cipher, p.settings, p.clock, p.commit, p.reader)
+    return Invoker(
+        p.db,
+        runner,
+        p.components,
+        p.cipher,
+        p.settings,
+        p.clock,
+        p.commit,
+        p.reader,
+        credentials=p.credentials,
+    )
 
 
 async def test_the_invoker_stores_what_a_fake_runner_answers(api: Api) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from sluice import errors
+from sluice.api import render
 from sluice.api.auth import AccountDep, PlatformDep
 from sluice.api.schemas import ConnectedAccountCreate
 
@@ -18,7 +19,7 @@ async def create(
     body: ConnectedAccountCreate, account: AccountDep, platform: PlatformDep
 ) -> dict[str, Any]:
     created = await platform.apps.connect(account.id, body.app, body.name, body.credentials)
-    return {"data": created.to_api()}
+    return {"data": render.connected_account(created)}
 
 
 @router.get("/v1/accounts")
@@ -26,7 +27,7 @@ async def list_accounts(
     account: AccountDep, platform: PlatformDep, app: str | None = None
 ) -> dict[str, Any]:
     found = await platform.apps.list(account.id, app)
-    return {"data": [a.to_api() for a in found]}
+    return {"data": [render.connected_account(a) for a in found]}
 
 
 @router.get("/v1/accounts/{account_id}")
@@ -34,7 +35,7 @@ async def read(account_id: str, account: AccountDep, platform: PlatformDep) -> d
     found = await platform.apps.get(account.id, account_id)
     if found is None:
         raise errors.NotFound(f"connected account {account_id} not found")
-    return {"data": found.to_api()}
+    return {"data": render.connected_account(found)}
 
 
 @router.delete("/v1/accounts/{account_id}")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gc
-from collections.abc import AsyncIterator
+import signal
+from collections.abc import AsyncIterator, Callable
 
 from fastapi import FastAPI
 from starlette.types import Receive, Scope, Send
@@ -13,11 +15,13 @@ from sluice import __version__
 from sluice.api import (
     accounts,
     actions,
+    apps,
     bodies,
     catalog,
     components,
     errors,
     ingress,
+    oauth,
     options,
     registry,
     sources,
@@ -51,6 +55,15 @@ class App(FastAPI):
         await super().__call__(scope, receive, send)
 
 
+def _on_second_signal(action: Callable[[], None]) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, action)
+        except (ValueError, RuntimeError, NotImplementedError):
+            return  # not the main thread (tests): nothing to listen to
+
+
 def create_app(
     settings: Settings | None = None,
     *,
@@ -76,6 +89,9 @@ def create_app(
             gc.collect()
             gc.freeze()
             yield
+            # Shutting down: the jobs in flight get their grace period; a second signal (the
+            # first one stopped the server) ends it.
+            _on_second_signal(opened.jobs.hurry)
 
     app = App(
         title="Sluice",
@@ -93,6 +109,8 @@ def create_app(
         components,
         sources,
         accounts,
+        apps,
+        oauth,
         actions,
         subscriptions,
         streams,

@@ -4,14 +4,18 @@ Pipedream's REST API where it has the resource (``../docs/api.md``)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from sluice.domain import apps as app_rules
 from sluice.domain import components as rules
 from sluice.platform import (
     Account,
     ActionRun,
+    App,
     AutoSubscription,
     ComponentReport,
+    ConnectedAccount,
     Deployment,
     InvocationOutcome,
     OptionsPage,
@@ -226,3 +230,43 @@ def prop_set(p: PropSet) -> dict[str, Any]:
         "errors": p.errors,
         "dynamicProps": {"id": p.id, "configurableProps": p.props},
     }
+
+
+def connected_account(a: ConnectedAccount) -> dict[str, Any]:
+    """A connected account: the names of its credential fields, never their values."""
+    return {
+        "id": a.id,
+        "app": a.app,
+        "name": a.name,
+        "credential_fields": a.credential_keys,
+        "created_at": a.created_at,
+        "updated_at": a.updated_at,
+        "status": "reconnect_needed" if a.reconnect_reason else "ok",
+        "reconnect_reason": a.reconnect_reason,
+        "oauth_uid": a.provider_uid,
+        "expires_at": None if a.expires_at_ms is None else a.expires_at_ms // 1000,
+    }
+
+
+def app(a: App) -> dict[str, Any]:
+    """Pipedream's app (``custom_fields_json`` is a JSON string, as there), and Sluice's
+    ``oauth`` settings without the client secret, and whether accounts can be connected."""
+    out: dict[str, Any] = {
+        "id": a.id,
+        "name_slug": a.name_slug,
+        "name": a.name,
+        "auth_type": a.auth_type,
+        "description": a.description,
+        "img_src": a.img_src,
+        "custom_fields_json": json.dumps(app_rules.custom_fields_json(a)),
+        "categories": list(a.categories),
+        "builtin": a.builtin,
+        "connectable": a.connectable,
+    }
+    if a.oauth is not None:
+        out["oauth"] = {
+            **a.oauth.__dict__,
+            "scopes": list(a.oauth.scopes),
+            "client_secret_set": a.has_client_secret,
+        }
+    return out

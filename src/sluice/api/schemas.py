@@ -117,3 +117,36 @@ class RegistryImport(_Body):
         max_length=50,
         description="npm package specs: @pipedream/slack@0.10.3, @pipedream/notion, slack@^0.10.",
     )
+
+
+class AppWrite(_Body):
+    """An operator's app (``POST /v1/apps``, ``PUT /v1/apps/{slug}``): fields left out of a
+    PUT keep their value."""
+
+    name_slug: str | None = Field(None, description="Lowercase letters, digits and _.")
+    name: str | None = None
+    auth_type: str | None = Field(None, description="oauth, keys or none.")
+    description: str | None = None
+    categories: list[str] | None = None
+    img_src: str | None = None
+    custom_fields: list[dict[str, Any]] | None = Field(
+        None,
+        description='Key apps\' fields: [{"name": "api_key", "label": "API Key", '
+        '"secret": true, "optional": false, "description": "..."}].',
+    )
+    oauth: dict[str, Any] | None = Field(
+        None,
+        description="OAuth 2: {authorize_url, token_url, scopes, pkce, client_id, "
+        "client_secret (write-only), client_auth (post|basic), user_info_url, uid_field, "
+        "authorize_params}.",
+    )
+
+
+class AppConnect(_Body):
+    name: str | None = Field(None, max_length=200, description="The new account's name.")
+    return_to: str | None = Field(
+        None,
+        max_length=1000,
+        description="A path on this server the browser is sent to after the callback, with "
+        "?account_id=apn_… (default: a page saying the account is connected).",
+    )

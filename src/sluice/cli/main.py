@@ -1,6 +1,6 @@
 """The ``sluice`` command. ``serve`` runs the API; ``accounts create`` works offline on the store;
 the rest is the client (``login``, ``deploy``, ``dev``, ``publish``, ``list``, ``events``,
-``logs``, ``update``, ``delete``, ``workflows``), talking to a server over the REST API
+``logs``, ``update``, ``delete``, ``workflows``, ``apps``), talking to a server over the REST API
 (docs/cli.md).
 
 Server flags have a ``SLUICE_*`` environment variable, shown by ``--help``. A client command's
@@ -20,7 +20,7 @@ from typing import Annotated, Any
 import typer
 
 from sluice import errors
-from sluice.cli import components, dev, listing, login, render, sources, workflows
+from sluice.cli import apps, components, dev, listing, login, render, sources, workflows
 from sluice.cli.client import CliError
 from sluice.config import Settings
 
@@ -49,7 +49,7 @@ accounts_app = typer.Typer(
     help="Manage accounts (works offline, on the store itself).", no_args_is_help=True
 )
 app.add_typer(accounts_app, name="accounts")
-for module in (login, sources, dev, components, listing, workflows):
+for module in (login, sources, dev, components, listing, workflows, apps):
     module.register(app)
 
 DataDir = Annotated[
@@ -177,8 +177,13 @@ async def _work(settings: Settings) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with Platform.open(settings, background=True):
+    async with Platform.open(settings, background=True) as platform:
+        typer.echo("Sluice worker ready", err=True)
         await stop.wait()
+        # The jobs in flight get SLUICE_SHUTDOWN_GRACE_SECONDS; a second signal ends the wait.
+        typer.echo("stopping: finishing the jobs in flight (signal again to stop now)", err=True)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, platform.jobs.hurry)
 
 
 @accounts_app.command("create")

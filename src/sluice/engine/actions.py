@@ -16,11 +16,11 @@ from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain import props as prop_rules
 from sluice.engine.components import Components, scrub_paths
+from sluice.engine.credentials import Credentials
 from sluice.engine.dynamic_props import DynamicProps
 from sluice.runtime import protocol
 from sluice.runtime.port import Invocation, Runner
 from sluice.runtime.protocol import Response, Result
-from sluice.storage import apps
 from sluice.storage.components import SavedComponent
 
 
@@ -39,9 +39,12 @@ class Actions:
         components: Components,
         cipher: Cipher,
         settings: Settings,
+        *,
+        credentials: Credentials,
         dynamic: DynamicProps,
     ) -> None:
         self.db = db
+        self.credentials = credentials
         self.dynamic = dynamic
         self.pool = pool
         self.components = components
@@ -72,16 +75,15 @@ class Actions:
             max_bytes=self.settings.max_prop_bytes,
         )
         values: dict[str, Any] = {**configured.plain, **configured.secret}
-        async with self.db.connect() as conn:
-            for prop, (account_id, app) in configured.apps.items():
-                found = await apps.credentials(conn, self.cipher, owner_id, account_id)
-                if found is None or found[0] != app:
-                    raise errors.InvalidProps(
-                        f"prop {prop!r} needs a connected {app} account; {account_id} is not one"
-                        " of this account's",
-                        field=f"configured_props.{prop}",
-                    )
-                values[prop] = {"$auth": found[1]}
+        for prop, (account_id, app) in configured.apps.items():
+            found = await self.credentials.auth(owner_id, account_id)
+            if found is None or found[0] != app:
+                raise errors.InvalidProps(
+                    f"prop {prop!r} needs a connected {app} account; {account_id} is not one"
+                    " of this account's",
+                    field=f"configured_props.{prop}",
+                )
+            values[prop] = {"$auth": found[1]}
         entry = await self.components.materialize(component)
         run = ActionRun(ids.random_token(27), Result(ok=False))
         try:

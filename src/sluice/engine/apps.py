@@ -9,19 +9,27 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sluice.clock import Clock
 from sluice.crypto import Cipher
+from sluice.domain import apps as app_rules
+from sluice.engine.app_catalog import AppCatalog
 from sluice.storage import apps
 from sluice.storage.apps import ConnectedAccount
 
 
 class Apps:
-    def __init__(self, db: AsyncEngine, cipher: Cipher, clock: Clock) -> None:
+    def __init__(self, db: AsyncEngine, cipher: Cipher, clock: Clock, catalog: AppCatalog) -> None:
         self.db = db
         self.cipher = cipher
         self.clock = clock
+        self.catalog = catalog
 
     async def connect(
         self, owner_id: str, app: str, name: str | None, credentials: dict[str, Any]
     ) -> ConnectedAccount:
+        """A key app's credentials are checked against its fields (``custom_fields_json``);
+        an app outside the catalog takes any credentials, as before the catalog."""
+        known = await self.catalog.find(app)
+        if known is not None:
+            credentials = app_rules.check_credentials(known, credentials)
         async with self.db.begin() as conn:
             return await apps.create(
                 conn,

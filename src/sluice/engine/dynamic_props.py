@@ -14,13 +14,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from sluice import errors
 from sluice.config import Settings
-from sluice.crypto import Cipher
 from sluice.domain import components as rules
 from sluice.engine.components import Components, load_error, scrub_paths
+from sluice.engine.credentials import Credentials
 from sluice.engine.options import node_values
 from sluice.runtime import protocol
 from sluice.runtime.port import Invocation, Runner
@@ -47,14 +45,14 @@ def is_dynamic(component: SavedComponent) -> bool:
 
 class DynamicProps:
     def __init__(
-        self, db: AsyncEngine, components: Components, cipher: Cipher, settings: Settings
+        self, components: Components, settings: Settings, *, credentials: Credentials
     ) -> None:
-        self.db = db
         #: additionalProps() runs where the component's other code runs: its runner pool.
         self.pool: Runner = components.pool
         self.components = components
-        self.cipher = cipher
         self.settings = settings
+        #: App props' ``$auth``, so additionalProps() can call the app's API.
+        self.credentials = credentials
 
     async def reload(
         self, owner_id: str, component: SavedComponent, configured: dict[str, Any]
@@ -86,10 +84,7 @@ class DynamicProps:
         self, owner_id: str, component: SavedComponent, configured: dict[str, Any]
     ) -> list[dict[str, Any]]:
         static = [p for p in component.configurable_props if p["type"] not in _NOT_PASSED]
-        async with self.db.connect() as conn:
-            values = await node_values(
-                conn, self.cipher, owner_id, static, configured, unknown_ok=True
-            )
+        values = await node_values(self.credentials, owner_id, static, configured, unknown_ok=True)
         values = {k: v for k, v in values.items() if k in configured}
         entry = await self.components.materialize(component)
         result = await self.pool.invoke(

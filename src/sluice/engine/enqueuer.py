@@ -20,8 +20,8 @@ from collections.abc import Callable
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sluice.clock import Clock
-from sluice.storage import database, jobs
-from sluice.storage.jobs import NewJob
+from sluice.storage import database, job_batches
+from sluice.storage.job_batches import NewJob
 
 OnId = Callable[[int], None]
 
@@ -102,10 +102,12 @@ class Enqueuer:
 
     async def _write(self, rows: list[tuple[NewJob, bool]], now_ms: int) -> list[int | None]:
         if not self._postgres:
-            return await self.writer(functools.partial(jobs.add_batch, batch=rows, now_ms=now_ms))
+            return await self.writer(
+                functools.partial(job_batches.add_batch, batch=rows, now_ms=now_ms)
+            )
         async with self.db.connect() as conn:
             raw = await conn.get_raw_connection()
-            return await jobs.add_batch_asyncpg(raw.driver_connection, rows, now_ms=now_ms)
+            return await job_batches.add_batch_asyncpg(raw.driver_connection, rows, now_ms=now_ms)
 
     async def close(self) -> None:
         for flusher in list(self._flushers):

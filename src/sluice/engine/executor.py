@@ -42,6 +42,7 @@ from sluice.domain import outcomes, states, text
 from sluice.domain.states import SendStatus
 from sluice.engine import sealed
 from sluice.engine.commit import DEFERRED_SENDS, Commit
+from sluice.engine.credentials import CREDENTIAL_ERRORS
 from sluice.engine.jobs import Finish
 from sluice.engine.workflows import Workflows
 from sluice.runtime.port import Invocation, Runner
@@ -155,7 +156,12 @@ class Executor:
             **(trigger_context or {}),
         }
         run_s = self.settings.workflow_timeout_seconds
-        call_steps = await self._call_steps(workflow)
+        refused: Result | None = None
+        try:
+            call_steps = await self._call_steps(workflow)
+        except CREDENTIAL_ERRORS as exc:  # a step's account to reconnect: the run fails, no Node
+            call_steps, refused = [], Result.failure(exc.code, exc.message)
+            refused.error = {**(refused.error or {}), "step": exc.details.get("step")}
         responses: list[Response] = []
 
         def responded(response: Response) -> None:
@@ -163,7 +169,7 @@ class Executor:
             if on_respond is not None:
                 on_respond(response)
 
-        result = await self.pool.invoke(
+        result = refused or await self.pool.invoke(
             Invocation(
                 owner_id=workflow.owner_id,
                 worker_key=f"{workflow.id}:{workflow.deployment_id}",

@@ -39,7 +39,7 @@ from sluice.engine.waiters import Ended, Outcome, Waiters
 from sluice.engine.workflows import Workflows
 from sluice.storage import database, endpoints
 from sluice.storage import workflows as workflow_store
-from sluice.storage.jobs import NewJob
+from sluice.storage.job_batches import NewJob
 
 log = logging.getLogger(__name__)
 

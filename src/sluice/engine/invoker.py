@@ -29,11 +29,12 @@ from sluice.domain import components as rules
 from sluice.domain import error_events, limits, states, text
 from sluice.engine.commit import Commit, SourceResults
 from sluice.engine.components import Components, scrub_paths
+from sluice.engine.credentials import CREDENTIAL_ERRORS, Credentials
 from sluice.engine.jobs import Finish
 from sluice.runtime import protocol
 from sluice.runtime.port import Invocation, RespondCallback, Runner
 from sluice.runtime.protocol import Result
-from sluice.storage import apps, database, sources
+from sluice.storage import database, sources
 from sluice.storage.components import SavedComponent
 from sluice.storage.sources import Deployment
 
@@ -69,8 +70,12 @@ class Invoker:
         clock: Clock,
         commit: Commit,
         reader: database.Reader | None = None,
+        *,
+        credentials: Credentials,
     ) -> None:
         self.db = db
+        #: Connected accounts' ``$auth``, OAuth tokens refreshed (``engine/credentials.py``).
+        self.credentials = credentials
         self.pool = pool
         self.components = components
         self.cipher = cipher
@@ -100,7 +105,11 @@ class Invoker:
         ``snapshot`` is the db state when the caller read it with the deployment;
         ``timeout_seconds`` replaces the source time-out (HTTP sources answered at once)."""
         component = await self.components.by_id(deployment.component_id)
-        props = await self.props_for(deployment, component)
+        refused = None
+        try:
+            props = await self.props_for(deployment, component)
+        except CREDENTIAL_ERRORS as exc:  # an account to reconnect: the run fails, no Node
+            props, refused = {}, Result.failure(exc.code, exc.message)
         if snapshot is None:
             async with self.db.connect() as conn:
                 snapshot = await sources.read_state(conn, deployment.id)
@@ -110,7 +119,7 @@ class Invoker:
         call = {**call, "props": props, "db": snapshot}
         invocation = self._invocation(deployment, component, entry, invocation_id, call, timeout_ms)
         try:
-            result = await self.pool.invoke(invocation, on_respond)
+            result = refused or await self.pool.invoke(invocation, on_respond)
         except errors.RunnerCrashed as exc:
             if also is not None:
                 raise  # a job: nothing is stored, and the job worker runs it again
@@ -203,10 +212,7 @@ class Invoker:
                 }
             elif typ == "app" and isinstance(values.get(name), dict):
                 account_id = values[name].get("authProvisionId")
-                async with self.db.connect() as conn:
-                    found = await apps.credentials(
-                        conn, self.cipher, deployment.owner_id, str(account_id)
-                    )
+                found = await self.credentials.auth(deployment.owner_id, str(account_id))
                 values[name] = {"$auth": found[1] if found else {}}
         return values
 

@@ -1,13 +1,14 @@
 """The job worker: claims durable jobs and runs their handlers.
 
 A handler gets the job and a ``finish`` function to call *inside the transaction that stores
-the job's results* (``Invoker.persist(..., also=finish)``), so "done" and the results commit
-together: a completed job never runs again. A handler that returns without calling it has its
-job marked done afterwards (nothing to store, e.g. its source was deleted). A handler that
-raises (``errors.RunnerCrashed``, logged as a warning: the failure is Sluice's; or any other
-exception) has its job queued again with backoff, until ``max_attempts``; a process that dies
-mid-job leaves the lease to expire and the job to be claimed again. Tests drive it with
-``run_once``/``drain`` and a fake clock.
+the job's results* (``engine/commit.py``), so "done" and the results commit together: a
+completed job never runs again. A handler that returns without calling it has its job marked
+done afterwards (nothing to store). A handler that raises (``errors.RunnerCrashed``, logged as
+a warning: the failure is Sluice's; or any other exception) has its job queued again with
+backoff, until ``max_attempts``. Leases are short and renewed (``engine/leases.py``): a job
+whose process died runs again within a lease. ``stop`` gives the jobs in flight a grace
+period, then queues again at once what it did not finish. Tests drive it with
+``run_once``/``drain``/``heartbeat`` and a fake clock.
 
 Fair sharing: one account runs at most ``account_share`` jobs at once in a worker (its other
 jobs stay queued, in order; ``domain/shares.py``), so the other slots stay free for other
@@ -34,6 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sluice import errors, ids
 from sluice.clock import Clock
 from sluice.domain import shares
+from sluice.engine.leases import Leases
 from sluice.storage import database, jobs
 from sluice.storage.jobs import Job
 
@@ -46,7 +48,8 @@ Handler = Callable[[Job, Finish], Awaitable[None]]
 
 @dataclass(frozen=True)
 class WorkerConfig:
-    lease_ms: int = 360_000
+    #: A claimed job's lease; renewed every third of it while the job is held.
+    lease_ms: int = 30_000
     batch: int = 32
     concurrency: int = 8
     poll_seconds: float = 1.0
@@ -66,8 +69,11 @@ class WorkerConfig:
     account_share: int = 0
 
 
-#: Rows deleted per pruning transaction: short write locks on SQLite.
-PRUNE_BATCH = 2000
+async def _cancel(task: asyncio.Task[Any] | None) -> None:
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 def backoff_ms(attempts: int) -> int:
@@ -82,12 +88,10 @@ class JobWorker:
     ``handlers`` is the table of job kinds this worker runs (built by ``platform.py``, one
     handler per kind: ``engine/handlers/``); it claims jobs of those kinds only.
 
-    Requests first: ``pressure`` (from the platform: the ingress's group commits are large,
-    so many requests are waiting to be stored) makes the background loop run one job at a
-    time with a pause after each. In one process the endpoints and the runs share a core; under
-    a burst the endpoints keep accepting at nearly full speed, every accepted request stored,
-    and the runs go on at a reduced pace, then at full speed once the burst is over. Runs
-    started by a request that waits for its answer (``run_now``) are never held back.
+    Requests first: ``pressure`` (from the platform: the ingress's group commits are large)
+    makes the background loop run one job at a time with a pause after each, so under a burst
+    the endpoints keep accepting at nearly full speed; runs for a waiting client (``run_now``)
+    are never held back.
     """
 
     def __init__(
@@ -128,6 +132,13 @@ class JobWorker:
         self._poll_ms = int(self.config.poll_seconds * 1000)
         #: Each busy account's slots (``account_share`` of them), when there is a share.
         self._gates: dict[str, asyncio.Semaphore] = {}
+        #: The leases of the jobs this worker holds (``engine/leases.py``).
+        self.leases = Leases(self.writer, clock, self.worker_id, self.config.lease_ms)
+        #: Jobs cancelled by ``stop`` before they ended: queued again at once.
+        self._interrupted: list[int] = []
+        self._beat: asyncio.Task[None] | None = None
+        #: Set by ``hurry()`` (a second SIGTERM): ``stop`` waits no longer.
+        self._hurry = asyncio.Event()
 
     async def prune(self) -> int:
         """Delete the done jobs past their retention; the number deleted."""
@@ -135,14 +146,7 @@ class JobWorker:
         if self.config.retention_ms <= 0:
             return 0
         before = self._pruned_at - self.config.retention_ms
-        total = 0
-        while True:
-            deleted = await self.writer(
-                lambda conn: jobs.prune_sync(conn, finished_before_ms=before, limit=PRUNE_BATCH)
-            )
-            total += deleted
-            if deleted < PRUNE_BATCH:
-                return total
+        return await jobs.prune_done(self.writer, finished_before_ms=before)
 
     def notify(self) -> None:
         """A job was enqueued in this process: look now rather than at the next poll (when a
@@ -218,6 +222,7 @@ class JobWorker:
         loop sees the account's count when it picks the next job. Waits for one of the
         account's slots, then one of the worker's."""
         self._busy[job.owner_id] += 1
+        self.leases.hold(job)
         gate = None
         if self._share:
             gate = self._gates.get(job.owner_id)
@@ -233,19 +238,11 @@ class JobWorker:
                 async with gate:
                     await self._execute(job)
         finally:
+            self.leases.drop(job.id)
             self._busy[job.owner_id] -= 1
             if self._busy[job.owner_id] <= 0:
                 del self._busy[job.owner_id]
                 self._gates.pop(job.owner_id, None)
-
-    async def _release(self, queued: list[Job]) -> None:
-        """Queue again claimed jobs that will not start here now (their account is at its
-        share): other workers may take them, and their leases do not run out in our hands."""
-        ids = [job.id for job in queued]
-        try:
-            await self.writer(lambda conn: jobs.release_sync(conn, ids, worker_id=self.worker_id))
-        except Exception:
-            log.exception("could not release %d jobs; they run after their leases", len(ids))
 
     async def _execute(self, job: Job) -> None:
         handler = self.handlers[job.kind]
@@ -260,6 +257,10 @@ class JobWorker:
         async with self._slots:
             try:
                 await handler(job, finish)
+            except asyncio.CancelledError:
+                if not finished:
+                    self._interrupted.append(job.id)
+                raise
             except Exception as exc:  # any failure: retry with backoff, never lose the job
                 retry = job.attempts < self.config.max_attempts
                 level = logging.WARNING if isinstance(exc, errors.RunnerCrashed) else logging.ERROR
@@ -289,6 +290,15 @@ class JobWorker:
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._loop())
+        self._beat = asyncio.create_task(self.leases.beat(self._waiting))
+
+    def _waiting(self) -> list[int]:
+        return [job.id for job in self._queue]
+
+    async def heartbeat(self) -> int:
+        """Renew the leases of the jobs this worker holds (running, or claimed and waiting);
+        the number renewed."""
+        return await self.leases.renew(self._waiting())
 
     async def _loop(self) -> None:
         while True:
@@ -317,7 +327,7 @@ class JobWorker:
                 started, released = len(pick.start), len(pick.release)
                 self._queue = collections.deque(claimed[position] for position in pick.keep)
                 if released:
-                    await self._release([claimed[position] for position in pick.release])
+                    await self.leases.release([claimed[p].id for p in pick.release])
                 for position in pick.start:
                     task = asyncio.create_task(self._run(claimed[position]))
                     self._running.add(task)
@@ -341,28 +351,44 @@ class JobWorker:
         self._last_done = time.monotonic()
         self._wake.set()
 
-    async def stop(self) -> None:
-        """Stop claiming; jobs in flight are cancelled and, their leases left to expire, run
-        again by the next worker (at-least-once)."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+    def hurry(self) -> None:
+        """Stop waiting for the jobs in flight (a second SIGTERM during ``stop``)."""
+        self._hurry.set()
+
+    async def stop(self, grace_seconds: float = 0.0) -> None:
+        """Stop claiming. Jobs in flight get ``grace_seconds`` to finish (their leases still
+        renewed; ``hurry()`` ends the wait); those still running then are cancelled. Every job
+        this worker claimed and did not finish is queued again at once, not after its lease,
+        to run on the next worker (at least once)."""
+        await _cancel(self._task)
+        self._task = None
+        # Claimed, never started: queued again now, for other workers.
+        await self.leases.release([job.id for job in self._queue])
+        self._queue.clear()
+        await self._wait_for_running(grace_seconds)
         for task in list(self._running):
-            task.cancel()
-        for task in list(self._running):
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        if self._queue:  # claimed, never started: queued again now, not after their leases
-            unstarted = [job.id for job in self._queue]
-            self._queue.clear()
-            try:
-                await self.writer(
-                    lambda conn: jobs.release_sync(conn, unstarted, worker_id=self.worker_id)
-                )
-            except Exception:
-                log.exception(
-                    "could not release %d claimed jobs; they run after their leases", len(unstarted)
-                )
+            await _cancel(task)
+        await _cancel(self._beat)
+        self._beat = None
+        interrupted, self._interrupted = self._interrupted, []
+        await self.leases.release(interrupted)
         self.writer.dispose()
+
+    async def _wait_for_running(self, grace_seconds: float) -> None:
+        if not self._running or grace_seconds <= 0:
+            return
+        log.info(
+            "stopping: waiting up to %g s for %d jobs in flight",
+            grace_seconds,
+            len(self._running),
+            extra={"action": "worker_stopping"},
+        )
+        hurry = asyncio.ensure_future(self._hurry.wait())
+        try:
+            async with asyncio.timeout(grace_seconds):
+                while self._running and not self._hurry.is_set():
+                    await asyncio.wait({*self._running, hurry}, return_when=asyncio.FIRST_COMPLETED)
+        except TimeoutError:
+            pass
+        finally:
+            hurry.cancel()

@@ -11,15 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sluice import errors
 from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.engine.components import Components, load_error, scrub_paths
+from sluice.engine.credentials import Credentials
 from sluice.runtime import protocol
 from sluice.runtime.port import Invocation, Runner
-from sluice.storage import apps
 from sluice.storage.components import SavedComponent
 
 
@@ -47,8 +47,11 @@ class Options:
         components: Components,
         cipher: Cipher,
         settings: Settings,
+        *,
+        credentials: Credentials,
     ) -> None:
         self.db = db
+        self.credentials = credentials
         self.pool = pool
         self.components = components
         self.cipher = cipher
@@ -75,8 +78,7 @@ class Options:
             if isinstance(prop.get("options"), list):
                 return OptionsPage(list(prop["options"]))
             raise errors.InvalidRequest(f"prop {request.prop!r} has no options", field="prop")
-        async with self.db.connect() as conn:
-            values = await node_values(conn, self.cipher, owner_id, props, request.configured_props)
+        values = await node_values(self.credentials, owner_id, props, request.configured_props)
         entry = await self.components.materialize(component)
         result = await self.pool.invoke(
             Invocation(
@@ -111,8 +113,7 @@ class Options:
 
 
 async def node_values(
-    conn: AsyncConnection,
-    cipher: Cipher,
+    credentials: Credentials,
     owner_id: str,
     props: list[dict[str, Any]],
     configured: dict[str, Any],
@@ -134,11 +135,7 @@ async def node_values(
             values[name] = value
             continue
         account = value.get("authProvisionId") if isinstance(value, dict) else None
-        found = (
-            await apps.credentials(conn, cipher, owner_id, account)
-            if isinstance(account, str)
-            else None
-        )
+        found = await credentials.auth(owner_id, account) if isinstance(account, str) else None
         if found is None or found[0] != prop.get("app"):
             raise errors.InvalidProps(
                 f"prop {name!r} needs one of this account's connected {prop.get('app')} "

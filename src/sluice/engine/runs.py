@@ -11,7 +11,7 @@ from sluice import ids
 from sluice.domain.states import JobKind
 from sluice.engine.ingress import Ingress
 from sluice.storage import runs
-from sluice.storage.jobs import NewJob
+from sluice.storage.job_batches import NewJob
 from sluice.storage.runs import Run
 from sluice.storage.workflows import Workflow
 

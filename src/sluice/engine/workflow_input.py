@@ -79,14 +79,20 @@ class WorkflowChecks:
     trigger names, the actions and connected accounts steps use, code steps loaded once."""
 
     def __init__(
-        self, db: AsyncEngine, components: Components, cipher: Cipher, settings: Settings
+        self,
+        db: AsyncEngine,
+        components: Components,
+        cipher: Cipher,
+        settings: Settings,
+        *,
+        dynamic: DynamicProps,
     ) -> None:
         self.db = db
         self.components = components
         self.cipher = cipher
         self.settings = settings
         #: Action steps with additionalProps(): their values are checked against its props.
-        self.dynamic = DynamicProps(db, components, cipher, settings)
+        self.dynamic = dynamic
 
     # ---- the trigger ------------------------------------------------------------------------
 

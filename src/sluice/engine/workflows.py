@@ -24,8 +24,10 @@ from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain.routing import Link
 from sluice.engine.components import ComponentInput, Components
+from sluice.engine.credentials import CREDENTIAL_ERRORS, Credentials
+from sluice.engine.dynamic_props import DynamicProps
 from sluice.engine.workflow_input import WorkflowChecks, WorkflowInput, check_name, step_secret_aad
-from sluice.storage import apps, runs, subscriptions, timers
+from sluice.storage import runs, subscriptions, timers
 from sluice.storage import workflows as store
 from sluice.storage.workflows import Workflow
 
@@ -40,13 +42,22 @@ class Workflows:
         cipher: Cipher,
         settings: Settings,
         clock: Clock,
+        *,
+        credentials: Credentials,
     ) -> None:
         self.db = db
+        self.credentials = credentials
         self.components = components
         self.cipher = cipher
         self.settings = settings
         self.clock = clock
-        self._checks = WorkflowChecks(db, components, cipher, settings)
+        self._checks = WorkflowChecks(
+            db,
+            components,
+            cipher,
+            settings,
+            dynamic=DynamicProps(components, settings, credentials=credentials),
+        )
         self._responds: dict[tuple[str, str], bool] = {}
         self._present: set[Path] = set()
 
@@ -272,9 +283,12 @@ class Workflows:
             )
         for name, value in list(values.items()):
             if isinstance(value, dict) and set(value) == {"authProvisionId"}:
-                async with self.db.connect() as conn:
-                    found = await apps.credentials(
-                        conn, self.cipher, workflow.owner_id, str(value["authProvisionId"])
+                try:
+                    found = await self.credentials.auth(
+                        workflow.owner_id, str(value["authProvisionId"])
                     )
+                except CREDENTIAL_ERRORS as exc:
+                    exc.details["step"] = step["id"]  # the run's failed step (executor.py)
+                    raise
                 values[name] = {"$auth": found[1] if found else {}}
         return values

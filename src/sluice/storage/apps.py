@@ -27,17 +27,24 @@ class ConnectedAccount:
     credential_keys: list[str]
     created_at: int
     updated_at: int
+    #: OAuth: the provider's id of the user, when the access token expires (epoch ms; None:
+    #: never), and why the account must be reconnected (None: it need not be).
+    provider_uid: str | None = None
+    expires_at_ms: int | None = None
+    reconnect_reason: str | None = None
 
-    def to_api(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "app": self.app,
-            "name": self.name,
-            # The names of the fields, never their values.
-            "credential_fields": self.credential_keys,
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-        }
+
+@dataclass(frozen=True)
+class TokenRow:
+    """What a refresh reads and decides on (``engine/credentials.py``)."""
+
+    id: str
+    app: str
+    name: str | None
+    credentials: dict[str, Any]
+    expires_at_ms: int | None
+    reconnect_reason: str | None
+    refresh_lease_ms: int | None
 
 
 def _aad(account_id: str) -> str:
@@ -53,6 +60,8 @@ async def create(
     name: str | None,
     credentials: dict[str, Any],
     now_s: int,
+    provider_uid: str | None = None,
+    expires_at_ms: int | None = None,
 ) -> ConnectedAccount:
     account_id = ids.new_id("apn")
     token = cipher.encrypt(json.dumps(credentials), _aad(account_id))
@@ -65,9 +74,129 @@ async def create(
             credentials=token,
             created_at=now_s,
             updated_at=now_s,
+            provider_uid=provider_uid,
+            expires_at_ms=expires_at_ms,
         )
     )
-    return ConnectedAccount(account_id, owner_id, app, name, sorted(credentials), now_s, now_s)
+    return ConnectedAccount(
+        account_id,
+        owner_id,
+        app,
+        name,
+        sorted(credentials),
+        now_s,
+        now_s,
+        provider_uid,
+        expires_at_ms,
+    )
+
+
+async def find_identity(conn: AsyncConnection, owner_id: str, app: str, uid: str) -> str | None:
+    """The account of ``owner_id`` already connected as the provider's user ``uid``."""
+    row = (
+        await conn.execute(
+            sa.select(t.c.id)
+            .where(t.c.owner_id == owner_id, t.c.app == app, t.c.provider_uid == uid)
+            .order_by(t.c.created_at, t.c.id)
+        )
+    ).first()
+    return row.id if row else None
+
+
+async def token_row(
+    conn: AsyncConnection, cipher: Cipher, owner_id: str, account_id: str
+) -> TokenRow | None:
+    row = (
+        await conn.execute(sa.select(t).where(t.c.id == account_id, t.c.owner_id == owner_id))
+    ).first()
+    if row is None:
+        return None
+    return TokenRow(
+        row.id,
+        row.app,
+        row.name,
+        json.loads(cipher.decrypt(row.credentials, _aad(row.id))),
+        row.expires_at_ms,
+        row.reconnect_reason,
+        row.refresh_lease_ms,
+    )
+
+
+async def take_lease(
+    conn: AsyncConnection,
+    account_id: str,
+    *,
+    holder: str,
+    seen_expires_at_ms: int | None,
+    now_ms: int,
+    until_ms: int,
+) -> bool:
+    """Compare-and-set: this process refreshes the account when no live lease is held and the
+    token is still the one it saw expiring (else another process refreshed it already)."""
+    free = sa.or_(t.c.refresh_lease_ms.is_(None), t.c.refresh_lease_ms <= now_ms)
+    result = await conn.execute(
+        t.update()
+        .where(
+            t.c.id == account_id,
+            free,
+            _same_token(seen_expires_at_ms),
+            t.c.reconnect_reason.is_(None),
+        )
+        .values(refresh_lease_ms=until_ms, refresh_holder=holder)
+    )
+    return bool(result.rowcount)
+
+
+def _same_token(seen_expires_at_ms: int | None) -> sa.ColumnElement[bool]:
+    """The row still holds the token that was read (its expiry stands for its version)."""
+    if seen_expires_at_ms is None:
+        return t.c.expires_at_ms.is_(None)
+    return t.c.expires_at_ms == seen_expires_at_ms
+
+
+async def store_tokens(
+    conn: AsyncConnection,
+    cipher: Cipher,
+    account_id: str,
+    credentials: dict[str, Any],
+    *,
+    expires_at_ms: int | None,
+    now_s: int,
+    replacing: TokenRow | None = None,
+    provider_uid: str | None = None,
+) -> bool:
+    """New tokens (a refresh of the token ``replacing`` read, or a reconnect), the lease
+    released and any reconnect reason cleared. False when a refresh finds the token it
+    replaces already replaced (another process's lease ran out and it refreshed too)."""
+    query = t.update().where(t.c.id == account_id)
+    if replacing is not None:
+        query = query.where(_same_token(replacing.expires_at_ms))
+    values: dict[str, Any] = {
+        "credentials": cipher.encrypt(json.dumps(credentials), _aad(account_id)),
+        "expires_at_ms": expires_at_ms,
+        "reconnect_reason": None,
+        "refresh_lease_ms": None,
+        "refresh_holder": None,
+        "updated_at": now_s,
+    }
+    if provider_uid is not None:
+        values["provider_uid"] = provider_uid
+    result = await conn.execute(query.values(**values))
+    return bool(result.rowcount)
+
+
+async def release(
+    conn: AsyncConnection, row: TokenRow, *, holder: str, reconnect_reason: str | None
+) -> None:
+    """Give the lease back after a failed refresh of ``row``'s token; a reason marks the
+    account for reconnection, unless the token was replaced meanwhile."""
+    values: dict[str, Any] = {"refresh_lease_ms": None, "refresh_holder": None}
+    if reconnect_reason is not None:
+        values["reconnect_reason"] = reconnect_reason
+    ours = sa.or_(t.c.refresh_holder == holder, t.c.refresh_holder.is_(None))
+    await conn.execute(
+        t.update().where(t.c.id == row.id, _same_token(row.expires_at_ms), ours).values(**values)
+    )
 
 
 async def list_for(
@@ -109,5 +238,14 @@ async def delete(conn: AsyncConnection, owner_id: str, account_id: str) -> bool:
 def _account(row: Any, cipher: Cipher) -> ConnectedAccount:
     keys = sorted(json.loads(cipher.decrypt(row.credentials, _aad(row.id))))
     return ConnectedAccount(
-        row.id, row.owner_id, row.app, row.name, keys, row.created_at, row.updated_at
+        row.id,
+        row.owner_id,
+        row.app,
+        row.name,
+        keys,
+        row.created_at,
+        row.updated_at,
+        row.provider_uid,
+        row.expires_at_ms,
+        row.reconnect_reason,
     )

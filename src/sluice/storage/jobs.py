@@ -9,7 +9,6 @@ processes share one queue; SQLite has one writer and needs no more.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,8 +16,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from sluice.domain import text
 from sluice.domain.states import JobState
+from sluice.storage import database
 from sluice.storage.tables import jobs as t
 
 
@@ -85,113 +84,6 @@ async def enqueue(
         now_ms=now_ms,
         run_after_ms=run_after_ms,
     )
-
-
-@dataclass(frozen=True)
-class NewJob:
-    kind: str
-    owner_id: str
-    target_id: str
-    payload: Any
-
-
-def _row(job: NewJob, now_ms: int) -> dict[str, Any]:
-    return {
-        "kind": job.kind,
-        "owner_id": job.owner_id,
-        "target_id": job.target_id,
-        "payload": job.payload,
-        "status": JobState.QUEUED,
-        "attempts": 0,
-        "run_after_ms": now_ms,
-        "created_ms": now_ms,
-    }
-
-
-#: ``add_batch``'s rows on SQLite's own cursor, the payload serialized here: a third of the
-#: CPU of SQLAlchemy's executemany (its per-row parameter processing and JSON bind).
-_ADD_SQLITE = (
-    "INSERT INTO jobs (kind, owner_id, target_id, payload, status, attempts, run_after_ms, "
-    "created_ms) VALUES (?, ?, ?, ?, 'queued', 0, ?, ?)"
-)
-
-
-#: The same on asyncpg's own connection (PostgreSQL): the payload goes as text, cast by the
-#: server, so the statement does not depend on the JSON codecs set on the connection.
-_ADD_PG = (
-    "INSERT INTO jobs (kind, owner_id, target_id, payload, status, attempts, run_after_ms, "
-    "created_ms) VALUES ($1, $2, $3, $4::text::jsonb, 'queued', 0, $5, $6)"
-)
-
-
-def _dumps(payload: Any) -> str:
-    # As the payload column's type would bind it: NUL and lone surrogates are wrapped.
-    return json.dumps(text.to_stored(payload))
-
-
-async def add_batch_asyncpg(
-    conn: Any, batch: list[tuple[NewJob, bool]], *, now_ms: int
-) -> list[int | None]:
-    """``add_batch`` on an asyncpg connection, in one transaction: the CPU of SQLAlchemy's
-    async executemany (greenlet hand-offs, per-row parameter processing) was most of an
-    endpoint request's on PostgreSQL."""
-    dumps = _dumps
-    plain = [
-        (j.kind, j.owner_id, j.target_id, dumps(j.payload), now_ms, now_ms)
-        for j, want_id in batch
-        if not want_id
-    ]
-    async with conn.transaction():
-        if plain:
-            await conn.executemany(_ADD_PG, plain)
-        return [
-            int(
-                await conn.fetchval(
-                    _ADD_PG + " RETURNING id",
-                    j.kind,
-                    j.owner_id,
-                    j.target_id,
-                    dumps(j.payload),
-                    now_ms,
-                    now_ms,
-                )
-            )
-            if want_id
-            else None
-            for j, want_id in batch
-        ]
-
-
-def add_batch(
-    conn: Connection, batch: list[tuple[NewJob, bool]], *, now_ms: int
-) -> list[int | None]:
-    """Insert jobs (a group commit of requests), a sync function for ``database.Writer``: the
-    id of each job flagged True, else None. The unflagged go in one executemany without
-    RETURNING (its rows come in no guaranteed order, and SQLAlchemy's sorting of them costs a
-    statement per row on SQLite); each flagged one costs a statement."""
-    plain = [job for job, want_id in batch if not want_id]
-    dbapi = conn.connection.dbapi_connection
-    if plain and conn.dialect.name == "sqlite" and dbapi is not None:
-        dumps = _dumps
-        cursor = dbapi.cursor()
-        try:
-            cursor.executemany(
-                _ADD_SQLITE,
-                [
-                    (j.kind, j.owner_id, j.target_id, dumps(j.payload), now_ms, now_ms)
-                    for j in plain
-                ],
-            )
-        finally:
-            cursor.close()
-    elif plain:
-        conn.execute(t.insert(), [_row(job, now_ms) for job in plain])
-    return [
-        int(conn.execute(t.insert().values(_row(job, now_ms)).returning(t.c.id)).scalar_one())
-        if want_id
-        else None
-        for job, want_id in batch
-    ]
 
 
 def _ready(now_ms: int) -> sa.ColumnElement[bool]:
@@ -300,6 +192,35 @@ def release_sync(conn: Connection, job_ids: list[int], *, worker_id: str) -> Non
             status=JobState.QUEUED, locked_until_ms=None, worker_id=None, attempts=t.c.attempts - 1
         )
     )
+
+
+def renew_sync(conn: Connection, job_ids: list[int], *, worker_id: str, until_ms: int) -> int:
+    """Extend the leases of jobs this worker holds (running, or claimed and waiting for a
+    slot) to ``until_ms``; the number renewed. A job whose lease passed and was claimed by
+    another worker is not touched."""
+    result = conn.execute(
+        t.update()
+        .where(t.c.id.in_(job_ids), t.c.worker_id == worker_id, t.c.status == JobState.RUNNING)
+        .values(locked_until_ms=until_ms)
+    )
+    return int(result.rowcount or 0)
+
+
+#: Rows deleted per pruning transaction: short write locks on SQLite.
+PRUNE_BATCH = 2000
+
+
+async def prune_done(writer: database.Writer, *, finished_before_ms: int) -> int:
+    """Delete the done jobs finished before the time, ``PRUNE_BATCH`` per transaction; the
+    number deleted."""
+    total = 0
+    while True:
+        deleted = await writer(
+            lambda conn: prune_sync(conn, finished_before_ms=finished_before_ms, limit=PRUNE_BATCH)
+        )
+        total += deleted
+        if deleted < PRUNE_BATCH:
+            return total
 
 
 def prune_sync(conn: Connection, *, finished_before_ms: int, limit: int) -> int:

@@ -54,8 +54,11 @@ def slugify(name: str) -> str:
     return slug[:200] or "source"
 
 
-async def unique_slug(conn: AsyncConnection, owner_id: str, name: str) -> str:
-    """``name``, else ``name-2``, ``name-3``… unique among the account's deployments."""
+async def unique_slug(
+    conn: AsyncConnection, owner_id: str, name: str, also_taken: frozenset[str] = frozenset()
+) -> str:
+    """``name``, else ``name-2``, ``name-3``… unique among the account's deployments (and not
+    in ``also_taken``)."""
     base = slugify(name)
     rows = await conn.execute(
         sa.select(t.c.name_slug).where(
@@ -63,7 +66,7 @@ async def unique_slug(conn: AsyncConnection, owner_id: str, name: str) -> str:
             sa.or_(t.c.name_slug == base, t.c.name_slug.like(f"{base}-%")),
         )
     )
-    taken = {r.name_slug for r in rows}
+    taken = {r.name_slug for r in rows} | also_taken
     if base not in taken:
         return base
     n = 2
@@ -77,7 +80,7 @@ async def insert(conn: AsyncConnection, d: Deployment) -> None:
 
 
 #: Tries of a slug that concurrent deploys keep taking, before a 409.
-SLUG_ATTEMPTS = 5
+SLUG_ATTEMPTS = 20
 
 
 async def with_free_slug(
@@ -92,8 +95,12 @@ async def with_free_slug(
     constraint, is tried again with the next free slug. (On SQLite the one writer connection
     of a process orders them already.)"""
     retry = conn.dialect.name == "postgresql"
+    tried: set[str] = set()
     for _ in range(SLUG_ATTEMPTS):
-        d = replace(d, name_slug=await unique_slug(conn, d.owner_id, name))
+        # A slug a racing deploy took may not be visible yet (its transaction was still open
+        # when this one read): never try one twice, so each try moves on.
+        d = replace(d, name_slug=await unique_slug(conn, d.owner_id, name, frozenset(tried)))
+        tried.add(d.name_slug)
         if not retry:
             await write(conn, d)
             return d

@@ -105,6 +105,50 @@ connected_accounts = sa.Table(
     sa.Column("credentials", Txt, nullable=False),
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.Column("updated_at", sa.BigInteger, nullable=False),
+    # OAuth accounts: who the provider says the user is (reconnecting them updates this row),
+    # when the access token expires (null: never or not OAuth), why the account needs
+    # reconnecting (null: it does not), and the refresh lease: one process refreshes at a
+    # time, without holding a transaction over the provider's answer (engine/credentials.py).
+    sa.Column("provider_uid", Str(300)),
+    sa.Column("expires_at_ms", sa.BigInteger),
+    sa.Column("reconnect_reason", Txt),
+    sa.Column("refresh_lease_ms", sa.BigInteger),
+    sa.Column("refresh_holder", Str(40)),
+    sa.Index("ix_connected_accounts_identity", "owner_id", "app", "provider_uid"),
+)
+
+# Apps an operator registered or edited (over a built-in of the same slug): the catalog.
+apps = sa.Table(
+    "apps",
+    metadata,
+    sa.Column("id", Str(40), primary_key=True),
+    sa.Column("name_slug", Str(100), nullable=False, unique=True),
+    # {name, auth_type, description, categories, img_src, fields, oauth} (domain/apps.py).
+    sa.Column("spec", JSON, nullable=False),
+    # AES-GCM token of the OAuth client secret, bound to the slug; never returned.
+    sa.Column("client_secret", Txt),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("updated_at", sa.BigInteger, nullable=False),
+)
+
+# OAuth connections under way: from the authorize URL to the provider's redirect back.
+oauth_states = sa.Table(
+    "oauth_states",
+    metadata,
+    # sha256 of the state parameter: the state itself travels only in URLs.
+    sa.Column("state_hash", Str(64), primary_key=True),
+    sa.Column(
+        "owner_id",
+        Str(40),
+        sa.ForeignKey("accounts.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    sa.Column("app", Str(100), nullable=False),
+    sa.Column("name", Str(200)),
+    # AES-GCM token of the PKCE code verifier (null: the app does not use PKCE).
+    sa.Column("verifier", Txt),
+    sa.Column("return_to", Str(1000)),
+    sa.Column("expires_at_ms", sa.BigInteger, nullable=False, index=True),
 )
 
 saved_components = sa.Table(

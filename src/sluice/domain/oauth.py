@@ -1,0 +1,139 @@
+"""OAuth 2 decisions, pure: the authorize URL (RFC 6749 §4.1.1, PKCE RFC 7636), token
+responses read into ``$auth`` credentials, and when an access token is refreshed.
+
+    >>> needs_refresh(expires_at_ms=1_000_000, now_ms=1_000_000 - REFRESH_MARGIN_MS + 1)
+    True
+    >>> needs_refresh(expires_at_ms=None, now_ms=0)
+    False
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+from sluice import errors
+from sluice.domain.apps import OAuthConfig
+
+#: An access token expiring within this is refreshed before an invocation reads it: long
+#: enough for a run that starts now to finish with a valid token.
+REFRESH_MARGIN_MS = 5 * 60 * 1000
+#: How long the browser has from the authorize URL to the callback.
+STATE_TTL_MS = 15 * 60 * 1000
+#: How long one process may hold an account's refresh before another may take it over (a
+#: process that died mid-refresh).
+LEASE_MS = 30 * 1000
+CALLBACK_PATH = "/oauth/callback"
+
+
+def code_challenge(verifier: str) -> str:
+    """S256: BASE64URL(SHA256(verifier)), unpadded (RFC 7636 §4.2)."""
+    digest = hashlib.sha256(verifier.encode("ascii")).digest()
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+
+
+def redirect_uri(public_url: str) -> str:
+    """The callback every provider is given: ``SLUICE_PUBLIC_URL`` + ``/oauth/callback``."""
+    return public_url.rstrip("/") + CALLBACK_PATH
+
+
+def authorize_url(config: OAuthConfig, *, redirect: str, state: str, verifier: str | None) -> str:
+    params: dict[str, str] = {
+        "response_type": "code",
+        "client_id": config.client_id or "",
+        "redirect_uri": redirect,
+        "state": state,
+    }
+    if config.scopes:
+        params["scope"] = " ".join(config.scopes)
+    if verifier is not None:
+        params["code_challenge"] = code_challenge(verifier)
+        params["code_challenge_method"] = "S256"
+    params.update(config.authorize_params)
+    joiner = "&" if "?" in config.authorize_url else "?"
+    return config.authorize_url + joiner + urlencode(params)
+
+
+def code_form(code: str, *, redirect: str, verifier: str | None) -> dict[str, str]:
+    form = {"grant_type": "authorization_code", "code": code, "redirect_uri": redirect}
+    if verifier is not None:
+        form["code_verifier"] = verifier
+    return form
+
+
+def refresh_form(refresh_token: str) -> dict[str, str]:
+    return {"grant_type": "refresh_token", "refresh_token": refresh_token}
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """A token endpoint's answer, read."""
+
+    access_token: str
+    refresh_token: str | None
+    #: Epoch ms; None when the provider gave no ``expires_in`` (the token does not expire).
+    expires_at_ms: int | None
+    raw: dict[str, Any]
+
+
+def read_tokens(body: Any, now_ms: int) -> Tokens:
+    """RFC 6749 §5.1; an error answer (§5.2) raises ``OAuthRefused`` with its code."""
+    if not isinstance(body, dict):
+        raise errors.OAuthUnavailable("the token endpoint did not answer a JSON object")
+    if body.get("error") or not isinstance(body.get("access_token"), str):
+        # Slack answers 200 {"ok": false, "error": "invalid_code"}.
+        raise errors.OAuthRefused(
+            f"the provider refused: {body.get('error') or 'no access_token'}"
+            + (f" ({body['error_description']})" if body.get("error_description") else ""),
+            details={"error": body.get("error")},
+        )
+    expires_in = body.get("expires_in")
+    expires_at = None
+    if isinstance(expires_in, int | float) or (
+        isinstance(expires_in, str) and expires_in.isdigit()
+    ):
+        expires_at = now_ms + int(float(expires_in) * 1000)
+    refresh = body.get("refresh_token")
+    return Tokens(
+        access_token=body["access_token"],
+        refresh_token=refresh if isinstance(refresh, str) and refresh else None,
+        expires_at_ms=expires_at,
+        raw=body,
+    )
+
+
+def uid_of(body: Any, path: str) -> str | None:
+    """The value at a dotted ``path`` (``authed_user.id``), as a string; None when absent."""
+    value = body
+    for part in path.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    if isinstance(value, str | int) and not isinstance(value, bool) and str(value):
+        return str(value)
+    return None
+
+
+def credentials(
+    tokens: Tokens, *, uid: str | None, client_id: str | None, before: dict[str, Any] | None
+) -> dict[str, Any]:
+    """What ``this.<app>.$auth`` holds. A refresh answer without a new refresh token keeps
+    the old one (RFC 6749 §6: rotation is the provider's choice)."""
+    previous = before or {}
+    return {
+        "oauth_access_token": tokens.access_token,
+        "oauth_refresh_token": tokens.refresh_token or previous.get("oauth_refresh_token"),
+        "oauth_uid": uid if uid is not None else previous.get("oauth_uid"),
+        "oauth_client_id": client_id,
+    }
+
+
+def needs_refresh(*, expires_at_ms: int | None, now_ms: int) -> bool:
+    return expires_at_ms is not None and expires_at_ms - now_ms < REFRESH_MARGIN_MS
+
+
+def lease_free(lease_until_ms: int | None, now_ms: int) -> bool:
+    return lease_until_ms is None or lease_until_ms <= now_ms

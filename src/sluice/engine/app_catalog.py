@@ -1,0 +1,99 @@
+"""The app catalog (``/v1/apps``): the built-in apps (``domain/apps.py``) with what operators
+registered or edited over them (``storage/catalog.py``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from sluice import errors
+from sluice.clock import Clock
+from sluice.crypto import Cipher
+from sluice.domain import apps as rules
+from sluice.domain.apps import App
+from sluice.storage import catalog
+
+
+class AppCatalog:
+    def __init__(self, db: AsyncEngine, cipher: Cipher, clock: Clock) -> None:
+        self.db = db
+        self.cipher = cipher
+        self.clock = clock
+
+    async def list(self, query: str | None = None) -> list[App]:
+        """Every app whose slug, name or description holds the words of ``query``, by slug."""
+        async with self.db.connect() as conn:
+            stored = {a.name_slug: a for a in await catalog.list_all(conn)}
+        merged = {**rules.BUILTIN_BY_SLUG, **stored}
+        return [merged[slug] for slug in sorted(merged) if rules.matches(merged[slug], query)]
+
+    async def find(self, slug: str) -> App | None:
+        async with self.db.connect() as conn:
+            stored = await catalog.get(conn, slug)
+        return stored or rules.BUILTIN_BY_SLUG.get(slug)
+
+    async def get(self, slug: str) -> App:
+        found = await self.find(slug)
+        if found is None:
+            raise errors.NotFound(f"no app {slug!r} in the catalog (GET /v1/apps lists them)")
+        return found
+
+    async def client_secret(self, slug: str) -> str | None:
+        async with self.db.connect() as conn:
+            return await catalog.client_secret(conn, self.cipher, slug)
+
+    async def register(self, body: dict[str, Any]) -> App:
+        """``POST /v1/apps``: a new app; a slug in use (stored or built in) is a conflict."""
+        slug = rules.check_slug(body.get("name_slug"))
+        if await self.find(slug) is not None:
+            raise errors.Conflict(
+                f"app {slug!r} exists; edit it with PUT /v1/apps/{slug}", field="name_slug"
+            )
+        if "name" not in body:
+            raise errors.InvalidRequest("name is required", field="name")
+        return await self._store(rules.registered(_without(body), None, slug), body, None)
+
+    async def update(self, slug: str, body: dict[str, Any]) -> App:
+        """``PUT /v1/apps/{slug}``: fields left out keep their value (a built-in's endpoints)."""
+        before = await self.get(slug)
+        if body.get("name_slug", slug) != slug:
+            raise errors.InvalidRequest("name_slug cannot change", field="name_slug")
+        app = rules.registered(_without(body), before, slug)
+        return await self._store(app, body, before.id if before.builtin else None)
+
+    async def _store(self, app: App, body: dict[str, Any], keep_id: str | None) -> App:
+        oauth = body.get("oauth")
+        secret = oauth.get("client_secret") if isinstance(oauth, dict) else None
+        if secret is not None and not isinstance(secret, str):
+            raise errors.InvalidRequest(
+                "oauth.client_secret is a string", field="oauth.client_secret"
+            )
+        async with self.db.begin() as conn:
+            return await catalog.put(
+                conn,
+                self.cipher,
+                app,
+                secret=secret,
+                keep_id=keep_id,
+                now_s=self.clock.now_ms() // 1000,
+            )
+
+
+def _without(body: dict[str, Any]) -> dict[str, Any]:
+    """The body without what ``domain/apps.registered`` does not decide on."""
+    known = {
+        "name_slug",
+        "name",
+        "auth_type",
+        "description",
+        "categories",
+        "img_src",
+        "custom_fields",
+        "oauth",
+    }
+    unknown = set(body) - known
+    if unknown:
+        field = sorted(unknown)[0]
+        raise errors.InvalidRequest(f"unknown field {field!r}", field=field)
+    return body
