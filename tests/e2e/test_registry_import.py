@@ -18,7 +18,8 @@ from sluice.api.app import create_app
 from sluice.platform import Platform
 from tests.conftest import make_settings
 
-pytestmark = pytest.mark.npm
+# Importing twelve packages loads 330 components in Node: minutes, past the suite's 120 s.
+pytestmark = [pytest.mark.npm, pytest.mark.timeout(1800)]
 
 #: Popular packages of the npm registry this project reaches, pinned so the figures hold.
 PACKAGES = {
