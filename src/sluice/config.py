@@ -110,8 +110,12 @@ class Settings:
     #: ``host:port`` entries (a name, ``*.suffix``, IPv4, CIDR or ``[IPv6]``; port or ``*``),
     #: e.g. ``db.internal:5432,10.1.0.0/16:443`` (docs/runtime.md, "Network egress").
     egress_allow: str = ""
-    #: ``reject`` (the spec: ``default`` only on optional props) or ``accept`` (as Pipedream's
-    #: registry does: such a prop is treated as optional, and the save answer warns).
+    #: The authoring rules components users save are held to: ``spec`` (every rule of the
+    #: spec) or ``pipedream`` (the compatibility rules: the spec's rules that Pipedream's own
+    #: published components break are waived, each waiver kept as a warning on the component;
+    #: docs/api.md, "Compatibility rules"). Imported registry packages always get ``pipedream``.
+    component_rules: str = "spec"
+    #: Deprecated: ``accept`` means ``component_rules=pipedream``; ``reject`` changes nothing.
     required_prop_defaults: str = "reject"
     #: A live stream (SSE) sends a ``: keepalive`` comment this often, seconds (Pipedream: 15).
     sse_keepalive_seconds: float = 15.0
@@ -197,11 +201,23 @@ class Settings:
         object.__setattr__(self, "data_dir", Path(self.data_dir).absolute())
         if self.npm_store:
             object.__setattr__(self, "npm_store", str(Path(self.npm_store).absolute()))
+        if self.component_rules not in ("spec", "pipedream"):
+            raise errors.InvalidRequest(
+                f"setting component_rules (SLUICE_COMPONENT_RULES): {self.component_rules!r} "
+                "is not 'spec' or 'pipedream'",
+                field="component_rules",
+            )
         if self.sandbox not in ("on", "off"):
             raise errors.InvalidRequest(
                 f"setting sandbox (SLUICE_SANDBOX): {self.sandbox!r} is not 'on' or 'off'",
                 field="sandbox",
             )
+
+    @property
+    def compat_rules(self) -> bool:
+        """Whether components users save get the compatibility rules (the old
+        ``SLUICE_REQUIRED_PROP_DEFAULTS=accept`` still turns them on)."""
+        return self.component_rules == "pipedream" or self.required_prop_defaults == "accept"
 
     @property
     def resolved_database_url(self) -> str:

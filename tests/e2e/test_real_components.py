@@ -79,8 +79,8 @@ def component_files(root: Path, entry: str) -> dict[str, Any]:
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def client(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[httpx.AsyncClient]:
     # Registry components put defaults on required props (compare-arrays, random-integer):
-    # the setting Pipedream's registry needs.
-    settings = make_settings(tmp_path_factory.mktemp("real"), required_prop_defaults="accept")
+    # the compatibility rules Pipedream's registry needs.
+    settings = make_settings(tmp_path_factory.mktemp("real"), component_rules="pipedream")
     async with Platform.open(settings) as platform:
         _account, key = await platform.create_account("proof")
         async with httpx.AsyncClient(
@@ -143,18 +143,16 @@ async def test_helper_functions_actions(
         {"helperFunctions": app, "config": '{"region":"eu","retries":3}'},
     )
     assert exported["exports"]["config"] == {"region": "eu", "retries": 3}
-    # An object prop given text that is not JSON is refused before the component runs.
-    saved = await client.post(
-        "/v1/components", json=component_files(root, action("export-variables"))
+    # Text that is not JSON reaches run(), as on Pipedream: the component refuses it itself
+    # (before issue 14 Sluice refused it first, with its own message).
+    refused = await run_action(
+        client,
+        root,
+        action("export-variables"),
+        {"helperFunctions": app, "config": "{not json"},
     )
-    refused = await client.post(
-        "/v1/actions/run",
-        json={
-            "component_id": saved.json()["data"]["id"],
-            "configured_props": {"helperFunctions": app, "config": "{not json"},
-        },
-    )
-    assert refused.status_code == 400 and refused.json()["field"] == "configured_props.config"
+    assert refused["ok"] is False and refused["error"]["name"] == "ConfigurationError"
+    assert "valid object" in refused["error"]["message"]
 
     xml = await run_action(
         client,
@@ -173,6 +171,11 @@ async def test_helper_functions_actions(
     )
     assert pretty["ok"], pretty
     assert pretty["exports"]["prettifiedValue"]["val"] == '"{\\"a\\":1}"'
+    # An object in its string prop reaches run() as the object (what it is meant for).
+    pretty = await run_action(
+        client, root, action("prettify-json"), {"helper_functions": app, "val": {"a": 1}}
+    )
+    assert pretty["exports"]["prettifiedValue"]["val"] == '{\n  "a": 1\n}'
 
     country = await run_action(
         client,

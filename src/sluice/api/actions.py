@@ -25,5 +25,7 @@ async def run(body: ActionRun, account: AccountDep, platform: PlatformDep) -> di
             source=component_input(body),
         ),
     )
-    result = await platform.actions.run(component, body.configured_props, body.steps)
+    result = await platform.actions.run(
+        component, body.configured_props, body.steps, owner_id=account.id
+    )
     return {"data": render.action_run(result)}

@@ -25,6 +25,7 @@ from sluice.api import (
     ingress,
     oauth,
     options,
+    registry,
     sources,
     streams,
     subscriptions,
@@ -123,6 +124,7 @@ def create_app(
         workflows,
         flow,
         data_stores,
+        registry,
     ):
         app.include_router(module.router)
     for module in (options, catalog):  # the CLI's: prop options, the component list

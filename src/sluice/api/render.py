@@ -14,11 +14,14 @@ from sluice.platform import (
     ActionRun,
     App,
     AutoSubscription,
+    ComponentReport,
     ConnectedAccount,
     DataStore,
     Deployment,
     InvocationOutcome,
     OptionsPage,
+    PackageReport,
+    PropSet,
     Run,
     SavedComponent,
     Subscription,
@@ -233,6 +236,41 @@ def auto_subscription(a: AutoSubscription) -> dict[str, Any]:
         "listener_id": a.listener_id,
         "event_name": a.event_name,
         "created_at": a.created_at,
+    }
+
+
+def package_import(p: PackageReport) -> dict[str, Any]:
+    data: dict[str, Any] = {"spec": p.spec, "name": p.name, "version": p.version}
+    if p.error is not None:
+        data["error"] = p.error
+    data["counts"] = {
+        "found": len(p.components),
+        "loaded": p.count("loaded"),
+        "skipped": p.count("skipped"),
+        "failed": p.count("failed"),
+    }
+    data["components"] = [_imported(c) for c in p.components]
+    data["not_components"] = [{"path": k, "kind": v} for k, v in p.modules.items()]
+    return data
+
+
+def _imported(c: ComponentReport) -> dict[str, Any]:
+    item: dict[str, Any] = {"path": c.path, "status": c.status}
+    for name in ("key", "version", "component_type", "id", "reason"):
+        value = getattr(c, name)
+        if value is not None:
+            item[name] = value
+    if c.warnings:
+        item["warnings"] = c.warnings
+    return item
+
+
+def prop_set(p: PropSet) -> dict[str, Any]:
+    """Pipedream Connect's reload-props answer."""
+    return {
+        "observations": [],
+        "errors": p.errors,
+        "dynamicProps": {"id": p.id, "configurableProps": p.props},
     }
 
 

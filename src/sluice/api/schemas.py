@@ -110,6 +110,15 @@ class UserUpdate(_Body):
     )
 
 
+class RegistryImport(_Body):
+    packages: list[str] = Field(
+        ...,
+        min_length=1,
+        max_length=50,
+        description="npm package specs: @pipedream/slack@0.10.3, @pipedream/notion, slack@^0.10.",
+    )
+
+
 class AppWrite(_Body):
     """An operator's app (``POST /v1/apps``, ``PUT /v1/apps/{slug}``): fields left out of a
     PUT keep their value."""

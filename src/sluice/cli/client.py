@@ -98,8 +98,9 @@ class Client:
     def get(self, path: str, **params: Any) -> Any:
         return self.request("GET", path, params=params)
 
-    def post(self, path: str, body: Any = None) -> Any:
-        return self.request("POST", path, json=body)
+    def post(self, path: str, body: Any = None, *, timeout: float | None = None) -> Any:
+        """``timeout`` (seconds) replaces the usual one, for calls known to be long."""
+        return self.request("POST", path, json=body, timeout=timeout)
 
     def put(self, path: str, body: Any) -> Any:
         return self.request("PUT", path, json=body)
@@ -108,11 +109,23 @@ class Client:
         return self.request("DELETE", path)
 
     def request(
-        self, method: str, path: str, *, params: dict[str, Any] | None = None, json: Any = None
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, Any] | None = None,
+        json: Any = None,
+        timeout: float | None = None,
     ) -> Any:
         params = {k: v for k, v in (params or {}).items() if v is not None}
         try:
-            response = self.http.request(method, path, params=params, json=json)
+            response = self.http.request(
+                method,
+                path,
+                params=params,
+                json=json,
+                timeout=self.http.timeout if timeout is None else httpx.Timeout(timeout),
+            )
         except httpx.TransportError as exc:
             raise self._transport_error(exc) from exc
         return self._decode(response)

@@ -1,18 +1,25 @@
-"""``sluice publish``: save a component to the account (or the public registry) by its key."""
+"""``sluice publish``: save a component to the account (or the public registry) by its key;
+``sluice registry import``: fill the public registry from ``@pipedream/*`` npm packages."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from sluice.cli import config, files, render
 from sluice.cli.client import Client
 
+#: One package's import may install npm dependencies for the first time: minutes, not seconds.
+_IMPORT_TIMEOUT = 1800.0
+
 
 def register(app: typer.Typer) -> None:
     app.command()(publish)
+    registry_app = typer.Typer(help="The public component registry.", no_args_is_help=True)
+    registry_app.command("import")(import_packages)
+    app.add_typer(registry_app, name="registry")
 
 
 def publish(
@@ -56,3 +63,54 @@ def publish(
         render.line("  Key:       ", (key, "bold"), " (workflows use the newest version)")
     for warning in saved.get("warnings") or []:
         render.warn(str(warning.get("message", warning) if isinstance(warning, dict) else warning))
+
+
+def import_packages(
+    packages: Annotated[
+        list[str],
+        typer.Argument(help="npm package specs: @pipedream/slack@0.10.3, @pipedream/notion, …"),
+    ],
+    profile: config.ProfileOpt = config.DEFAULT_PROFILE,
+    json_: render.JsonOpt = False,
+) -> None:
+    """Import published @pipedream/* packages into the public registry (admin keys only).
+
+    Every action and source of each package is saved under its own key and version, with its
+    app file, common modules and package.json; importing a version again changes nothing.
+    Prints, per component, whether it loaded, was skipped (why) or failed (the error).
+
+    Example: sluice registry import @pipedream/slack@0.10.3 @pipedream/notion
+    """
+    api = Client(config.resolve(profile))
+    reports = []
+    for i, spec in enumerate(packages, 1):
+        with render.spinner(f"Importing {spec} ({i}/{len(packages)})…"):
+            answer = api.post(
+                "/v1/registry/imports", {"packages": [spec]}, timeout=_IMPORT_TIMEOUT
+            )["data"]
+        for report in answer["packages"]:
+            reports.append(report)
+            if not json_:
+                _show_import(report)
+    if json_:
+        render.data({"packages": reports})
+
+
+def _show_import(report: dict[str, Any]) -> None:
+    title = f"{report.get('name') or report['spec']} {report.get('version') or ''}".strip()
+    if report.get("error"):
+        render.error(f"{title}: {report['error']}")
+        return
+    counts = report["counts"]
+    render.line(
+        (title, "bold"),
+        f": {counts['found']} components, {counts['loaded']} loaded, "
+        f"{counts['skipped']} skipped, {counts['failed']} failed",
+    )
+    for item in report["components"]:
+        if item["status"] == "loaded":
+            render.line("  ", ("loaded  ", "green"), f"{item.get('key')} {item.get('version')}")
+        elif item["status"] == "skipped":
+            render.line("  ", ("skipped ", "yellow"), f"{item['path']}: {item.get('reason')}")
+        else:
+            render.line("  ", ("failed  ", "red"), f"{item['path']}: {item.get('reason')}")

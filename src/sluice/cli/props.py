@@ -108,22 +108,45 @@ def missing(definitions: list[dict[str, Any]], values: dict[str, Any]) -> list[d
 
 
 def configure(api: Client, component: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
-    """``values`` completed with an answer for each required prop that has none."""
-    todo = missing(component.get("configurable_props") or [], values)
-    if not todo:
-        return values
-    if not sys.stdin.isatty():
-        shown = ", ".join(_describe(p) for p in todo)
-        example = todo[0]["name"]
-        raise CliError(
-            f"missing required props: {shown}; give them with --prop NAME=VALUE "
-            f"(e.g. --prop {example}=…) or run on a terminal to be asked",
-            code="usage",
-        )
-    render.note("Configuring props…", style="bold")
-    for prop in todo:
+    """``values`` completed with an answer for each required prop that has none.
+
+    A component with ``reloadProps`` props asks the API for its full prop list (its
+    ``additionalProps()`` run with the values so far) at the start and after each such answer,
+    so the props it adds are asked too.
+    """
+    definitions: list[dict[str, Any]] = component.get("configurable_props") or []
+    if any(p.get("reloadProps") for p in definitions):
+        definitions = reload(api, component, values)
+    started = False
+    while todo := missing(definitions, values):
+        if not sys.stdin.isatty():
+            shown = ", ".join(_describe(p) for p in todo)
+            example = todo[0]["name"]
+            raise CliError(
+                f"missing required props: {shown}; give them with --prop NAME=VALUE "
+                f"(e.g. --prop {example}=…) or run on a terminal to be asked",
+                code="usage",
+            )
+        if not started:
+            render.note("Configuring props…", style="bold")
+            started = True
+        prop = todo[0]
         values[prop["name"]] = _ask(api, component, prop, values)
+        if prop.get("reloadProps"):
+            definitions = reload(api, component, values)
     return values
+
+
+def reload(api: Client, component: dict[str, Any], values: dict[str, Any]) -> list[dict[str, Any]]:
+    """The component's full prop list for ``values`` (the API's reload props)."""
+    with render.spinner("Loading props…"):
+        answer = api.post(
+            f"/v1/components/{segment(component['id'])}/props", {"configured_props": values}
+        )["data"]
+    for problem in answer.get("errors") or []:
+        render.warn(f"additionalProps(): {problem}")
+    props: list[dict[str, Any]] = answer["dynamicProps"]["configurableProps"]
+    return props
 
 
 def _describe(prop: dict[str, Any]) -> str:

@@ -82,29 +82,17 @@ def component_kind(raw_type: Any) -> Kind:
     )
 
 
-def validate_shape(info: dict[str, Any], *, required_defaults: str = "reject") -> Shape:
+def validate_shape(info: dict[str, Any], *, compat: bool = False) -> Shape:
     """Apply the spec's rules to what Node reported.
 
-    ``required_defaults="accept"`` waives one rule that Pipedream's own registry breaks
-    (``default`` on a prop that is not optional, e.g. helper_functions' compare-arrays): the
-    prop is then treated as optional with that default, and a warning names it.
+    ``compat`` applies the compatibility rules (docs/api.md, "Compatibility rules"): the
+    spec's rules that Pipedream's own published components break are waived, each waiver
+    kept as a warning naming the prop. A ``default`` on a prop that is not optional (helper
+    functions' compare-arrays) makes the prop optional with that default; a source-only prop
+    in an action (an action's ``$.service.db``) is accepted as Pipedream accepts it.
     """
     kind = component_kind(info.get("type"))
-    name = info.get("name")
-    if not isinstance(name, str) or not name.strip():
-        raise InvalidComponent("name is required: a non-empty string", field="name")
-    version = info.get("version")
-    if not isinstance(version, str) or not version.strip():
-        raise InvalidComponent('version is required: a string such as "0.0.1"', field="version")
-    key = info.get("key")
-    if key is not None and (not isinstance(key, str) or not key.strip()):
-        raise InvalidComponent("key must be a non-empty string", field="key")
-    description = info.get("description")
-    if description is not None and not isinstance(description, str):
-        raise InvalidComponent("description must be a string", field="description")
-    _check_text(name, "name", 300)
-    _check_text(version, "version", 100)
-    _check_text(key, "key", 300)
+    name, version, key, description = _top_fields(info)
     if info.get("run_type") != "function":
         what = "missing" if info.get("run_type") in (None, "undefined") else "not a function"
         raise InvalidComponent(
@@ -122,22 +110,53 @@ def validate_shape(info: dict[str, Any], *, required_defaults: str = "reject") -
                 f"dedupe must be one of {', '.join(DEDUPE)}, not {dedupe!r}", field="dedupe"
             )
     warnings: list[str] = []
-    props = []
-    for reported in info.get("props") or []:
-        prop_name = reported.get("name", "?")
-        definition = reported.get("definition")
-        if (
-            required_defaults == "accept"
-            and isinstance(definition, dict)
-            and _required_with_default(definition)
-        ):
+    props = [
+        _prop_entry(reported, kind, warnings if compat else None)
+        for reported in info.get("props") or []
+    ]
+    return Shape(kind, name, key, version, description, dedupe, props, warnings)
+
+
+def _top_fields(info: dict[str, Any]) -> tuple[str, str, str | None, str | None]:
+    """``name``, ``version``, ``key`` and ``description``, checked."""
+    name = info.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidComponent("name is required: a non-empty string", field="name")
+    version = info.get("version")
+    if not isinstance(version, str) or not version.strip():
+        raise InvalidComponent('version is required: a string such as "0.0.1"', field="version")
+    key = info.get("key")
+    if key is not None and (not isinstance(key, str) or not key.strip()):
+        raise InvalidComponent("key must be a non-empty string", field="key")
+    description = info.get("description")
+    if description is not None and not isinstance(description, str):
+        raise InvalidComponent("description must be a string", field="description")
+    _check_text(name, "name", 300)
+    _check_text(version, "version", 100)
+    _check_text(key, "key", 300)
+    return name, version, key, description
+
+
+def _prop_entry(reported: dict[str, Any], kind: Kind, warnings: list[str] | None) -> dict[str, Any]:
+    """One prop's ``configurable_props`` entry; ``warnings`` (compatibility rules) collects
+    the waivers instead of failing."""
+    prop_name = reported.get("name", "?")
+    definition = reported.get("definition")
+    if warnings is not None and isinstance(definition, dict):
+        if _required_with_default(definition):
             warnings.append(
                 f"props.{prop_name}: default on a prop that is not optional; treated as "
-                "optional (SLUICE_REQUIRED_PROP_DEFAULTS=accept)"
+                "optional (compatibility rules)"
             )
             reported = {**reported, "definition": {**definition, "optional": True}}
-        props.append(validate_prop(prop_name, reported, kind))
-    return Shape(kind, name, key, version, description, dedupe, props, warnings)
+        typ = str(definition.get("type", ""))
+        if kind == "action" and typ in SOURCE_ONLY:
+            warnings.append(
+                f"props.{prop_name}: {typ} in an action, which the spec keeps to sources "
+                "(compatibility rules)"
+            )
+            return validate_prop(prop_name, reported, "source")
+    return validate_prop(prop_name, reported, kind)
 
 
 def _check_text(value: Any, field: str, max_chars: int) -> None:

@@ -3,12 +3,19 @@
 ``check_configured`` returns the values to store, split into plain and secret ones (the caller
 encrypts the secrets), and the connected accounts the app props refer to. Interface props take
 their values from the platform (the HTTP endpoint) or from the user (a timer schedule).
+
+Values are passed as Pipedream passes them: a user-input value reaches ``run()`` with the type
+it has (an object given to a ``string`` prop stays an object, text that is not JSON given to an
+``object`` prop stays text), because registry components rely on it (helper_functions'
+convert-object-to-json-string takes an object in a string prop; export-variables validates its
+own object prop). Refused are only what Pipedream refuses: a required prop without a value, a
+prop the component does not have, an app prop without a connected account; plus Sluice's
+limits (the value's size, a timer's schedule). docs/api.md, "Configured values".
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,11 +70,11 @@ def check_configured(
                 label = prop.get("label") or name
                 raise InvalidProps(f"prop {name!r} ({label}) is required", field=where)
             continue
-        checked = check_value(prop, value, where)
+        # Passed as given: the value's own type reaches run() (module docstring).
         if prop.get("secret"):
-            out.secret[name] = checked
+            out.secret[name] = value
         else:
-            out.plain[name] = checked
+            out.plain[name] = value
     return out
 
 
@@ -114,130 +121,3 @@ def _app_account(prop: dict[str, Any], value: Any, where: str) -> str | None:
     if not isinstance(account, str):
         raise InvalidProps(f'prop {name!r}: give {{"authProvisionId": "apn_..."}}', field=where)
     return account
-
-
-def check_value(prop: dict[str, Any], value: Any, where: str) -> Any:
-    """Type, range and options check of one user-input value; light coercion of strings."""
-    if isinstance(value, dict) and set(value) == {"__lv"}:
-        # withLabel props store {"__lv": {label, value}}; check the inner value.
-        inner = value["__lv"]
-        if not isinstance(inner, dict) or "value" not in inner:
-            raise InvalidProps('a {"__lv": ...} value needs {label, value}', field=where)
-        check_value(prop, inner["value"], where)
-        return value
-    typ: str = prop["type"]
-    if typ.endswith("[]"):
-        return _check_array(prop, value, where)
-    checker = _SCALARS.get(typ)
-    if checker is not None:
-        value = checker(prop, value, where)
-    _check_options(prop, value, where)
-    return value
-
-
-def _check_array(prop: dict[str, Any], value: Any, where: str) -> list[Any]:
-    """An ``X[]`` prop: a list (a string is read as JSON, else as a one-item list), each item
-    checked as an ``X``."""
-    typ: str = prop["type"]
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            value = [value]
-    if not isinstance(value, list):
-        raise InvalidProps(f"prop {prop['name']!r} is {typ}: give an array", field=where)
-    item = {**prop, "type": typ[:-2]}
-    return [check_value(item, v, f"{where}[{i}]") for i, v in enumerate(value)]
-
-
-def _check_string(prop: dict[str, Any], value: Any, where: str) -> Any:
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        value = str(value)
-    if not isinstance(value, str):
-        raise InvalidProps(f"prop {prop['name']!r} is a string, not {_kind(value)}", field=where)
-    return value
-
-
-def _check_integer(prop: dict[str, Any], value: Any, where: str) -> Any:
-    name = prop["name"]
-    value = _as_int(name, value, where)
-    if "min" in prop and value < prop["min"]:
-        raise InvalidProps(
-            f"prop {name!r} must be at least {prop['min']}, not {value}", field=where
-        )
-    if "max" in prop and value > prop["max"]:
-        raise InvalidProps(f"prop {name!r} must be at most {prop['max']}, not {value}", field=where)
-    return value
-
-
-def _check_boolean(prop: dict[str, Any], value: Any, where: str) -> Any:
-    if isinstance(value, str) and value.lower() in ("true", "false"):
-        value = value.lower() == "true"
-    if not isinstance(value, bool):
-        raise InvalidProps(
-            f"prop {prop['name']!r} is a boolean (true or false), not {_kind(value)}", field=where
-        )
-    return value
-
-
-def _check_object(prop: dict[str, Any], value: Any, where: str) -> Any:
-    name = prop["name"]
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError as exc:
-            raise InvalidProps(
-                f"prop {name!r} is an object; the string is not JSON", field=where
-            ) from exc
-    if not isinstance(value, dict):
-        raise InvalidProps(f"prop {name!r} is an object, not {_kind(value)}", field=where)
-    return value
-
-
-#: The check (and light coercion) of a value of each scalar type; other types pass as given.
-_SCALARS: dict[str, Callable[[dict[str, Any], Any, str], Any]] = {
-    "string": _check_string,
-    "integer": _check_integer,
-    "boolean": _check_boolean,
-    "object": _check_object,
-}
-
-
-def _check_options(prop: dict[str, Any], value: Any, where: str) -> None:
-    """A prop with ``options`` takes one of their values."""
-    options = prop.get("options")
-    if isinstance(options, list) and options:
-        allowed = components.option_values(options)
-        if value not in allowed:
-            shown = ", ".join(json.dumps(v) for v in allowed[:20])
-            raise InvalidProps(
-                f"prop {prop['name']!r}: {json.dumps(value)} is not one of the options ({shown})",
-                field=where,
-            )
-
-
-def _as_int(name: str, value: Any, where: str) -> int:
-    if isinstance(value, str):
-        try:
-            return int(value.strip())
-        except ValueError:
-            pass
-    elif isinstance(value, float) and value.is_integer():
-        return int(value)
-    elif isinstance(value, int) and not isinstance(value, bool):
-        return value
-    raise InvalidProps(f"prop {name!r} is an integer, not {_kind(value)}", field=where)
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return f"a boolean ({json.dumps(value)})"
-    if isinstance(value, int | float):
-        return f"a number ({value})"
-    if isinstance(value, str):
-        return f"a string ({value[:40]!r})"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"

@@ -43,8 +43,21 @@ def parse_semver(version: str) -> tuple[int, int, int, tuple[Any, ...]] | None:
     return int(m.group(1)), int(m.group(2)), int(m.group(3)), pre_key
 
 
-def check(key: str | None, version: str, name: str, app_slugs: list[str]) -> str:
-    """Validate a component for the registry; returns its key."""
+def check(
+    key: str | None,
+    version: str,
+    name: str,
+    app_slugs: list[str],
+    *,
+    warnings: list[str] | None = None,
+) -> str:
+    """Validate a component for the registry; returns its key.
+
+    With ``warnings`` (the compatibility rules) a key that does not follow
+    ``<app_name_slug>-<slugified-component-name>`` is accepted and a warning says so: 105 of
+    the 430 components of 16 popular ``@pipedream/*`` packages have such keys
+    (``notion-new-database``). A key and a semantic version stay required.
+    """
     if parse_semver(version) is None:
         raise InvalidComponent(
             f"registry components need a semantic version such as 0.0.1, not {version!r}",
@@ -55,17 +68,20 @@ def check(key: str | None, version: str, name: str, app_slugs: list[str]) -> str
     if not key:
         raise InvalidComponent(f"registry components need a key, e.g. {example!r}", field="key")
     prefix, _, tail = key.partition("-")
+    problem = None
     if not tail or not _APP_SLUG.match(prefix) or tail != expected_tail:
-        raise InvalidComponent(
+        problem = (
             f"a registry key is <app_name_slug>-<slugified-component-name>: {example!r} for "
-            f"the name {name!r}, not {key!r}",
-            field="key",
+            f"the name {name!r}, not {key!r}"
         )
-    if app_slugs and prefix not in app_slugs:
-        raise InvalidComponent(
-            f"the key must start with the component's app ({', '.join(app_slugs)}), not {prefix!r}",
-            field="key",
+    elif app_slugs and prefix not in app_slugs:
+        problem = (
+            f"the key must start with the component's app ({', '.join(app_slugs)}), not {prefix!r}"
         )
+    if problem is not None:
+        if warnings is None:
+            raise InvalidComponent(problem, field="key")
+        warnings.append(f"key: {problem} (compatibility rules)")
     return key
 
 

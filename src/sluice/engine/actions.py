@@ -18,6 +18,7 @@ from sluice.domain import props as prop_rules
 from sluice.engine.components import Components, scrub_paths
 from sluice.engine.credentials import Credentials
 from sluice.engine.data_stores import DataStores
+from sluice.engine.dynamic_props import DynamicProps
 from sluice.runtime import protocol
 from sluice.runtime.port import Invocation, Runner
 from sluice.runtime.protocol import Response, Result
@@ -41,10 +42,12 @@ class Actions:
         settings: Settings,
         *,
         credentials: Credentials,
+        dynamic: DynamicProps,
         stores: DataStores | None = None,
     ) -> None:
         self.db = db
         self.credentials = credentials
+        self.dynamic = dynamic
         #: Answers the action's data_store calls.
         self.stores = stores
         self.pool = pool
@@ -53,8 +56,16 @@ class Actions:
         self.settings = settings
 
     async def run(
-        self, component: SavedComponent, configured_props: Any, steps: Any = None
+        self,
+        component: SavedComponent,
+        configured_props: Any,
+        steps: Any = None,
+        *,
+        owner_id: str | None = None,
     ) -> ActionRun:
+        """Run ``component`` for ``owner_id`` (default its owner): a registry action runs in
+        the caller's runner, with the caller's connected accounts."""
+        owner_id = owner_id or component.owner_id
         if component.component_type != "action":
             raise errors.InvalidRequest(
                 f"{component.id} ({component.name}) is a source; deploy it with POST /v1/sources",
@@ -63,13 +74,13 @@ class Actions:
         if steps is not None and not isinstance(steps, dict):
             raise errors.InvalidRequest("steps must be an object", field="steps")
         configured = prop_rules.check_configured(
-            component.configurable_props,
+            await self.dynamic.props_for(owner_id, component, configured_props),
             configured_props,
             max_bytes=self.settings.max_prop_bytes,
         )
         values: dict[str, Any] = {**configured.plain, **configured.secret}
         for prop, (account_id, app) in configured.apps.items():
-            found = await self.credentials.auth(component.owner_id, account_id)
+            found = await self.credentials.auth(owner_id, account_id)
             if found is None or found[0] != app:
                 raise errors.InvalidProps(
                     f"prop {prop!r} needs a connected {app} account; {account_id} is not one"
@@ -82,7 +93,7 @@ class Actions:
         try:
             run.result = await self.pool.invoke(
                 Invocation(
-                    owner_id=component.owner_id,
+                    owner_id=owner_id,
                     worker_key=f"{component.id}:{component.code_hash}",
                     entry=str(entry),
                     timeout_ms=int(self.settings.action_timeout_seconds * 1000),
@@ -92,7 +103,7 @@ class Actions:
                         "props": values,
                         "db": {},
                         "steps": steps or {},
-                        "context": {"id": run.id, "owner_id": component.owner_id},
+                        "context": {"id": run.id, "owner_id": owner_id},
                     },
                     on_store=self.stores.runner_call(component.owner_id) if self.stores else None,
                 ),

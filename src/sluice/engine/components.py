@@ -68,6 +68,16 @@ class Prepared:
         return self.directory / self.entry_path
 
 
+@dataclass(frozen=True)
+class Checked:
+    """A component laid out, loaded and checked, not yet stored."""
+
+    prepared: Prepared
+    info: dict[str, Any]
+    shape: rules.Shape
+    url: str | None
+
+
 class Components:
     def __init__(
         self,
@@ -104,22 +114,69 @@ class Components:
         return found
 
     async def save(
-        self, owner_id: str, source: ComponentInput, *, registry: bool = False
+        self,
+        owner_id: str,
+        source: ComponentInput,
+        *,
+        registry: bool = False,
+        compat: bool | None = None,
     ) -> SavedComponent:
         """Save a component to the account, or (``registry``) publish it to the public
-        registry, where its key and semantic version are checked."""
+        registry, where its key and semantic version are checked. ``compat``: the
+        compatibility rules (default: the ``component_rules`` setting's choice)."""
+        checked = await self.check(owner_id, source, registry=registry, compat=compat)
+        if registry:
+            async with self.db.connect() as conn:
+                published = await store.registry_versions(conn, str(checked.shape.key))
+            registry_rules.check_newer(
+                str(checked.shape.key), checked.shape.version, [c.version for c in published]
+            )
+        saved = await self.record(owner_id, checked, registry=registry)
+        await self.insert(saved)
+        log.info(
+            "component saved",
+            extra={"action": "component_saved", "component_id": saved.id, "owner_id": owner_id},
+        )
+        return saved
+
+    async def check(
+        self,
+        owner_id: str,
+        source: ComponentInput,
+        *,
+        registry: bool = False,
+        compat: bool | None = None,
+    ) -> Checked:
+        """Lay the component out, load it in Node and apply the authoring rules (nothing
+        stored): the spec's, or with ``compat`` the compatibility rules, whose waivers end
+        up in ``shape.warnings``."""
+        compat = self.settings.compat_rules if compat is None else compat
         url = source.url
         if source.code is None:
             source = await self._fetch(source)
         prepared = await self.prepare(source)
         info = await self.inspect(owner_id, prepared)
-        shape = rules.validate_shape(info, required_defaults=self.settings.required_prop_defaults)
+        shape = rules.validate_shape(info, compat=compat)
         if registry:
-            await self._check_publishable(shape)
+            app_slugs = [
+                str(p.get("app")) for p in shape.configurable_props if p.get("type") == "app"
+            ]
+            registry_rules.check(
+                shape.key,
+                shape.version,
+                shape.name,
+                app_slugs,
+                warnings=shape.warnings if compat else None,
+            )
+        return Checked(prepared, info, shape, url)
+
+    async def record(self, owner_id: str, checked: Checked, *, registry: bool) -> SavedComponent:
+        """The row a checked component is saved as (not stored yet)."""
+        shape, prepared, info = checked.shape, checked.prepared, checked.info
         now_s = self.clock.now_ms() // 1000
         if shape.key and not registry:
             now_s = await self._created_at(owner_id, shape.key, now_s)
-        saved = SavedComponent(
+        return SavedComponent(
             id=ids.new_id("sc"),
             owner_id=owner_id,
             key=shape.key,
@@ -132,19 +189,13 @@ class Components:
             files=dict(prepared.files),
             code_hash=prepared.code_hash,
             dependencies=prepared.dependencies,
-            component_url=url,
+            component_url=checked.url,
             shape={**info, "warnings": shape.warnings} if shape.warnings else info,
             configurable_props=shape.configurable_props,
             registry=registry,
             created_at=now_s,
             updated_at=now_s,
         )
-        await self._insert(saved)
-        log.info(
-            "component saved",
-            extra={"action": "component_saved", "component_id": saved.id, "owner_id": owner_id},
-        )
-        return saved
 
     async def _fetch(self, source: ComponentInput) -> ComponentInput:
         """A component given by ``component_url`` only: its entry file's code, fetched."""
@@ -165,14 +216,6 @@ class Components:
             code, url, source.entry_path or files_rules.entry_from_url(entry_name), source.files
         )
 
-    async def _check_publishable(self, shape: rules.Shape) -> None:
-        """A registry component: its key, version and name, newer than the published ones."""
-        app_slugs = [str(p.get("app")) for p in shape.configurable_props if p.get("type") == "app"]
-        key = registry_rules.check(shape.key, shape.version, shape.name, app_slugs)
-        async with self.db.connect() as conn:
-            published = await store.registry_versions(conn, key)
-        registry_rules.check_newer(key, shape.version, [c.version for c in published])
-
     async def _created_at(self, owner_id: str, key: str, now_s: int) -> int:
         """The creation time of a new version of the account's component ``key``."""
         async with self.db.connect() as conn:
@@ -183,7 +226,9 @@ class Components:
             return previous.created_at + 1
         return now_s
 
-    async def _insert(self, saved: SavedComponent) -> None:
+    async def insert(self, saved: SavedComponent) -> None:
+        """Store a recorded component (``Conflict`` if its key and version were published
+        meanwhile)."""
         try:
             async with self.db.begin() as conn:
                 await store.insert(conn, saved)

@@ -58,11 +58,18 @@ class Options:
         self.settings = settings
 
     async def list(
-        self, owner_id: str, component: SavedComponent, request: OptionsRequest
+        self,
+        owner_id: str,
+        component: SavedComponent,
+        request: OptionsRequest,
+        *,
+        props: list[dict[str, Any]] | None = None,
     ) -> OptionsPage:
         """The options of one prop for ``owner_id`` (whose connected accounts app props name);
-        the code runs in that account's runner."""
-        prop = next((p for p in component.configurable_props if p["name"] == request.prop), None)
+        the code runs in that account's runner. ``props``: the full prop list when
+        ``additionalProps()`` adds to the component's own."""
+        props = component.configurable_props if props is None else props
+        prop = next((p for p in props if p["name"] == request.prop), None)
         if prop is None:
             raise errors.NotFound(
                 f"{component.id} ({component.name}) has no prop {request.prop!r}", field="prop"
@@ -71,7 +78,7 @@ class Options:
             if isinstance(prop.get("options"), list):
                 return OptionsPage(list(prop["options"]))
             raise errors.InvalidRequest(f"prop {request.prop!r} has no options", field="prop")
-        values = await self._values(owner_id, component, request.configured_props)
+        values = await node_values(self.credentials, owner_id, props, request.configured_props)
         entry = await self.components.materialize(component)
         result = await self.pool.invoke(
             Invocation(
@@ -104,34 +111,39 @@ class Options:
             )
         return page_of(result.value, request.prop)
 
-    async def _values(
-        self, owner_id: str, component: SavedComponent, configured: dict[str, Any]
-    ) -> dict[str, Any]:
-        known = {p["name"]: p for p in component.configurable_props}
-        values: dict[str, Any] = {}
-        for name, value in configured.items():
-            prop = known.get(name)
-            if prop is None:
-                raise errors.InvalidProps(
-                    f"unknown prop {name!r}", field=f"configured_props.{name}"
-                )
-            if value is None:
-                continue
-            if prop["type"] != "app":
-                values[name] = value
-                continue
-            account = value.get("authProvisionId") if isinstance(value, dict) else None
-            found = (
-                await self.credentials.auth(owner_id, account) if isinstance(account, str) else None
+
+async def node_values(
+    credentials: Credentials,
+    owner_id: str,
+    props: list[dict[str, Any]],
+    configured: dict[str, Any],
+    *,
+    unknown_ok: bool = False,
+) -> dict[str, Any]:
+    """Values configured so far as Node takes them: app props' connected accounts resolved to
+    ``{$auth}``; a name that is not a prop is refused, or (``unknown_ok``: a prop
+    ``additionalProps()`` may add) passed as it is."""
+    known = {p["name"]: p for p in props}
+    values: dict[str, Any] = {}
+    for name, value in configured.items():
+        prop = known.get(name)
+        if prop is None and not unknown_ok:
+            raise errors.InvalidProps(f"unknown prop {name!r}", field=f"configured_props.{name}")
+        if value is None:
+            continue
+        if prop is None or prop["type"] != "app":
+            values[name] = value
+            continue
+        account = value.get("authProvisionId") if isinstance(value, dict) else None
+        found = await credentials.auth(owner_id, account) if isinstance(account, str) else None
+        if found is None or found[0] != prop.get("app"):
+            raise errors.InvalidProps(
+                f"prop {name!r} needs one of this account's connected {prop.get('app')} "
+                'accounts: {"authProvisionId": "apn_..."}',
+                field=f"configured_props.{name}",
             )
-            if found is None or found[0] != prop.get("app"):
-                raise errors.InvalidProps(
-                    f"prop {name!r} needs one of this account's connected {prop.get('app')} "
-                    'accounts: {"authProvisionId": "apn_..."}',
-                    field=f"configured_props.{name}",
-                )
-            values[name] = {"$auth": found[1]}
-        return values
+        values[name] = {"$auth": found[1]}
+    return values
 
 
 def page_of(value: Any, prop: str) -> OptionsPage:

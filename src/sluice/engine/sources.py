@@ -21,8 +21,10 @@ from sluice.domain import components as rules
 from sluice.domain import props as prop_rules
 from sluice.domain import registry as registry_rules
 from sluice.domain import schedules, text
+from sluice.engine import dynamic_props
 from sluice.engine.components import ComponentInput, Components
 from sluice.engine.directory import EndpointDirectory
+from sluice.engine.dynamic_props import DynamicProps
 from sluice.engine.invoker import Invoker, Outcome, secret_aad, worker_key
 from sluice.runtime.port import Runner
 from sluice.storage import apps, database, events, sources, subscriptions, timers
@@ -70,8 +72,11 @@ class Sources:
         settings: Settings,
         clock: Clock,
         directory: EndpointDirectory,
+        dynamic: DynamicProps,
     ) -> None:
         self.db = db
+        #: The full prop list of components with ``additionalProps()``.
+        self.dynamic = dynamic
         self.reader = reader
         #: Told after each commit that changes a source, so its endpoint answers accordingly.
         self.directory = directory
@@ -121,7 +126,7 @@ class Sources:
                 field="component_id",
             )
         configured = prop_rules.check_configured(
-            component.configurable_props,
+            await self.dynamic.props_for(owner_id, component, request.configured_props),
             request.configured_props,
             max_bytes=self.settings.max_prop_bytes,
             min_timer_interval_seconds=self.settings.timer_min_interval_seconds,
@@ -225,9 +230,10 @@ class Sources:
         self, owner_id: str, current: Deployment, new: SavedComponent, request: UpdateRequest
     ) -> Deployment:
         """The deployment with the new code and props, checked (nothing stored yet)."""
+        values = self._values_for_update(current, new, request)
         configured = prop_rules.check_configured(
-            new.configurable_props,
-            self._values_for_update(current, new, request),
+            await self.dynamic.props_for(owner_id, new, values),
+            values,
             max_bytes=self.settings.max_prop_bytes,
             min_timer_interval_seconds=self.settings.timer_min_interval_seconds,
         )
@@ -276,6 +282,9 @@ class Sources:
         """The values to check: the request's, or the current ones that the new code still
         has; a secret prop left out keeps its stored value."""
         known = {p["name"] for p in new.configurable_props}
+        if dynamic_props.is_dynamic(new):
+            # Values of props additionalProps() added: checked against what it adds now.
+            known |= set(current.configured_props) | set(current.secret_props)
         secrets = {
             name: json.loads(self.cipher.decrypt(token, secret_aad(current.id, name)))
             for name, token in current.secret_props.items()

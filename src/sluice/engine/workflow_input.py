@@ -28,6 +28,7 @@ from sluice.domain import props as prop_rules
 from sluice.domain import registry as registry_rules
 from sluice.domain import schedules, text
 from sluice.engine.components import ComponentInput, Components
+from sluice.engine.dynamic_props import DynamicProps
 from sluice.storage import apps, sources
 from sluice.storage import components as component_store
 from sluice.storage.components import SavedComponent
@@ -78,12 +79,20 @@ class WorkflowChecks:
     trigger names, the actions and connected accounts steps use, code steps loaded once."""
 
     def __init__(
-        self, db: AsyncEngine, components: Components, cipher: Cipher, settings: Settings
+        self,
+        db: AsyncEngine,
+        components: Components,
+        cipher: Cipher,
+        settings: Settings,
+        *,
+        dynamic: DynamicProps,
     ) -> None:
         self.db = db
         self.components = components
         self.cipher = cipher
         self.settings = settings
+        #: Action steps with additionalProps(): their values are checked against its props.
+        self.dynamic = dynamic
 
     # ---- the trigger ------------------------------------------------------------------------
 
@@ -239,13 +248,15 @@ class WorkflowChecks:
         kept: dict[str, str] = {}
         if before is not None and before.get("component_id") == component.id:
             kept = {k: v for k, v in (before.get("secret_props") or {}).items() if k not in props}
+        given = {k: v for k, v in props.items() if k not in deferred}
         try:
+            every = await self.dynamic.props_for(owner_id, component, given)
             configured = prop_rules.check_configured(
                 [
                     {**p, "optional": True} if p["name"] in deferred or p["name"] in kept else p
-                    for p in component.configurable_props
+                    for p in every
                 ],
-                {k: v for k, v in props.items() if k not in deferred},
+                given,
                 max_bytes=self.settings.max_prop_bytes,
             )
         except errors.SluiceError as exc:

@@ -25,6 +25,7 @@ from sluice.crypto import Cipher
 from sluice.domain.routing import Link
 from sluice.engine.components import ComponentInput, Components
 from sluice.engine.credentials import CREDENTIAL_ERRORS, Credentials
+from sluice.engine.dynamic_props import DynamicProps
 from sluice.engine.workflow_input import WorkflowChecks, WorkflowInput, check_name, step_secret_aad
 from sluice.storage import runs, subscriptions, timers
 from sluice.storage import workflows as store
@@ -50,7 +51,13 @@ class Workflows:
         self.cipher = cipher
         self.settings = settings
         self.clock = clock
-        self._checks = WorkflowChecks(db, components, cipher, settings)
+        self._checks = WorkflowChecks(
+            db,
+            components,
+            cipher,
+            settings,
+            dynamic=DynamicProps(components, settings, credentials=credentials),
+        )
         self._responds: dict[tuple[str, str], bool] = {}
         self._present: set[Path] = set()
 

@@ -6,10 +6,12 @@ closes them (``Platform.open``); ``services.py`` holds them and the queries that
 from sluice.domain.apps import App
 from sluice.engine.actions import ActionRun
 from sluice.engine.components import ComponentInput
+from sluice.engine.dynamic_props import PropSet
 from sluice.engine.ingress import IncomingRequest
 from sluice.engine.invoker import Outcome as InvocationOutcome
 from sluice.engine.logins import SESSION_TTL_S
 from sluice.engine.options import OptionsPage, OptionsRequest
+from sluice.engine.registry_import import ComponentReport, PackageReport
 from sluice.engine.sources import DeployRequest, UpdateRequest
 from sluice.engine.streams import Stream
 from sluice.engine.workflow_input import WorkflowInput
@@ -31,6 +33,7 @@ __all__ = [
     "App",
     "AutoSubscription",
     "ComponentInput",
+    "ComponentReport",
     "ConnectedAccount",
     "DataStore",
     "DeployRequest",
@@ -41,7 +44,9 @@ __all__ = [
     "KeyInfo",
     "OptionsPage",
     "OptionsRequest",
+    "PackageReport",
     "Platform",
+    "PropSet",
     "Run",
     "SavedComponent",
     "Stream",

@@ -28,6 +28,7 @@ from sluice.engine.components import Components
 from sluice.engine.credentials import Credentials
 from sluice.engine.data_stores import DataStores
 from sluice.engine.directory import EndpointDirectory
+from sluice.engine.dynamic_props import DynamicProps
 from sluice.engine.enqueuer import Enqueuer
 from sluice.engine.error_workflows import create_default_error_workflow
 from sluice.engine.events import Events
@@ -47,6 +48,7 @@ from sluice.engine.notifications import Notifications
 from sluice.engine.oauth import OAuthConnect
 from sluice.engine.options import Options
 from sluice.engine.pauses import Pauses
+from sluice.engine.registry_import import RegistryImports
 from sluice.engine.runs import Runs
 from sluice.engine.scheduler import Scheduler
 from sluice.engine.sources import Sources
@@ -55,6 +57,7 @@ from sluice.engine.waiters import Waiters
 from sluice.engine.workflows import Workflows
 from sluice.platform.services import Services
 from sluice.runtime.deps import DependencyStore
+from sluice.runtime.packages import PackageFetcher
 from sluice.runtime.pool import PoolConfig, RunnerPool
 from sluice.runtime.sandbox import Sandbox, SandboxConfig
 from sluice.storage import accounts, database
@@ -144,6 +147,7 @@ class Platform(Services):
         waiters = Waiters()
         enqueuer = Enqueuer(db, clock)
         sends = SendJobs(db, cipher, Mailer(settings), settings, clock, commit)
+        dynamic = DynamicProps(components, settings, credentials=credentials)
         table = cls._handlers(settings, reader, invoker, executor, waiters, sends)
         worker = cls._worker(db, clock, settings, enqueuer, table)
         ingress = Ingress(
@@ -170,12 +174,23 @@ class Platform(Services):
             invoker=invoker,
             commit=commit,
             sources=Sources(
-                db, reader, pool, components, invoker, cipher, settings, clock, directory
+                db, reader, pool, components, invoker, cipher, settings, clock, directory, dynamic
             ),
             actions=Actions(
-                db, pool, components, cipher, settings, credentials=credentials, stores=stores
+                db,
+                pool,
+                components,
+                cipher,
+                settings,
+                credentials=credentials,
+                stores=stores,
+                dynamic=dynamic,
             ),
+            dynamic_props=dynamic,
             options=Options(db, pool, components, cipher, settings, credentials=credentials),
+            registry_imports=RegistryImports(
+                db, components, PackageFetcher(settings.npm_store_dir / ".packages", deps)
+            ),
             apps=Apps(db, cipher, clock, catalog),
             catalog=catalog,
             oauth=OAuthConnect(db, cipher, clock, catalog, settings.resolved_public_url),

@@ -22,6 +22,7 @@ from sluice.engine.commit import Commit
 from sluice.engine.components import Components
 from sluice.engine.credentials import Credentials
 from sluice.engine.data_stores import DataStores
+from sluice.engine.dynamic_props import DynamicProps
 from sluice.engine.enqueuer import Enqueuer
 from sluice.engine.error_workflows import create_default_error_workflow
 from sluice.engine.events import Events
@@ -35,6 +36,7 @@ from sluice.engine.notifications import Notifications
 from sluice.engine.oauth import OAuthConnect
 from sluice.engine.options import Options
 from sluice.engine.pauses import Pauses
+from sluice.engine.registry_import import RegistryImports
 from sluice.engine.runs import Runs
 from sluice.engine.scheduler import Scheduler
 from sluice.engine.sources import Sources
@@ -68,6 +70,8 @@ class Services:
     sources: Sources
     actions: Actions
     options: Options
+    dynamic_props: DynamicProps
+    registry_imports: RegistryImports
     apps: Apps
     catalog: AppCatalog
     oauth: OAuthConnect

@@ -159,6 +159,10 @@ class DependencyStore:
             if tmp.exists():
                 await asyncio.to_thread(shutil.rmtree, tmp, True)
 
+    def npm_env(self) -> dict[str, str]:
+        """The environment npm runs with (its cache and registry), for other npm commands."""
+        return self._npm_env()
+
     def _npm_env(self) -> dict[str, str]:
         env = {name: os.environ[name] for name in _PASSED_ENV if name in os.environ}
         env.setdefault("PATH", os.defpath)

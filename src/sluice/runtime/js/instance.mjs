@@ -58,6 +58,10 @@ export async function buildInstance(component, call, inv) {
     );
     const extra = await component.additionalProps.call(self, previous);
     if (isObject(extra)) assignProps(state, extra);
+    // The full prop set, as Pipedream merges it (reload props reports it).
+    state.propMap = { ...previous, ...(isObject(extra) ? extra : {}) };
+  } else {
+    state.propMap = props;
   }
   return state;
 }

@@ -59,6 +59,11 @@ export function describeComponent(component, format) {
   return out;
 }
 
+/** Every prop of a resolved prop map (a component's `props` merged with `additionalProps()`). */
+export function describeProps(propMap) {
+  return isObject(propMap) ? Object.entries(propMap).map(([name, raw]) => describeProp(name, raw)) : [];
+}
+
 function describeProp(name, raw) {
   const resolved = resolveProp(raw);
   const entry = { name, definition: describeDefinition(resolved.def) };

@@ -15,7 +15,7 @@ const DEFAULT_TIMEOUT_MS = 30_000;
 const DEFAULT_MEMORY_MB = 256;
 const MAX_LOGS = 1000;
 const MAX_LOG_CHARS = 16 * 1024;
-const CALL_KINDS = new Set(["inspect", "run", "hook", "action", "options", "workflow"]);
+const CALL_KINDS = new Set(["inspect", "run", "hook", "action", "options", "props", "workflow"]);
 
 const diag = (...args) => process.stderr.write(`[sluice-runner] ${util.format(...args)}\n`);
 // A stray console.log in this thread would corrupt the protocol channel.

@@ -26,7 +26,7 @@ import {
 import { askStore, settleStore } from "./datastore.mjs";
 import { installEgress } from "./egress.mjs";
 import { safeStringify, toJsonSafe } from "./jsonsafe.mjs";
-import { describeComponent, isObject } from "./props.mjs";
+import { describeComponent, describeProps, isObject } from "./props.mjs";
 import { runWorkflow } from "./steps.mjs";
 
 const MAX_LOGS = 1000;
@@ -357,6 +357,11 @@ async function execute(component, call, inv) {
     case "options": {
       const state = await buildInstance(component, call, inv);
       return await callOptions(state, call);
+    }
+    case "props": {
+      // Reload props: additionalProps() with the values configured so far.
+      const state = await buildInstance(component, call, inv);
+      return { props: describeProps(state.propMap) };
     }
     default:
       throw runnerError("BAD_MESSAGE", `unknown call kind ${JSON.stringify(call.kind)}`);
