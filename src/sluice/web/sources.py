@@ -19,7 +19,7 @@ from sluice.platform import (
     SavedComponent,
     UpdateRequest,
 )
-from sluice.web import props, render
+from sluice.web import connected, props, render
 from sluice.web import session as sessions
 
 router = APIRouter(include_in_schema=False)
@@ -88,7 +88,9 @@ async def sources(
         except errors.SluiceError as exc:
             context: dict[str, Any] = {"error": exc, "key": key, "url": url}
             return render.page(request, "source_pick.html", context, session=session, status=400)
-        return await _deploy_form(request, session, component, {})
+        chosen = props.just_connected(component.configurable_props, request.query_params)
+        here = connected.here(request)
+        return await _deploy_form(request, session, component, chosen, return_to=here)
     page = await platform.sources.list(session.account.id, limit=100, before=None, after=None)
     rows = [await _summary(platform, d) for d in page.items]
     context = {"rows": rows, "total": page.total_count}
@@ -111,7 +113,15 @@ async def deploy(request: Request) -> Response:
             DeployRequest(component_id=component.id, name=name, configured_props=configured),
         )
     except errors.SluiceError as exc:
-        return await _deploy_form(request, session, component, configured, error=exc, name=name)
+        return await _deploy_form(
+            request,
+            session,
+            component,
+            configured,
+            error=exc,
+            name=name,
+            return_to=connected.here(request),
+        )
     return render.redirect(f"/sources/{deployment.id}")
 
 
