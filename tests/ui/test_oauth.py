@@ -148,3 +148,71 @@ def test_a_key_apps_fields_come_from_the_catalog(page: Page, server: Server) -> 
     expect(row).to_contain_text("api_key")
     expect(row).to_contain_text("region")
     assert "crm-s3cr3t" not in page.content()
+
+
+@pytest.fixture(scope="module")
+def short_lived(server: Server) -> Iterator[oauth_server.Provider]:
+    """A provider whose access tokens live 60 s: always within Sluice's refresh margin, so
+    every run refreshes first."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(oauth_server, "ACCESS_TOKEN_SECONDS", 60)
+        with oauth_server.serve(SystemClock(), f"{server.url}/oauth/callback") as running:
+            yield running
+
+
+def test_a_refused_refresh_shows_reconnect_and_reconnecting_clears_it(
+    page: Page, server: Server, short_lived: oauth_server.Provider
+) -> None:
+    slug = "shortlived"
+    register(
+        page,
+        server,
+        {
+            "name_slug": slug,
+            "name": "Short-lived",
+            "auth_type": "oauth",
+            "oauth": {
+                "authorize_url": f"{short_lived.url}/authorize",
+                "token_url": f"{short_lived.url}/token",
+                "user_info_url": f"{short_lived.url}/api/me",
+                "scopes": ["profile"],
+                "client_id": oauth_server.CLIENT_ID,
+                "client_secret": oauth_server.CLIENT_SECRET,
+            },
+        },
+    )
+    page.goto("/accounts")
+    page.get_by_role("button", name="Connect Short-lived").click()
+    approve(page)
+    expect(page.locator("[data-connected]")).to_contain_text(f"Connected {slug} as ada")
+    account_id = page.url.split("account_id=")[1].split("&")[0]
+    short_lived.revoke_refresh_tokens("ada")
+
+    key = api_key(page, "reconnect")
+    code = WHOAMI % {"slug": slug, "url": short_lived.url}
+    with httpx.Client(
+        base_url=server.url, headers={"Authorization": f"Bearer {key}"}, timeout=60
+    ) as api:
+        made = api.post(
+            "/v1/sources",
+            json={
+                "component_code": code,
+                "configured_props": {"provider": {"authProvisionId": account_id}},
+            },
+        )
+        assert made.status_code == 200, made.text
+        source = made.json()["data"]
+    page.goto(f"/sources/{source['id']}")
+    page.get_by_text("Send a test request").click()
+    page.get_by_role("button", name="Send", exact=True).click()
+    expect(page.locator("[data-log-lines]")).to_contain_text("needs reconnecting")
+
+    page.goto("/accounts")
+    row = page.get_by_role("row").filter(has_text=account_id)
+    expect(row.locator(".badge")).to_have_text("reconnect needed")
+    row.get_by_role("button", name="Reconnect").click()
+    approve(page)
+    expect(page).to_have_url(re.compile(rf"/accounts\?account_id={account_id}&app={slug}$"))
+    row = page.get_by_role("row").filter(has_text=account_id)
+    expect(row.locator(".badge")).to_have_text("connected")
+    expect(row.get_by_role("button", name="Reconnect")).to_have_count(0)
