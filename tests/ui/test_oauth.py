@@ -116,6 +116,13 @@ def test_connect_an_oauth_app_deploy_and_see_its_event(
     expect(page.locator("[data-event-json]")).to_contain_text('"login": "ada"')
     assert outside == []
 
+    # A deployed source's configuration form has the button too, and comes back to it.
+    source_url = page.url
+    page.get_by_role("button", name="Connect a loopback account").click()
+    approve(page)
+    expect(page).to_have_url(f"{source_url}?account_id={account_id}&app={SLUG}")
+    expect(page.get_by_label("provider")).to_have_value(account_id)
+
     page.goto("/accounts")
     expect(page.get_by_role("row").filter(has_text="oauth_access_token")).to_have_count(1)
 

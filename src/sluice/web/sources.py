@@ -131,7 +131,10 @@ async def _source_page(
     platform = sessions.platform_of(request)
     deployment = await platform.sources.get(session.account.id, source_id)
     component = await platform.components.by_id(deployment.component_id)
-    shown = {**deployment.configured_props, **extra.pop("values", {})}
+    chosen: dict[str, Any] = {}
+    if request.method == "GET":  # back from a Connect button: the new account chosen
+        chosen = props.just_connected(component.configurable_props, request.query_params)
+    shown = {**deployment.configured_props, **chosen, **extra.pop("values", {})}
     context = {
         "d": deployment,
         "component": component,
@@ -139,6 +142,7 @@ async def _source_page(
         "fields": props.fields(component.configurable_props, shown),
         "secret_names": sorted(deployment.secret_props),
         "accounts": await platform.apps.list(session.account.id),
+        "return_to": connected.here(request),
         **extra,
     }
     status = 400 if extra.get("error") else 200
