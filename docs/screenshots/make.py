@@ -38,6 +38,9 @@ def seed_sources(page: Page, server: Server, key: str) -> str:
         api.post("/v1/components", json={"component_code": ACTION}).raise_for_status()
         api.post("/v1/accounts", json={"app": "acme", "name": "acme prod",
                                        "credentials": {"api_key": "k"}}).raise_for_status()
+        # A connectable OAuth app, for the accounts page's Connect button (no request to it).
+        api.put("/v1/apps/github", json={"oauth": {"client_id": "Iv1.example",
+                                                   "client_secret": "example"}}).raise_for_status()
     page.goto("/sources?action=create&key=ui-all-props")
     page.get_by_label("Label").fill("order")
     page.get_by_label("color").select_option("green")

@@ -9,6 +9,7 @@ Each prop's inputs are named ``prop.<name>`` (timer: ``prop.<name>.interval``, `
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,6 +102,19 @@ def fields(definitions: list[dict[str, Any]], values: dict[str, Any]) -> list[Fi
             widget = "text"  # a workflow step's reference to an earlier step, kept as written
         out.append(Field(prop, widget, value if widget == "timer" else _shown(widget, value)))
     return out
+
+
+def just_connected(definitions: list[dict[str, Any]], query: Mapping[str, str]) -> dict[str, Any]:
+    """The account a Connect button just made (the callback's ``?account_id=…&app=…``),
+    chosen in the app props of that app."""
+    account_id, app = query.get("account_id"), query.get("app")
+    if not account_id or not app:
+        return {}
+    return {
+        str(p["name"]): {"authProvisionId": account_id}
+        for p in definitions
+        if p.get("type") == "app" and p.get("app") == app
+    }
 
 
 def decoded(raw: str) -> Any:

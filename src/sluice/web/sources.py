@@ -19,7 +19,7 @@ from sluice.platform import (
     SavedComponent,
     UpdateRequest,
 )
-from sluice.web import props, render
+from sluice.web import connected, props, render
 from sluice.web import session as sessions
 
 router = APIRouter(include_in_schema=False)
@@ -88,7 +88,9 @@ async def sources(
         except errors.SluiceError as exc:
             context: dict[str, Any] = {"error": exc, "key": key, "url": url}
             return render.page(request, "source_pick.html", context, session=session, status=400)
-        return await _deploy_form(request, session, component, {})
+        chosen = props.just_connected(component.configurable_props, request.query_params)
+        here = connected.here(request)
+        return await _deploy_form(request, session, component, chosen, return_to=here)
     page = await platform.sources.list(session.account.id, limit=100, before=None, after=None)
     rows = [await _summary(platform, d) for d in page.items]
     context = {"rows": rows, "total": page.total_count}
@@ -111,7 +113,15 @@ async def deploy(request: Request) -> Response:
             DeployRequest(component_id=component.id, name=name, configured_props=configured),
         )
     except errors.SluiceError as exc:
-        return await _deploy_form(request, session, component, configured, error=exc, name=name)
+        return await _deploy_form(
+            request,
+            session,
+            component,
+            configured,
+            error=exc,
+            name=name,
+            return_to=connected.here(request),
+        )
     return render.redirect(f"/sources/{deployment.id}")
 
 
@@ -121,7 +131,10 @@ async def _source_page(
     platform = sessions.platform_of(request)
     deployment = await platform.sources.get(session.account.id, source_id)
     component = await platform.components.by_id(deployment.component_id)
-    shown = {**deployment.configured_props, **extra.pop("values", {})}
+    chosen: dict[str, Any] = {}
+    if request.method == "GET":  # back from a Connect button: the new account chosen
+        chosen = props.just_connected(component.configurable_props, request.query_params)
+    shown = {**deployment.configured_props, **chosen, **extra.pop("values", {})}
     context = {
         "d": deployment,
         "component": component,
@@ -129,6 +142,7 @@ async def _source_page(
         "fields": props.fields(component.configurable_props, shown),
         "secret_names": sorted(deployment.secret_props),
         "accounts": await platform.apps.list(session.account.id),
+        "return_to": connected.here(request),
         **extra,
     }
     status = 400 if extra.get("error") else 200
