@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -121,47 +122,10 @@ class Platform(Services):
         cipher: Cipher,
         pool: RunnerPool,
     ) -> Platform:
-        """Every engine service, each given what it uses; the job worker gets its table of
-        handlers (``engine/handlers/``), one per job kind."""
-        deps = DependencyStore(settings.npm_store_dir, npm=settings.npm)
-        components = Components(db, pool, deps, settings, clock)
-        commit = Commit(db, settings, clock, Broker())
-        catalog = AppCatalog(db, cipher, clock)
-        credentials = Credentials(db, cipher, clock, catalog)
-        stores = DataStores(db, commit, settings, clock)
-        invoker = Invoker(
-            db,
-            pool,
-            components,
-            cipher,
-            settings,
-            clock,
-            commit,
-            reader,
-            credentials=credentials,
-            stores=stores,
-        )
-        directory = EndpointDirectory(reader, components)
-        workflows = Workflows(db, components, cipher, settings, clock, credentials=credentials)
-        executor = Executor(db, pool, workflows, commit, settings, clock, reader, stores=stores)
-        waiters = Waiters()
-        enqueuer = Enqueuer(db, clock)
-        sends = SendJobs(db, cipher, Mailer(settings), settings, clock, commit)
-        dynamic = DynamicProps(components, settings, credentials=credentials)
-        table = cls._handlers(settings, reader, invoker, executor, waiters, sends)
-        worker = cls._worker(db, clock, settings, enqueuer, table)
-        ingress = Ingress(
-            reader,
-            directory,
-            workflows,
-            settings,
-            clock,
-            enqueuer=enqueuer,
-            worker=worker,
-            waiters=waiters,
-        )
-        # Jobs this process enqueues with a run's results (emits, sends) wake its worker now.
-        commit.broker.on(broker.JOBS, lambda _items: worker.notify())
+        """Every engine service, each given what it uses (the ones that run user code and
+        store what it did first: ``_Running``)."""
+        run = _Running.build(settings, clock, db, reader, cipher, pool)
+        deps, components, credentials = run.deps, run.components, run.credentials
         return cls(
             settings=settings,
             clock=clock,
@@ -171,43 +135,32 @@ class Platform(Services):
             pool=pool,
             deps=deps,
             components=components,
-            invoker=invoker,
-            commit=commit,
-            sources=Sources(
-                db, reader, pool, components, invoker, cipher, settings, clock, directory, dynamic
-            ),
-            actions=Actions(
-                db,
-                pool,
-                components,
-                cipher,
-                settings,
-                credentials=credentials,
-                stores=stores,
-                dynamic=dynamic,
-            ),
-            dynamic_props=dynamic,
+            invoker=run.invoker,
+            commit=run.commit,
+            sources=run.sources,
+            actions=run.actions,
+            dynamic_props=run.dynamic,
             options=Options(db, pool, components, cipher, settings, credentials=credentials),
             registry_imports=RegistryImports(
                 db, components, PackageFetcher(settings.npm_store_dir / ".packages", deps)
             ),
-            apps=Apps(db, cipher, clock, catalog),
-            catalog=catalog,
-            oauth=OAuthConnect(db, cipher, clock, catalog, settings.resolved_public_url),
+            apps=Apps(db, cipher, clock, run.catalog),
+            catalog=run.catalog,
+            oauth=OAuthConnect(db, cipher, clock, run.catalog, settings.resolved_public_url),
             credentials=credentials,
             events=Events(db),
             subscriptions=Subscriptions(db),
-            runs=Runs(db, ingress),
-            jobs=worker,
-            scheduler=Scheduler(db, clock, notify=worker.notify),
-            ingress=ingress,
-            workflows=workflows,
-            executor=executor,
-            enqueuer=enqueuer,
-            sends=sends,
+            runs=Runs(db, run.ingress),
+            jobs=run.worker,
+            scheduler=Scheduler(db, clock, notify=run.worker.notify),
+            ingress=run.ingress,
+            workflows=run.workflows,
+            executor=run.executor,
+            enqueuer=run.enqueuer,
+            sends=run.sends,
             logins=Logins(db, settings, clock),
-            pauses=Pauses(commit, clock),
-            data_stores=stores,
+            pauses=Pauses(run.commit, clock),
+            data_stores=run.stores,
         )
 
     @staticmethod
@@ -267,6 +220,76 @@ class Platform(Services):
         listener = Notifications(settings.resolved_database_url, self.jobs.notify, stored)
         listener.start()
         return listener
+
+
+@dataclass
+class _Running:
+    """The services that take requests, run user code and store what it did, and the job
+    worker with its table of handlers (``engine/handlers/``), one per job kind."""
+
+    deps: DependencyStore
+    components: Components
+    commit: Commit
+    catalog: AppCatalog
+    credentials: Credentials
+    stores: DataStores
+    invoker: Invoker
+    directory: EndpointDirectory
+    workflows: Workflows
+    executor: Executor
+    enqueuer: Enqueuer
+    sends: SendJobs
+    dynamic: DynamicProps
+    worker: JobWorker
+    ingress: Ingress
+    sources: Sources
+    actions: Actions
+
+    @classmethod
+    def build(
+        cls,
+        settings: Settings,
+        clock: Clock,
+        db: AsyncEngine,
+        reader: database.Reader,
+        cipher: Cipher,
+        pool: RunnerPool,
+    ) -> _Running:
+        deps = DependencyStore(settings.npm_store_dir, npm=settings.npm)
+        components = Components(db, pool, deps, settings, clock)
+        commit = Commit(db, settings, clock, Broker())
+        catalog = AppCatalog(db, cipher, clock)
+        credentials = Credentials(db, cipher, clock, catalog)
+        stores = DataStores(db, commit, settings, clock)
+        invoker = Invoker(
+            db, pool, components, cipher, settings, clock, commit, reader,
+            credentials=credentials, stores=stores,
+        )  # fmt: skip
+        workflows = Workflows(db, components, cipher, settings, clock, credentials=credentials)
+        executor = Executor(db, pool, workflows, commit, settings, clock, reader, stores=stores)
+        waiters, enqueuer = Waiters(), Enqueuer(db, clock)
+        sends = SendJobs(db, cipher, Mailer(settings), settings, clock, commit)
+        table = Platform._handlers(settings, reader, invoker, executor, waiters, sends)
+        worker = Platform._worker(db, clock, settings, enqueuer, table)
+        directory = EndpointDirectory(reader, components)
+        ingress = Ingress(
+            reader, directory, workflows, settings, clock,
+            enqueuer=enqueuer, worker=worker, waiters=waiters,
+        )  # fmt: skip
+        # Jobs this process enqueues with a run's results (emits, sends) wake its worker now.
+        commit.broker.on(broker.JOBS, lambda _items: worker.notify())
+        dynamic = DynamicProps(components, settings, credentials=credentials)
+        sources = Sources(
+            db, reader, pool, components, invoker, cipher, settings, clock, directory, dynamic
+        )  # fmt: skip
+        actions = Actions(
+            db, pool, components, cipher, settings,
+            credentials=credentials, stores=stores, dynamic=dynamic,
+        )  # fmt: skip
+        return cls(
+            deps, components, commit, catalog, credentials, stores, invoker, directory,
+            workflows, executor, enqueuer, sends, dynamic, worker, ingress, sources, actions,
+        )  # fmt: skip
 
 
 async def create_account_offline(
