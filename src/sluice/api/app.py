@@ -22,6 +22,7 @@ from sluice.api import (
     errors,
     ingress,
     oauth,
+    openapi,
     options,
     sources,
     streams,
@@ -103,6 +104,7 @@ def create_app(
     if platform is not None:
         app.state.platform = platform
     errors.install(app)
+    openapi.install(app)
     for module in (
         users,
         components,

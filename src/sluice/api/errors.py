@@ -16,6 +16,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
+from starlette.routing import Match
 
 from sluice import errors
 from sluice.api.bodies import SafeJSONResponse
@@ -154,7 +155,25 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     response = error_response(exc.status_code, message, code)
     if exc.headers:
         response.headers.update(exc.headers)
+    if exc.status_code == 405:
+        response.headers["Allow"] = ", ".join(allowed_methods(request))
     return response
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method the request's path has: Starlette's 405 names only those of the first
+    route that matched the path, and a path often has one route per method."""
+    routes = request.app.router.routes
+    methods = {
+        method
+        for method in ("DELETE", "GET", "PATCH", "POST", "PUT")
+        if any(
+            route.matches({**request.scope, "method": method})[0] == Match.FULL for route in routes
+        )
+    }
+    if "GET" in methods:
+        methods.add("HEAD")
+    return sorted(methods)
 
 
 async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
