@@ -19,7 +19,7 @@ from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain.apps import App
 from sluice.domain.states import JobKind
-from sluice.engine import broker, streams
+from sluice.engine import broker, health, streams
 from sluice.engine.actions import ActionRun, Actions
 from sluice.engine.app_catalog import AppCatalog
 from sluice.engine.apps import Apps
@@ -300,6 +300,14 @@ class Platform:
         listener = Notifications(settings.resolved_database_url, self.jobs.notify, stored)
         listener.start()
         return listener
+
+    async def ready(self) -> None:
+        """Raises ``errors.NotReady`` unless the database answers and the runner pool works."""
+        await health.ready(self.db, self.pool)
+
+    async def read_queue(self) -> None:
+        """The shared job queue, read into ``sluice.metrics``' gauges."""
+        await health.read_queue(self.db, self.clock.now_ms())
 
     def endpoint_url(self, endpoint_id: str | None) -> str | None:
         """The public URL of an HTTP endpoint (``SLUICE_ENDPOINT_BASE_URL`` + its id)."""

@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
-from sluice import errors
+from sluice import errors, metrics
 from sluice.api.bodies import SafeJSONResponse
 from sluice.domain.states import Unanswered
 
@@ -43,6 +43,7 @@ STATUS: dict[type[errors.SluiceError], int] = {
     errors.OAuthUnavailable: 502,
     errors.RunnerUnavailable: 503,
     errors.DeliveryFailed: 502,
+    errors.NotReady: 503,
     errors.InternalError: 500,
 }
 
@@ -98,6 +99,7 @@ def body(
 
 
 def error_response(status: int, message: str, code: str, **extra: Any) -> JSONResponse:
+    metrics.api_error(code)
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     return SafeJSONResponse(body(message, code, **extra), status_code=status, headers=headers)
 
