@@ -29,7 +29,14 @@ async def readyz(platform: PlatformDep) -> dict[str, Any]:
     return {"status": "ready", "role": platform.settings.role}
 
 
-@router.get("/metrics", response_class=Response)
+_TEXT = {"text/plain": {"schema": {"type": "string"}}}
+
+
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={200: {"description": "Prometheus text format 0.0.4.", "content": _TEXT}},
+)
 async def prometheus(request: Request, platform: PlatformDep) -> Response:
     """This process's counters and the shared job queue, in Prometheus text format."""
     token = platform.settings.metrics_token
