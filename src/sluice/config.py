@@ -31,7 +31,8 @@ class Settings:
     database_url: str = ""
     #: Base64 of 32 random bytes. Empty: read or create ``<data_dir>/secret.key``.
     secret_key: str = ""
-    #: Public base URL of this Sluice (links, $.flow resume/cancel URLs). Empty:
+    #: Public base URL of this Sluice: the base of every link it makes (endpoint URLs, the
+    #: OAuth callback, $.flow resume/cancel URLs, error e-mails, read at each send). Empty:
     #: ``http://<host>:<port>``.
     public_url: str = ""
     #: Base of generated HTTP endpoint URLs (the spec's ``{endpoint_host}``).
@@ -174,6 +175,14 @@ class Settings:
     #: (its runs happen in worker processes), 0 for all.
     stream_poll_seconds: float = -1.0
     log_level: str = "info"
+    #: ``text``: one line a record; ``json``: one JSON object a record, with the ids the code
+    #: logs (``run_id``, ``job_id``, ``owner_id``…) as fields (``sluice/logs.py``).
+    log_format: str = "text"
+    #: When set, ``GET /metrics`` needs ``Authorization: Bearer <this>``; empty: open (the
+    #: metrics are sums over all accounts, with no account's ids or names: docs/deploy.md).
+    metrics_token: str = ""
+    #: The worker role (no API) serves ``/metrics`` on this port when set; 0: not at all.
+    metrics_port: int = 0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:

@@ -27,6 +27,7 @@ classes to HTTP statuses (``sluice.api.errors``).
     ├── RunnerUnavailable         the Node runner crashed or could not start
     │   ├── RunnerCrashed         the runner died during an invocation (a job runs again)
     │   └── SandboxUnavailable    the sandbox tool is missing or cannot start a jail
+    ├── NotReady                  this process cannot work now (database, runner pool)
     └── InternalError             a bug in Sluice
 """
 
@@ -199,6 +200,12 @@ class DeliveryFailed(SluiceError):
     """An e-mail could not be delivered."""
 
     code = "delivery_failed"
+
+
+class NotReady(SluiceError):
+    """Sluice is not ready."""
+
+    code = "not_ready"
 
 
 class InternalError(SluiceError):

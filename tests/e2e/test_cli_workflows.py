@@ -189,3 +189,29 @@ def test_file_problems_are_one_line_errors_naming_the_file(cli: Cli, tmp_path: P
     one_line_error(
         cli.run("workflows", "run", "p_nope", "--event-json", "{"), "--event-json is not JSON"
     )
+
+
+def test_subscriptions_create_list_delete(cli: Cli, tmp_path: Path) -> None:
+    ids = []
+    for name in ("emitter", "listener"):
+        body = {
+            "name": f"sub-{name}",
+            "trigger": {"type": "manual"},
+            "steps": [{"name": "s", "code": "export default defineComponent({ run() {} })"}],
+        }
+        ids.append(cli.api.post("/v1/workflows", json=body).json()["data"]["id"])
+    emitter, listener = ids
+    link = ("--emitter", emitter, "--listener", listener, "--channel", "$errors")
+    created = json.loads(cli.ok("subscriptions", "create", *link, "--json"))
+    assert created["emitter_id"] == emitter and created["event_name"] == "$errors"
+    listed = json.loads(cli.ok("subscriptions", "list", "--json"))
+    assert [s["listener_id"] for s in listed if s["emitter_id"] == emitter] == [listener]
+    assert "Deleted" in cli.ok("subscriptions", "delete", *link)
+    listed = json.loads(cli.ok("list", "subscriptions", "--json"))
+    assert emitter not in [s["emitter_id"] for s in listed]
+    one_line_error(
+        cli.run("subscriptions", "create", "--emitter", "sub-emitter", "--listener", listener),
+        "give a source id (dc_…) or a workflow id (p_…)",
+    )
+    for workflow_id in ids:
+        cli.ok("workflows", "delete", workflow_id, "--yes")

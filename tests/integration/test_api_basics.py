@@ -73,6 +73,10 @@ async def test_error_shape_for_routing_and_parsing_failures(api: Api) -> None:
     assert_error(await api.client.get("/nothing/here"), 404, "not_found")
     body = assert_error(await api.client.patch("/v1/users/me"), 405, "method_not_allowed")
     assert "PATCH" in body["error"]
+    # Every method of the path, though each has a route of its own.
+    response = await api.client.patch("/v1/sources/dc_x")
+    assert response.status_code == 405
+    assert response.headers["allow"] == "DELETE, GET, HEAD, PUT"
     body = assert_error(
         await api.client.post(
             "/v1/components", content=b"{not json", headers={"content-type": "application/json"}

@@ -9,9 +9,9 @@ import signal
 from collections.abc import AsyncIterator, Callable
 
 from fastapi import FastAPI
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
-from sluice import __version__
+from sluice import __version__, metrics
 from sluice.api import (
     accounts,
     actions,
@@ -24,6 +24,8 @@ from sluice.api import (
     flow,
     ingress,
     oauth,
+    openapi,
+    ops,
     options,
     registry,
     sources,
@@ -45,8 +47,12 @@ class App(FastAPI):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         rest = ingress.endpoint_path(scope)
         if rest is not None:
-            await ingress.serve(self.state.platform, rest, scope, receive, send)
+            await ingress.serve(
+                self.state.platform, rest, scope, receive, _counted("endpoint", send)
+            )
             return
+        if scope["type"] == "http":
+            send = _counted("api", send)
         if scope["type"] == "http":
             # Before routing, so no route reads a body over the limit, or one it cannot store.
             limit = self.state.platform.settings.api_max_body_bytes
@@ -56,6 +62,17 @@ class App(FastAPI):
                 await errors.render(exc)(scope, receive, send)
                 return
         await super().__call__(scope, receive, send)
+
+
+def _counted(kind: str, send: Send) -> Send:
+    """``send``, counting the answer's status in ``sluice_http_requests``."""
+
+    async def counting(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            metrics.request(kind, message["status"])
+        await send(message)
+
+    return counting
 
 
 def _on_second_signal(action: Callable[[], None]) -> None:
@@ -111,6 +128,7 @@ def create_app(
     if platform is not None:
         app.state.platform = platform
     errors.install(app)
+    openapi.install(app)
     for module in (
         users,
         components,
@@ -127,7 +145,7 @@ def create_app(
         registry,
     ):
         app.include_router(module.router)
-    for module in (options, catalog):  # the CLI's: prop options, the component list
+    for module in (options, catalog, ops):  # the CLI's: prop options, the component list
         app.include_router(module.router)
     web.install(app, platform.settings if platform is not None else settings or Settings())
     return app

@@ -17,8 +17,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
+from starlette.routing import Match
 
-from sluice import errors
+from sluice import errors, metrics
 from sluice.api.bodies import SafeJSONResponse
 from sluice.domain.states import Unanswered
 from sluice.web import render as web_render
@@ -44,6 +45,7 @@ STATUS: dict[type[errors.SluiceError], int] = {
     errors.OAuthUnavailable: 502,
     errors.RunnerUnavailable: 503,
     errors.DeliveryFailed: 502,
+    errors.NotReady: 503,
     errors.InternalError: 500,
 }
 
@@ -99,6 +101,7 @@ def body(
 
 
 def error_response(status: int, message: str, code: str, **extra: Any) -> JSONResponse:
+    metrics.api_error(code)
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     return SafeJSONResponse(body(message, code, **extra), status_code=status, headers=headers)
 
@@ -168,7 +171,25 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     response = error_response(exc.status_code, message, code)
     if exc.headers:
         response.headers.update(exc.headers)
+    if exc.status_code == 405:
+        response.headers["Allow"] = ", ".join(allowed_methods(request))
     return response
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method the request's path has: Starlette's 405 names only those of the first
+    route that matched the path, and a path often has one route per method."""
+    routes = request.app.router.routes
+    methods = {
+        method
+        for method in ("DELETE", "GET", "PATCH", "POST", "PUT")
+        if any(
+            route.matches({**request.scope, "method": method})[0] == Match.FULL for route in routes
+        )
+    }
+    if "GET" in methods:
+        methods.add("HEAD")
+    return sorted(methods)
 
 
 async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import os
 import sys
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Annotated, Any
 
 import typer
 
-from sluice import errors
+from sluice import errors, logs, metrics
 from sluice.cli import (
     apps,
     components,
@@ -29,6 +28,7 @@ from sluice.cli import (
     login,
     render,
     sources,
+    subscriptions,
     workflows,
 )
 from sluice.cli.client import CliError
@@ -59,7 +59,17 @@ accounts_app = typer.Typer(
     help="Manage accounts (works offline, on the store itself).", no_args_is_help=True
 )
 app.add_typer(accounts_app, name="accounts")
-for module in (login, sources, dev, components, listing, workflows, apps, data_stores):
+for module in (
+    login,
+    sources,
+    dev,
+    components,
+    listing,
+    workflows,
+    apps,
+    data_stores,
+    subscriptions,
+):
     module.register(app)
 
 DataDir = Annotated[
@@ -93,6 +103,18 @@ def serve(
     log_level: Annotated[
         str | None, typer.Option(envvar="SLUICE_LOG_LEVEL", help="debug, info, warning [info].")
     ] = None,
+    public_url: Annotated[
+        str | None,
+        typer.Option(
+            envvar="SLUICE_PUBLIC_URL",
+            help="The URL users reach Sluice at, the base of every link it makes (endpoint "
+            "URLs, OAuth callback, error e-mails) [http://<host>:<port>].",
+        ),
+    ] = None,
+    log_format: Annotated[
+        str | None,
+        typer.Option(envvar="SLUICE_LOG_FORMAT", help="text, or json: one object a line [text]."),
+    ] = None,
     role: Annotated[
         str | None,
         typer.Option(
@@ -116,6 +138,8 @@ def serve(
         database_url=database_url,
         log_level=log_level,
         role=role,
+        public_url=public_url,
+        log_format=log_format,
     )
     _serve(settings)
 
@@ -129,9 +153,11 @@ def _serve(settings: Settings) -> None:
     if settings.role not in ("all", "api", "worker"):
         typer.echo(f"error: --role is all, api or worker, not {settings.role!r}", err=True)
         raise typer.Exit(2)
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    try:
+        logs.configure(settings.log_level, settings.log_format)
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     _check_sandbox(settings)
     if settings.role == "worker":
         typer.echo(f"Sluice worker  data: {settings.data_dir}", err=True)
@@ -149,6 +175,7 @@ def _serve(settings: Settings) -> None:
         port=settings.port,
         log_level=settings.log_level.lower(),
         access_log=False,
+        log_config=logs.uvicorn_config(settings.log_format),
     )
 
 
@@ -202,6 +229,12 @@ async def _work(settings: Settings) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     async with Platform.open(settings, background=True) as platform:
+        # No API here: its counters (runs, errors, limits, runner restarts) on a port of
+        # their own, when asked for.
+        if settings.metrics_port:
+            metrics.serve(settings.host, settings.metrics_port)
+            where = f"http://{settings.host}:{settings.metrics_port}/metrics"
+            typer.echo(f"Sluice worker metrics: {where}", err=True)
         typer.echo("Sluice worker ready", err=True)
         await stop.wait()
         # The jobs in flight get SLUICE_SHUTDOWN_GRACE_SECONDS; a second signal ends the wait.

@@ -60,6 +60,26 @@ def code_hash(entry_path: str, code: str) -> str:
     ).hexdigest()
 
 
+#: The unchanged default step's code, by hash: its ``base_url`` follows Sluice's public URL.
+DEFAULT_CODE_HASH = code_hash("error-email.mjs", STEP_CODE)
+
+
+def run_props(step: dict[str, Any], values: dict[str, Any], public_url: str) -> dict[str, Any]:
+    """The default step's props as it runs: ``base_url`` is Sluice's public URL *now*, not the
+    one of the day the account was made (``--public-url`` may have changed since). A step whose
+    code was edited keeps the values it was given.
+
+    >>> step = {"code_hash": DEFAULT_CODE_HASH}
+    >>> run_props(step, {"base_url": "http://127.0.0.1:8000"}, "https://s.example")
+    {'base_url': 'https://s.example'}
+    >>> run_props({"code_hash": "x"}, {"base_url": "http://a"}, "https://s.example")
+    {'base_url': 'http://a'}
+    """
+    if step.get("code_hash") != DEFAULT_CODE_HASH:
+        return values
+    return {**values, "base_url": public_url.rstrip("/")}
+
+
 def fields(owner_id: str, *, base_url: str, now_s: int) -> dict[str, Any]:
     """The workflow's stored fields (``storage.workflows.Workflow``'s)."""
     entry = "error-email.mjs"

@@ -21,7 +21,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from sluice import PLATFORM_VERSION, errors, ids
+from sluice import PLATFORM_VERSION, errors, ids, metrics
 from sluice.clock import Clock, iso_ms
 from sluice.config import Settings
 from sluice.crypto import Cipher
@@ -237,6 +237,8 @@ class Invoker:
         its ``$errors`` event) is kept like any other: emits and logs."""
         outcome = Outcome(invocation_id, result)
         result.emits, over = limits.cap_emits(result.emits, self.settings.max_emits_per_invocation)
+        if over is not None:
+            metrics.limit_hit(limits.EMIT_LIMIT)
         if over is not None and result.error is None:
             result.ok, result.error = False, over
         if result.error is not None and result.error.get("code") == limits.DB_LIMIT:

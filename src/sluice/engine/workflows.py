@@ -22,6 +22,7 @@ from sluice import errors, ids
 from sluice.clock import Clock
 from sluice.config import Settings
 from sluice.crypto import Cipher
+from sluice.domain import error_workflow
 from sluice.domain.routing import Link
 from sluice.engine.components import ComponentInput, Components
 from sluice.engine.credentials import CREDENTIAL_ERRORS, Credentials
@@ -261,4 +262,4 @@ class Workflows:
                     exc.details["step"] = step["id"]  # the run's failed step (executor.py)
                     raise
                 values[name] = {"$auth": found[1] if found else {}}
-        return values
+        return error_workflow.run_props(step, values, self.settings.resolved_public_url)

@@ -14,7 +14,7 @@ from sluice.clock import Clock
 from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain import registry as registry_rules
-from sluice.engine import logins, streams
+from sluice.engine import health, logins, streams
 from sluice.engine.actions import Actions
 from sluice.engine.app_catalog import AppCatalog
 from sluice.engine.apps import Apps
@@ -91,6 +91,14 @@ class Services:
     data_stores: DataStores
     #: PostgreSQL: other processes' commits, pushed (None on SQLite).
     notifications: Notifications | None = None
+
+    async def ready(self) -> None:
+        """Raises ``errors.NotReady`` unless the database answers and the runner pool works."""
+        await health.ready(self.db, self.pool)
+
+    async def read_queue(self) -> None:
+        """The shared job queue, read into ``sluice.metrics``' gauges."""
+        await health.read_queue(self.db, self.clock.now_ms())
 
     def endpoint_url(self, endpoint_id: str | None) -> str | None:
         """The public URL of an HTTP endpoint (``SLUICE_ENDPOINT_BASE_URL`` + its id)."""

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from dataclasses import dataclass
 from typing import Any
 
-from sluice import errors
+from sluice import errors, metrics
 from sluice.runtime import protocol
 from sluice.runtime.port import Invocation, RespondCallback
 from sluice.runtime.protocol import Result
@@ -57,12 +58,15 @@ class RunnerPool:
         """Run ``inv`` in its account's runner (``port.Runner``); raises
         ``errors.RunnerCrashed`` when the runner died during it."""
         runner = await self._runner_for(inv.owner_id)
+        started = time.monotonic()
         try:
             await runner.stage(_paths(inv))
             result = await self._call(runner, inv, on_respond)
         finally:
             self._leases[inv.owner_id] -= 1
         error = result.error or {}
+        code = None if result.ok else str(error.get("code") or "error")
+        metrics.invocation(str(inv.call.get("kind") or "call"), time.monotonic() - started, code)
         if not result.ok and error.get("code") == protocol.RUNNER_CRASHED:
             raise errors.RunnerCrashed(str(error.get("message") or "the Node runner crashed"))
         return result
@@ -96,6 +100,11 @@ class RunnerPool:
                 out[owner] = {"pid": runner.pid, **(result.value or {})}
         return out
 
+    @property
+    def usable(self) -> bool:
+        """False once closing: no invocation is taken any more."""
+        return not self._closed
+
     def runner(self, owner_id: str) -> Runner | None:
         return self._runners.get(owner_id)
 
@@ -114,6 +123,7 @@ class RunnerPool:
                 return runner
             if runner is not None:
                 await runner.close(grace=0)
+                metrics.runner_restarted()  # it died: this account's runner starts again
             await self._make_room()
             runner = Runner(
                 owner_id,

@@ -1,0 +1,75 @@
+"""``/openapi.json``: FastAPI's document, with the error answers the API really gives.
+
+FastAPI declares only 200 and a 422 it never sends (``api/errors.py`` answers a bad request
+with 400). Every operation here lists the statuses of ``api/errors.py`` instead, each with the
+one error shape (``{"error", "code"}``, docs/errors.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+
+ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["error", "code"],
+    "properties": {
+        "error": {"type": "string", "description": "What was wrong, for a person."},
+        "code": {"type": "string", "description": "A stable code (docs/errors.md)."},
+        "field": {"type": "string", "description": "The input at fault."},
+        "details": {"type": "object", "description": "More to show."},
+    },
+}
+
+#: The statuses any route may answer with, and why (docs/errors.md has every code).
+ERRORS: dict[str, str] = {
+    "400": "The body or a parameter is invalid (invalid_json, invalid_request, invalid_props…).",
+    "401": "No API key, or a wrong or revoked one (unauthorized).",
+    "403": "The key may not do this (forbidden: admin routes).",
+    "404": "No such route or resource, or another account's (not_found).",
+    "405": "The path exists, not with this method (method_not_allowed); see Allow.",
+    "409": "The resource's state forbids the request (conflict, reconnect_needed).",
+    "413": "The body or a value is over its limit (payload_too_large).",
+    "429": "Too many requests (rate_limited); see Retry-After.",
+    "500": "A bug in Sluice, logged on the server (internal_error).",
+    "502": "An outside service failed (oauth_unavailable, delivery failed).",
+    "503": "The Node runner could not be reached or crashed (runner_unavailable).",
+}
+
+_REF = {"$ref": "#/components/schemas/Error"}
+_METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
+
+
+def document(app: FastAPI) -> dict[str, Any]:
+    """The OpenAPI document of ``app``, built once and kept (as FastAPI's own is)."""
+    if app.openapi_schema is not None:
+        return app.openapi_schema
+    schema = get_openapi(
+        title=app.title, version=app.version, description=app.description, routes=app.routes
+    )
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    components["Error"] = ERROR_SCHEMA
+    for name in ("HTTPValidationError", "ValidationError"):
+        components.pop(name, None)
+    for path in schema.get("paths", {}).values():
+        for method in _METHODS:
+            if method in path:
+                _declare_errors(path[method])
+    app.openapi_schema = schema
+    return schema
+
+
+def _declare_errors(operation: dict[str, Any]) -> None:
+    responses: dict[str, Any] = operation.setdefault("responses", {})
+    responses.pop("422", None)
+    for status, description in ERRORS.items():
+        responses.setdefault(
+            status,
+            {"description": description, "content": {"application/json": {"schema": _REF}}},
+        )
+
+
+def install(app: FastAPI) -> None:
+    app.openapi = lambda: document(app)  # type: ignore[method-assign]
