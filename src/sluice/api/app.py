@@ -75,6 +75,28 @@ def _counted(kind: str, send: Send) -> Send:
     return counting
 
 
+#: The /v1 routes, one module per resource; then the CLI's (prop options, the component list)
+#: and the operators' (health, metrics).
+ROUTERS = (
+    users,
+    components,
+    sources,
+    accounts,
+    apps,
+    oauth,
+    actions,
+    subscriptions,
+    streams,
+    workflows,
+    flow,
+    data_stores,
+    registry,
+    options,
+    catalog,
+    ops,
+)
+
+
 def _on_second_signal(action: Callable[[], None]) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -129,23 +151,7 @@ def create_app(
         app.state.platform = platform
     errors.install(app)
     openapi.install(app)
-    for module in (
-        users,
-        components,
-        sources,
-        accounts,
-        apps,
-        oauth,
-        actions,
-        subscriptions,
-        streams,
-        workflows,
-        flow,
-        data_stores,
-        registry,
-    ):
-        app.include_router(module.router)
-    for module in (options, catalog, ops):  # the CLI's: prop options, the component list
+    for module in ROUTERS:
         app.include_router(module.router)
     web.install(app, platform.settings if platform is not None else settings or Settings())
     return app
