@@ -1,5 +1,6 @@
 """The one writer of what invocations did: every result of a source's invocation, a workflow's
-run and a run's ``$.send`` is stored here, each in one transaction.
+run and a run's ``$.send`` is stored here, each in one transaction (concurrent ones share a
+group commit: ``database.GroupWriter``).
 
 A transaction holds, together: the job's done mark (``also``, so "done" and the results commit
 or roll back as one), the events (emits, ``$errors``, ``$.send.emit``/``sse``), one ``emit``
@@ -8,9 +9,9 @@ stored without its deliveries), the db state, the run, log lines, and the trims 
 retention windows. After the commit, never before, the live streams hear what was stored and
 the job worker is woken for the jobs enqueued (``Commit._published``).
 
-The transactions run on one ``database.Writer``: inline on SQLite (no thread hand-offs per
-statement), ``run_sync`` on PostgreSQL. What an answer *means* (a run's status, its
-``$errors`` error, a source's failure) is decided before, in ``domain/outcomes.py``.
+They run on one ``database.Writer``: inline on SQLite, ``run_sync`` on PostgreSQL. What an
+answer *means* (a run's status, its ``$errors`` error, a source's failure) is decided before,
+in ``domain/outcomes.py``.
 """
 
 from __future__ import annotations
@@ -165,6 +166,8 @@ class Commit:
         #: What this process committed, for live streams (SSE) and the job worker.
         self.broker = broker
         self.writer = database.Writer(db)
+        #: Runs' and sources' transactions, in group commits.
+        self._grouped = database.GroupWriter(self.writer)
         # Events, log lines and runs added per emitter since its last trim, in this process.
         self._trims = retention.TrimSchedule()
 
@@ -232,7 +235,7 @@ class Commit:
             self._trim_source(conn, deployment.id, added=len(event_ids), lines=len(lines))
             return SourceStored(event_ids, items, dropped, lines, error)
 
-        stored = await self.writer(transaction)
+        stored = await self._grouped(transaction)
         if stored is not None and batch is not None:
             self._published(batch)
         return stored
@@ -292,7 +295,7 @@ class Commit:
             nonlocal batch
             if also is not None:
                 also(conn)
-            if workflow_store.get_sync(conn, run.owner_id, run.workflow_id) is None:
+            if not workflow_store.exists_sync(conn, run.owner_id, run.workflow_id):
                 return False  # deleted while it ran
             if run.pause is not None:
                 self._pause(conn, run, now_ms)
@@ -312,7 +315,7 @@ class Commit:
             self._sends(batch, run, sends_from or 0)
             return True
 
-        done = await self.writer(transaction)
+        done = await self._grouped(transaction)
         if done and batch is not None:
             self._published(batch)
         return done

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,6 @@ from sluice.engine.workflows import Workflows
 from sluice.runtime.port import Invocation, Runner
 from sluice.runtime.protocol import Response, Result
 from sluice.storage import database, jobs, runs
-from sluice.storage import workflows as store
 from sluice.storage.runs import Run
 from sluice.storage.workflows import Workflow
 
@@ -143,7 +142,9 @@ class Executor:
         replay_of: str | None = None,
         trigger_context: dict[str, Any] | None = None,
         resumed: Resumed | None = None,
+        before_commit: Callable[[], Awaitable[object]] | None = None,
     ) -> RunOutcome:
+        """Run the workflow and store the run (``before_commit`` is awaited between the two)."""
         now_ms = self.clock.now_ms()
         if resumed is not None:
             run_id, context = resumed.run.id, resumed.run.context
@@ -171,6 +172,8 @@ class Executor:
                 on_respond(response)
 
         result = refused or await self.pool.invoke(self._invocation(workflow, call), responded)
+        if before_commit is not None:
+            await before_commit()
         if resumed is not None:
             return await self._store(workflow, resumed, result, responses, now_ms, urls, also)
         run, db_writes = self._record(
@@ -364,10 +367,7 @@ class Executor:
     # ---- jobs -------------------------------------------------------------------------------
 
     async def load(self, owner_id: str, workflow_id: str) -> Workflow | None:
-        if self.reader is not None:
-            return await self.reader(lambda conn: store.get_sync(conn, owner_id, workflow_id))
-        async with self.db.connect() as conn:
-            return await store.get(conn, owner_id, workflow_id)
+        return await self.workflows.current(owner_id, workflow_id)
 
     async def handle_delivery(self, job: jobs.Job, finish: Finish) -> RunOutcome | None:
         """An ``emit`` job whose listener is a workflow: an error forwarded (``$errors``) or an

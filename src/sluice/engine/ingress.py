@@ -1,4 +1,5 @@
-"""HTTP endpoints of sources: a request becomes a durable ``http`` job before it is answered.
+"""HTTP endpoints of sources and workflows: a request becomes a durable job before it is
+answered, unless its answer is a run's.
 
 ``accept``: find the endpoint's active deployment (``EndpointDirectory``, cached; else 404),
 take a token from the endpoint's bucket (else 429), check the body's size (413; by
@@ -14,6 +15,11 @@ request waits for the first ``respond()`` (through a future per job, ``waiters.p
 job's handler settles: ``handlers/http.py``, ``handlers/workflow.py``), for the end of
 ``run()``, or for the response time-out: either of the last two answers 504 ``no_response``.
 The rate-limit buckets and the futures are per process.
+
+A workflow's endpoint is the same without a custom response (a ``workflow`` job, 200 at once).
+With one, the client's answer is the run's own: the run is not stored as a job first but run
+at once and stored with its results (``engine/client_runs.py``), and the client is answered by
+its first immediate ``$.respond`` or, after the run is stored, by its first ``$.respond``.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import logging
 import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from sluice import errors
 from sluice.clock import Clock
@@ -32,14 +39,15 @@ from sluice.domain import http_answers, http_events
 from sluice.domain.http_answers import Answer, Refusal
 from sluice.domain.http_events import Bucket
 from sluice.domain.states import JobKind, Unanswered
+from sluice.engine.client_runs import ClientRun, ClientRuns
 from sluice.engine.directory import EndpointDirectory
 from sluice.engine.enqueuer import Enqueuer
 from sluice.engine.jobs import JobWorker
 from sluice.engine.waiters import Ended, Outcome, Waiters
 from sluice.engine.workflows import Workflows
 from sluice.storage import database, endpoints
-from sluice.storage import workflows as workflow_store
 from sluice.storage.job_batches import NewJob
+from sluice.storage.workflows import Workflow
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +97,7 @@ class Ingress:
         enqueuer: Enqueuer,
         worker: JobWorker,
         waiters: Waiters,
+        client_runs: ClientRuns,
     ) -> None:
         self.reader = reader
         self.directory = directory
@@ -99,11 +108,13 @@ class Ingress:
         #: Woken when a job is stored; runs a waiting request's job at once (``run_now``).
         self.worker = worker
         self.waiters = waiters
+        #: Workflows answering with their ``$.respond`` run there, without a job.
+        self.client_runs = client_runs
         #: Replaceable as a whole (``dataclasses.replace``), e.g. by tests.
         self.limits = Limits.from_settings(settings)
         self._buckets: dict[str, Bucket] = {}
         self._prune_at = _PRUNE_AT
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
 
     # ---- requests ---------------------------------------------------------------------------
 
@@ -130,7 +141,16 @@ class Ingress:
             event = http_events.build_event(
                 request.method, request.path, request.query_string, request.headers, raw
             )
-            job, custom = await self._workflow_job(endpoint, event)
+            workflow = await self._workflow(endpoint)
+            if await self.workflows.custom_response(workflow):
+                return await self._client_run(workflow, event)
+            job = NewJob(
+                JobKind.WORKFLOW,
+                workflow.owner_id,
+                workflow.id,
+                {"event": event, "source_type": "HTTP"},
+            )
+            custom = False
         else:
             # The request as it came: run_job builds the event, off the request's path.
             payload = http_events.raw_request(
@@ -160,11 +180,7 @@ class Ingress:
             self.worker.notify()
             raise
         assert job_id is not None
-        wait_s = self.limits.response_timeout_seconds
-        if endpoint.workflow:
-            # A workflow answers by the end of its run at the latest.
-            wait_s = self.settings.workflow_timeout_seconds + 1
-        return await self._await_response(job_id, waiter, wait_s)
+        return await self._await_response(job_id, waiter, self.limits.response_timeout_seconds)
 
     def _too_large(self, limit: int) -> errors.PayloadTooLarge:
         return errors.PayloadTooLarge(
@@ -208,11 +224,7 @@ class Ingress:
             return Refusal(Unanswered.NO_RESPONSE, f"no respond() within {wait_s:g} s")
         finally:
             self.waiters.discard(job_id)
-        if isinstance(outcome, Ended):
-            return Refusal(outcome.reason, outcome.message)
-        return http_answers.answer(
-            outcome.status, outcome.headers, outcome.body, outcome.body_encoding
-        )
+        return _outcome_answer(outcome)
 
     async def _run_now(self, job_id: int) -> None:
         try:
@@ -228,40 +240,43 @@ class Ingress:
 
     # ---- workflows ----------------------------------------------------------------------------
 
-    async def _workflow_job(
-        self, endpoint: endpoints.Endpoint, event: object
-    ) -> tuple[NewJob, bool]:
+    async def _workflow(self, endpoint: endpoints.Endpoint) -> Workflow:
         owner_id, workflow_id = endpoint.owner_id, endpoint.deployment_id
-        workflow = await self.reader(
-            lambda conn: workflow_store.get_sync(conn, owner_id, workflow_id)
-        )
+        workflow = await self.workflows.current(owner_id, workflow_id)
         # The directory's entry may be a second old: the workflow itself decides.
         if workflow is None or not workflow.active or workflow.endpoint_id != endpoint.endpoint_id:
             raise errors.NotFound(f"no active endpoint {endpoint.endpoint_id!r}")
-        custom = await self.workflows.custom_response(workflow)
-        job = NewJob(
-            JobKind.WORKFLOW, owner_id, workflow_id, {"event": event, "source_type": "HTTP"}
+        return workflow
+
+    async def _client_run(self, workflow: Workflow, event: Any) -> Answer | Refusal:
+        """A workflow that answers with its steps' ``$.respond``: run now, without a job
+        (``engine/client_runs.py``); answered by the first immediate ``$.respond``, else at the
+        end of the run (once it is stored), at the latest by the end of its time-out."""
+        answer: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        task = asyncio.create_task(
+            self.client_runs.run(workflow, event, source_type="HTTP", answer=answer)
         )
-        return job, custom
+        self._tasks.add(task)
 
-    async def run_now_and_wait(self, job: NewJob, wait_s: float) -> int:
-        """Store a ``workflow`` job and run it in this process at once (manual runs, replays);
-        its id, once the run is over (or stored for a worker to retry). When this process's
-        job worker claimed the job first, its run settles the same waiter."""
-        waiter: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        def ended(task: asyncio.Task[ClientRun]) -> None:
+            self._tasks.discard(task)
+            if answer.done() or task.cancelled():
+                return
+            exc = task.exception()
+            if exc is not None:
+                log.error("a workflow run for a request failed", exc_info=exc)
+                answer.set_result(Ended("the run could not finish", Unanswered.RETRYING))
+            else:
+                answer.set_result(task.result().answer)
 
-        def register(job_id: int) -> None:
-            self.waiters.add(job_id, waiter)
-
-        job_id = await self.enqueuer.enqueue(job, on_id=register)
-        assert job_id is not None
+        task.add_done_callback(ended)
+        wait_s = self.settings.workflow_timeout_seconds + 1
         try:
-            if not await self.worker.run_now(job_id):
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(waiter), wait_s)
-        finally:
-            self.waiters.discard(job_id)
-        return job_id
+            async with asyncio.timeout(wait_s):
+                outcome = await asyncio.shield(answer)
+        except TimeoutError:
+            return Refusal(Unanswered.NO_RESPONSE, f"no respond() within {wait_s:g} s")
+        return _outcome_answer(outcome)
 
     async def idle(self) -> None:
         """Wait for the runs started for requests to end (a ``respond()`` answers before)."""
@@ -276,3 +291,9 @@ class Ingress:
         for task in list(self._tasks):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+def _outcome_answer(outcome: Outcome) -> Answer | Refusal:
+    if isinstance(outcome, Ended):
+        return Refusal(outcome.reason, outcome.message)
+    return http_answers.answer(outcome.status, outcome.headers, outcome.body, outcome.body_encoding)

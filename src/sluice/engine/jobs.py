@@ -25,7 +25,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -221,14 +221,24 @@ class JobWorker:
         """The job's run, counted against its account now (not when its task starts), so the
         loop sees the account's count when it picks the next job. Waits for one of the
         account's slots, then one of the worker's."""
-        self._busy[job.owner_id] += 1
         self.leases.hold(job)
-        gate = None
-        if self._share:
-            gate = self._gates.get(job.owner_id)
-            if gate is None:
-                gate = self._gates[job.owner_id] = asyncio.Semaphore(self._share)
-        return self._run_counted(job, gate)
+        return self._run_counted(job, self._count(job.owner_id))
+
+    def _count(self, owner_id: str) -> asyncio.Semaphore | None:
+        """Count one more run of the account; its gate (its share of the slots), if any."""
+        self._busy[owner_id] += 1
+        if not self._share:
+            return None
+        gate = self._gates.get(owner_id)
+        if gate is None:
+            gate = self._gates[owner_id] = asyncio.Semaphore(self._share)
+        return gate
+
+    def _uncount(self, owner_id: str) -> None:
+        self._busy[owner_id] -= 1
+        if self._busy[owner_id] <= 0:
+            del self._busy[owner_id]
+            self._gates.pop(owner_id, None)
 
     async def _run_counted(self, job: Job, gate: asyncio.Semaphore | None) -> None:
         try:
@@ -239,10 +249,21 @@ class JobWorker:
                     await self._execute(job)
         finally:
             self.leases.drop(job.id)
-            self._busy[job.owner_id] -= 1
-            if self._busy[job.owner_id] <= 0:
-                del self._busy[job.owner_id]
-                self._gates.pop(job.owner_id, None)
+            self._uncount(job.owner_id)
+
+    @contextlib.asynccontextmanager
+    async def slot(self, owner_id: str) -> AsyncIterator[None]:
+        """A run without a job (``engine/client_runs.py``) takes a slot as a job would: its
+        account's share first, then one of the worker's."""
+        gate = self._count(owner_id)
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                if gate is not None:
+                    await stack.enter_async_context(gate)
+                await stack.enter_async_context(self._slots)
+                yield
+        finally:
+            self._uncount(owner_id)
 
     async def _execute(self, job: Job) -> None:
         handler = self.handlers[job.kind]
@@ -262,31 +283,36 @@ class JobWorker:
                     self._interrupted.append(job.id)
                 raise
             except Exception as exc:  # any failure: retry with backoff, never lose the job
-                retry = job.attempts < self.config.max_attempts
-                level = logging.WARNING if isinstance(exc, errors.RunnerCrashed) else logging.ERROR
-                log.log(
-                    level,
-                    "job %s (%s) failed, attempt %d: %s",
-                    job.id,
-                    job.kind,
-                    job.attempts,
-                    exc,
-                    exc_info=not isinstance(exc, errors.RunnerCrashed),
-                    extra={"action": "job_failed", "job_id": job.id},
-                )
-                now = self.clock.now_ms()
-                async with self.db.begin() as conn:
-                    await jobs.retry_or_fail(
-                        conn,
-                        job.id,
-                        worker_id=self.worker_id,
-                        now_ms=now,
-                        error=str(exc),
-                        retry_at_ms=now + backoff_ms(job.attempts) if retry else None,
-                    )
+                await self.failed(job, exc)
                 return
         if not finished:
             await self.writer(finish)
+
+    async def failed(self, job: Job, exc: Exception) -> None:
+        """The job's run failed: queued again with backoff until ``max_attempts``, then failed
+        (kept, with the error)."""
+        retry = job.attempts < self.config.max_attempts
+        level = logging.WARNING if isinstance(exc, errors.RunnerCrashed) else logging.ERROR
+        log.log(
+            level,
+            "job %s (%s) failed, attempt %d: %s",
+            job.id,
+            job.kind,
+            job.attempts,
+            exc,
+            exc_info=not isinstance(exc, errors.RunnerCrashed),
+            extra={"action": "job_failed", "job_id": job.id},
+        )
+        now = self.clock.now_ms()
+        async with self.db.begin() as conn:
+            await jobs.retry_or_fail(
+                conn,
+                job.id,
+                worker_id=self.worker_id,
+                now_ms=now,
+                error=str(exc),
+                retry_at_ms=now + backoff_ms(job.attempts) if retry else None,
+            )
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._loop())

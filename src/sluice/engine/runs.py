@@ -3,23 +3,25 @@ started now (a manual run, a replay) and waited for."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sluice import ids
-from sluice.domain.states import JobKind
-from sluice.engine.ingress import Ingress
+from sluice.engine.client_runs import ClientRuns
 from sluice.storage import runs
-from sluice.storage.job_batches import NewJob
 from sluice.storage.runs import Run
 from sluice.storage.workflows import Workflow
 
 
 class Runs:
-    def __init__(self, db: AsyncEngine, ingress: Ingress) -> None:
+    def __init__(self, db: AsyncEngine, client_runs: ClientRuns) -> None:
         self.db = db
-        self.ingress = ingress
+        self.client_runs = client_runs
+        #: Runs going on past their caller's wait (held here, or the loop could drop them).
+        self._tasks: set[asyncio.Future[Any]] = set()
 
     async def get(self, owner_id: str, run_id: str) -> Run | None:
         async with self.db.connect() as conn:
@@ -35,11 +37,23 @@ class Runs:
     async def run_now(
         self, workflow: Workflow, payload: dict[str, Any], wait_s: float
     ) -> Run | None:
-        """Run ``workflow`` on ``payload`` in this process now, waiting up to ``wait_s``; the
-        run, or None when it could not finish now (its job is stored and runs again)."""
+        """Run ``workflow`` on ``payload`` (its ``event``, ``source_type``, ``replay_of``) in this
+        process now, without a job (``engine/client_runs.py``), waiting up to ``wait_s``; the
+        run as stored, or None when it could not finish now (then a job is stored and runs it
+        again, or, past ``wait_s``, the run goes on and is stored when it ends)."""
         run_id = ids.random_token(27)
-        await self.ingress.run_now_and_wait(
-            NewJob(JobKind.WORKFLOW, workflow.owner_id, workflow.id, {**payload, "run_id": run_id}),
-            wait_s,
+        task = asyncio.ensure_future(
+            self.client_runs.run(
+                workflow,
+                payload.get("event"),
+                source_type=str(payload.get("source_type") or "MANUAL"),
+                run_id=run_id,
+                replay_of=payload.get("replay_of"),
+            )
         )
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(wait_s):
+                await asyncio.shield(task)
         return await self.get(workflow.owner_id, run_id)

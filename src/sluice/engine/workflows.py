@@ -28,7 +28,7 @@ from sluice.engine.components import ComponentInput, Components
 from sluice.engine.credentials import CREDENTIAL_ERRORS, Credentials
 from sluice.engine.dynamic_props import DynamicProps
 from sluice.engine.workflow_input import WorkflowChecks, WorkflowInput, check_name, step_secret_aad
-from sluice.storage import runs, subscriptions, timers
+from sluice.storage import database, runs, subscriptions, timers
 from sluice.storage import workflows as store
 from sluice.storage.workflows import Workflow
 
@@ -45,8 +45,13 @@ class Workflows:
         clock: Clock,
         *,
         credentials: Credentials,
+        reader: database.Reader | None = None,
     ) -> None:
         self.db = db
+        #: Hot-path reads (inline on SQLite): the workflow of a run.
+        self.reader = reader
+        #: The workflows read for runs, by id, with their stamps (``current``).
+        self._current: dict[str, tuple[store.Stamp, Workflow]] = {}
         self.credentials = credentials
         self.components = components
         self.cipher = cipher
@@ -69,6 +74,25 @@ class Workflows:
             found = await store.get(conn, owner_id, workflow_id)
         if found is None:
             raise errors.NotFound(f"workflow {workflow_id} not found")
+        return found
+
+    async def current(self, owner_id: str, workflow_id: str) -> Workflow | None:
+        """The workflow as stored now, for a run: a small row (its stamp: deployment, active,
+        name …) is read every time, the whole row (its steps) only when the stamp changed."""
+        if self.reader is None:
+            async with self.db.connect() as conn:
+                return await store.get(conn, owner_id, workflow_id)
+        stamp = await self.reader(lambda conn: store.stamp_sync(conn, owner_id, workflow_id))
+        if stamp is None:
+            return None
+        cached = self._current.get(workflow_id)
+        if cached is not None and cached[0] == stamp and cached[1].owner_id == owner_id:
+            return cached[1]
+        found = await self.reader(lambda conn: store.get_sync(conn, owner_id, workflow_id))
+        if found is not None:
+            if len(self._current) > 4096:
+                self._current.clear()
+            self._current[workflow_id] = (store.stamp_of(found), found)
         return found
 
     def endpoint_url(self, workflow: Workflow) -> str | None:

@@ -24,6 +24,7 @@ from sluice.engine.actions import Actions
 from sluice.engine.app_catalog import AppCatalog
 from sluice.engine.apps import Apps
 from sluice.engine.broker import Broker
+from sluice.engine.client_runs import ClientRuns
 from sluice.engine.commit import Commit
 from sluice.engine.components import Components
 from sluice.engine.credentials import Credentials
@@ -150,7 +151,7 @@ class Platform(Services):
             credentials=credentials,
             events=Events(db),
             subscriptions=Subscriptions(db),
-            runs=Runs(db, run.ingress),
+            runs=Runs(db, run.client_runs),
             jobs=run.worker,
             scheduler=Scheduler(db, clock, notify=run.worker.notify),
             ingress=run.ingress,
@@ -241,6 +242,7 @@ class _Running:
     sends: SendJobs
     dynamic: DynamicProps
     worker: JobWorker
+    client_runs: ClientRuns
     ingress: Ingress
     sources: Sources
     actions: Actions
@@ -265,16 +267,19 @@ class _Running:
             db, pool, components, cipher, settings, clock, commit, reader,
             credentials=credentials, stores=stores,
         )  # fmt: skip
-        workflows = Workflows(db, components, cipher, settings, clock, credentials=credentials)
+        workflows = Workflows(
+            db, components, cipher, settings, clock, credentials=credentials, reader=reader
+        )
         executor = Executor(db, pool, workflows, commit, settings, clock, reader, stores=stores)
         waiters, enqueuer = Waiters(), Enqueuer(db, clock)
         sends = SendJobs(db, cipher, Mailer(settings), settings, clock, commit)
         table = Platform._handlers(settings, reader, invoker, executor, waiters, sends)
         worker = Platform._worker(db, clock, settings, enqueuer, table)
         directory = EndpointDirectory(reader, components)
+        client_runs = ClientRuns(executor, enqueuer, worker)
         ingress = Ingress(
             reader, directory, workflows, settings, clock,
-            enqueuer=enqueuer, worker=worker, waiters=waiters,
+            enqueuer=enqueuer, worker=worker, waiters=waiters, client_runs=client_runs,
         )  # fmt: skip
         # Jobs this process enqueues with a run's results (emits, sends) wake its worker now.
         commit.broker.on(broker.JOBS, lambda _items: worker.notify())
@@ -288,7 +293,8 @@ class _Running:
         )  # fmt: skip
         return cls(
             deps, components, commit, catalog, credentials, stores, invoker, directory,
-            workflows, executor, enqueuer, sends, dynamic, worker, ingress, sources, actions,
+            workflows, executor, enqueuer, sends, dynamic, worker, client_runs, ingress, sources,
+            actions,
         )  # fmt: skip
 
 

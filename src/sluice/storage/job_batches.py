@@ -21,10 +21,14 @@ class NewJob:
     owner_id: str
     target_id: str
     payload: Any
+    #: Stored already claimed by this worker, for ``lease_ms`` (a run that is under way when
+    #: its job is stored: ``engine/client_runs.py``); its id is always returned.
+    held_by: str | None = None
+    lease_ms: int = 0
 
 
 def _row(job: NewJob, now_ms: int) -> dict[str, Any]:
-    return {
+    row = {
         "kind": job.kind,
         "owner_id": job.owner_id,
         "target_id": job.target_id,
@@ -34,6 +38,14 @@ def _row(job: NewJob, now_ms: int) -> dict[str, Any]:
         "run_after_ms": now_ms,
         "created_ms": now_ms,
     }
+    if job.held_by is not None:
+        row |= {
+            "status": JobState.RUNNING,
+            "attempts": 1,
+            "worker_id": job.held_by,
+            "locked_until_ms": now_ms + job.lease_ms,
+        }
+    return row
 
 
 #: ``add_batch``'s rows on SQLite's own cursor, the payload serialized here: a third of the
@@ -49,6 +61,11 @@ _ADD_SQLITE = (
 _ADD_PG = (
     "INSERT INTO jobs (kind, owner_id, target_id, payload, status, attempts, run_after_ms, "
     "created_ms) VALUES ($1, $2, $3, $4::text::jsonb, 'queued', 0, $5, $6)"
+)
+_ADD_HELD_PG = (
+    "INSERT INTO jobs (kind, owner_id, target_id, payload, status, attempts, run_after_ms, "
+    "created_ms, worker_id, locked_until_ms) "
+    "VALUES ($1, $2, $3, $4::text::jsonb, 'running', 1, $5, $6, $7, $8) RETURNING id"
 )
 
 
@@ -67,27 +84,19 @@ async def add_batch_asyncpg(
     plain = [
         (j.kind, j.owner_id, j.target_id, dumps(j.payload), now_ms, now_ms)
         for j, want_id in batch
-        if not want_id
+        if not want_id and j.held_by is None
     ]
+
+    async def one(j: NewJob) -> int:
+        row = (j.kind, j.owner_id, j.target_id, dumps(j.payload), now_ms, now_ms)
+        if j.held_by is None:
+            return int(await conn.fetchval(_ADD_PG + " RETURNING id", *row))
+        return int(await conn.fetchval(_ADD_HELD_PG, *row, j.held_by, now_ms + j.lease_ms))
+
     async with conn.transaction():
         if plain:
             await conn.executemany(_ADD_PG, plain)
-        return [
-            int(
-                await conn.fetchval(
-                    _ADD_PG + " RETURNING id",
-                    j.kind,
-                    j.owner_id,
-                    j.target_id,
-                    dumps(j.payload),
-                    now_ms,
-                    now_ms,
-                )
-            )
-            if want_id
-            else None
-            for j, want_id in batch
-        ]
+        return [await one(j) if want_id or j.held_by is not None else None for j, want_id in batch]
 
 
 def add_batch(
@@ -97,7 +106,7 @@ def add_batch(
     id of each job flagged True, else None. The unflagged go in one executemany without
     RETURNING (its rows come in no guaranteed order, and SQLAlchemy's sorting of them costs a
     statement per row on SQLite); each flagged one costs a statement."""
-    plain = [job for job, want_id in batch if not want_id]
+    plain = [job for job, want_id in batch if not want_id and job.held_by is None]
     dbapi = conn.connection.dbapi_connection
     if plain and conn.dialect.name == "sqlite" and dbapi is not None:
         dumps = _dumps
@@ -116,7 +125,7 @@ def add_batch(
         conn.execute(t.insert(), [_row(job, now_ms) for job in plain])
     return [
         int(conn.execute(t.insert().values(_row(job, now_ms)).returning(t.c.id)).scalar_one())
-        if want_id
+        if want_id or job.held_by is not None
         else None
         for job, want_id in batch
     ]

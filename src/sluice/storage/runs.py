@@ -8,6 +8,7 @@ performs it.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +17,9 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from sluice.domain import text
 from sluice.domain.states import SendStatus
+from sluice.storage import database
 from sluice.storage.tables import accounts, mail_throttle, step_state
 from sluice.storage.tables import run_sends as st
 from sluice.storage.tables import runs as t
@@ -63,7 +66,37 @@ def _row(row: Any) -> Run:
     )
 
 
+#: ``insert_sync`` on SQLite's own cursor (the insert of every run): JSON values serialized as
+#: the ``StoredJSON`` columns would (``domain.text.to_stored``, then ``json.dumps``).
+_INSERT_SQLITE = (
+    "INSERT INTO runs (id, owner_id, workflow_id, deployment_id, status, event, context, steps, "
+    "error, flow_exit, response, started_ms, duration_ms, replay_of, pause) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(text.to_stored(value))
+
+
+def _str(value: Any) -> Any:
+    return text.clean(value) if isinstance(value, str) else value
+
+
 def insert_sync(conn: Connection, run: Run) -> None:
+    dbapi = database.sqlite_dbapi(conn)
+    if dbapi is not None:
+        dbapi.execute(
+            _INSERT_SQLITE,
+            (
+                _str(run.id), _str(run.owner_id), _str(run.workflow_id), _str(run.deployment_id),
+                _str(run.status), _json(run.event), _json(run.context), _json(run.steps),
+                _json(run.error), _json(run.flow_exit), _json(run.response), run.started_ms,
+                run.duration_ms, _str(run.replay_of), _json(run.pause),
+            ),
+        )  # fmt: skip
+        _insert_sends(conn, run, 0)
+        return
     conn.execute(
         t.insert().values(
             id=run.id,

@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from sluice.storage import paging
+from sluice.storage import database, paging
 from sluice.storage.tables import accounts
 from sluice.storage.tables import timers as timers_table
 from sluice.storage.tables import workflows as t
@@ -88,6 +89,47 @@ _GET = sa.select(t).where(t.c.owner_id == sa.bindparam("owner_id"), t.c.id == sa
 def get_sync(conn: Connection, owner_id: str, workflow_id: str) -> Workflow | None:
     row = conn.execute(_GET, {"owner_id": owner_id, "id": workflow_id}).first()
     return _row(row) if row else None
+
+
+#: What may change in a workflow while its deployment stays (its steps and trigger make a new
+#: deployment id): read on every run, the whole row only when it differs.
+_STAMP = sa.select(
+    t.c.deployment_id, t.c.active, t.c.global_errors, t.c.name, t.c.endpoint_id, t.c.updated_at
+).where(t.c.owner_id == sa.bindparam("owner_id"), t.c.id == sa.bindparam("id"))
+
+Stamp = tuple[Any, ...]
+
+
+_STAMP_SQLITE = str(_STAMP.compile(dialect=sqlite.dialect()))
+_EXISTS = sa.select(t.c.id).where(
+    t.c.owner_id == sa.bindparam("owner_id"), t.c.id == sa.bindparam("id")
+)
+_EXISTS_SQLITE = str(_EXISTS.compile(dialect=sqlite.dialect()))
+
+
+def _first(conn: Connection, stmt: Any, sqlite_sql: str, owner_id: str, workflow_id: str) -> Any:
+    dbapi = database.sqlite_dbapi(conn)
+    if dbapi is None:
+        return conn.execute(stmt, {"owner_id": owner_id, "id": workflow_id}).first()
+    cursor = dbapi.cursor()
+    try:
+        cursor.execute(sqlite_sql, (owner_id, workflow_id))
+        return cursor.fetchone()
+    finally:
+        cursor.close()
+
+
+def stamp_sync(conn: Connection, owner_id: str, workflow_id: str) -> Stamp | None:
+    row = _first(conn, _STAMP, _STAMP_SQLITE, owner_id, workflow_id)
+    return (row[0], bool(row[1]), bool(row[2]), *row[3:]) if row else None
+
+
+def exists_sync(conn: Connection, owner_id: str, workflow_id: str) -> bool:
+    return _first(conn, _EXISTS, _EXISTS_SQLITE, owner_id, workflow_id) is not None
+
+
+def stamp_of(w: Workflow) -> Stamp:
+    return (w.deployment_id, w.active, w.global_errors, w.name, w.endpoint_id, w.updated_at)
 
 
 async def get(conn: AsyncConnection, owner_id: str, workflow_id: str) -> Workflow | None:
