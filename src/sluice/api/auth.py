@@ -15,7 +15,8 @@ from sluice.platform import Account, Platform
 from sluice.web import session as sessions
 
 
-def get_platform(request: Request) -> Platform:
+async def get_platform(request: Request) -> Platform:
+    # async: FastAPI runs a sync dependency in a thread, a hand-off on every request.
     platform: Platform = request.app.state.platform
     return platform
 
@@ -29,7 +30,7 @@ async def current_account(request: Request) -> Account:
         raise errors.Unauthorized(
             "missing API key: send the header 'Authorization: Bearer <api key>'"
         )
-    account = await get_platform(request).authenticate(token.strip())
+    account = await (await get_platform(request)).authenticate(token.strip())
     if account is None:
         raise errors.Unauthorized("invalid or revoked API key")
     return account

@@ -101,6 +101,22 @@ def to_stored(value: Any) -> Any:
     return value
 
 
+def stored_json(value: Any) -> str:
+    """``json.dumps(to_stored(value))``, what a JSON column stores as text, with one C-speed
+    dump for the usual value: its ASCII JSON without a ``\\u`` escape holds no NUL and no
+    surrogate (every non-ASCII character would be escaped), so it needs no walk.
+
+    >>> stored_json({"a": [1, "b"]})
+    '{"a": [1, "b"]}'
+    >>> stored_json("\\ud800") == json.dumps({MARKER: '"\\\\ud800"'})
+    True
+    """
+    dumped = json.dumps(value)
+    if "\\u" not in dumped and not _is_wrapper(value):
+        return dumped
+    return json.dumps(to_stored(value))
+
+
 def from_stored(value: Any) -> Any:
     """The value ``to_stored`` was given."""
     if _is_wrapper(value):

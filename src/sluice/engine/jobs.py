@@ -148,10 +148,14 @@ class JobWorker:
         before = self._pruned_at - self.config.retention_ms
         return await jobs.prune_done(self.writer, finished_before_ms=before)
 
-    def notify(self) -> None:
-        """A job was enqueued in this process: look now rather than at the next poll (when a
-        slot is free; a job that ends wakes the loop anyway)."""
-        self._missed = None  # the new job may be another account's
+    def notify(self, owner_id: str | None = None) -> None:
+        """A job (of ``owner_id``, when known) was enqueued in this process: look now rather
+        than at the next poll (when a slot is free; a job that ends wakes the loop anyway)."""
+        if owner_id is None or self._missed is None or owner_id not in self._missed:
+            # The new job may be another account's: the claim that found nothing may not now.
+            # (A job of an account at its share changes nothing: under one account's burst,
+            # each request would otherwise make a claim that walks past its queued jobs.)
+            self._missed = None
         if len(self._running) < self._limit:
             self._wake.set()
 

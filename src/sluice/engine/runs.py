@@ -55,5 +55,7 @@ class Runs:
         task.add_done_callback(self._tasks.discard)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(wait_s):
-                await asyncio.shield(task)
+                done = await asyncio.shield(task)
+                if isinstance(done.run, Run):
+                    return done.run  # as stored, not read back
         return await self.get(workflow.owner_id, run_id)

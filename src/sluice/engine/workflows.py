@@ -70,8 +70,7 @@ class Workflows:
     # ---- reading ----------------------------------------------------------------------------
 
     async def get(self, owner_id: str, workflow_id: str) -> Workflow:
-        async with self.db.connect() as conn:
-            found = await store.get(conn, owner_id, workflow_id)
+        found = await self.current(owner_id, workflow_id)
         if found is None:
             raise errors.NotFound(f"workflow {workflow_id} not found")
         return found

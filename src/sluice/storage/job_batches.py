@@ -4,7 +4,6 @@ waiting request as a job in one statement per batch, on the driver's own cursor.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,7 +70,7 @@ _ADD_HELD_PG = (
 
 def _dumps(payload: Any) -> str:
     # As the payload column's type would bind it: NUL and lone surrogates are wrapped.
-    return json.dumps(text.to_stored(payload))
+    return text.stored_json(payload)
 
 
 async def add_batch_asyncpg(

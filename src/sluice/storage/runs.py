@@ -8,7 +8,6 @@ performs it.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,7 +75,7 @@ _INSERT_SQLITE = (
 
 
 def _json(value: Any) -> str:
-    return json.dumps(text.to_stored(value))
+    return text.stored_json(value)
 
 
 def _str(value: Any) -> Any:
