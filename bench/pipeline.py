@@ -36,7 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._server import Server, api, environment, percentile, table, write_results  # noqa: E402
+from bench._server import Server, api, environment, percentile, table, write_results
 
 EMITTER = (
     "export default { name: 'pipe', version: '0.0.1', props: { http: '$.interface.http' },"
