@@ -150,3 +150,33 @@ async def test_a_failing_transaction_fails_only_its_own_caller_in_a_group(
         writer.dispose()
         async with platform.db.begin() as conn:
             await conn.run_sync(lambda c: table.drop(c))
+
+
+async def test_an_acknowledged_run_cut_by_shutdown_is_queued_again_at_once(
+    api: Api, platform: Platform, loopback_egress: Any
+) -> None:
+    async with Gate(hold=1) as gate:
+        workflow = await create(
+            api,
+            [
+                step(
+                    "early",
+                    "async run({ $ }) { await $.respond({ status: 202, body: 'ok', "
+                    "immediate: true }); }",
+                ),
+                step("slow", f"async run() {{ return (await fetch('{gate.url}/c')).status; }}"),
+            ],
+            trigger={"type": "http"},
+        )
+        response = await hit(api, workflow, content=b"z")
+        assert response.status_code == 202
+        await gate.arrived.wait()
+        await platform.ingress.close()  # what shutdown does with the runs for requests
+        [job] = await _jobs(platform, workflow)
+        assert job.status == "queued" and job.worker_id is None  # not after its lease
+        gate.release()
+        assert await platform.jobs.drain() == 1
+    [job] = await _jobs(platform, workflow)
+    assert job.status == "done"
+    runs = (await api.client.get(f"/v1/workflows/{workflow['id']}/runs")).json()["data"]
+    assert len(runs) == 1 and runs[0]["steps"][1]["return_value"] == 200

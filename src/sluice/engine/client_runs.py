@@ -111,6 +111,12 @@ class ClientRuns:
                 )
             except Exception as exc:
                 return ClientRun(await self._again(workflow, payload, acked, exc))
+            except asyncio.CancelledError:  # shutting down: an acknowledged run goes back
+                if acked.task is not None and acked.task.done() and not acked.task.exception():
+                    job = acked.task.result()
+                    self.worker.leases.drop(job.id)
+                    await asyncio.shield(self.worker.leases.release([job.id]))
+                raise
         if acked.task is not None:
             self.worker.leases.drop((await acked.task).id)
         return ClientRun(_ended(outcome, held), outcome.run)
