@@ -2,9 +2,14 @@
 # Debian 12 with Python 3.11, Node.js 20 (NodeSource's Debian packages are not reachable in
 # every build network, so Node comes from the official node image), and bubblewrap for the jail
 # user code runs in.
-FROM node:20-bookworm-slim AS node
+# The base images are build arguments: the official ones by default; without Docker Hub,
+# deploy/local-base-images.sh builds stand-ins from Debian's packages (docs/deploy.md,
+# "Building without Docker Hub").
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+ARG NODE_IMAGE=node:20-bookworm-slim
+FROM ${NODE_IMAGE} AS node
 
-FROM python:3.11-slim-bookworm
+FROM ${PYTHON_IMAGE}
 # bubblewrap: the sandbox; ca-certificates: npm and outbound HTTPS; tini: signals to sluice.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends bubblewrap ca-certificates tini \
@@ -35,5 +40,7 @@ HEALTHCHECK --interval=10s --timeout=3s --start-period=30s \
   CMD ["python", "-c", "import os,urllib.request as u; u.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('SLUICE_PORT', '8000'), timeout=2)"]
 # Root in the container: the sandbox gives each account's runner its own uid and cgroup,
 # which needs root here (the runners themselves never run as root: docs/runtime.md).
-ENTRYPOINT ["tini", "--", "sluice"]
+# The entry point runs `sluice …`, for `serve` after making sure the sandbox can mount its /proc.
+COPY deploy/container-entrypoint.sh /usr/local/bin/sluice-entrypoint
+ENTRYPOINT ["tini", "--", "sluice-entrypoint"]
 CMD ["serve"]

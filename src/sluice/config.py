@@ -8,6 +8,7 @@ Settings from a plain dict.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any, get_type_hints
 
 from sluice import errors
+from sluice import public_url as public_urls
 
 
 def _default_data_dir() -> Path:
@@ -37,6 +39,10 @@ class Settings:
     public_url: str = ""
     #: Base of generated HTTP endpoint URLs (the spec's ``{endpoint_host}``).
     endpoint_base_url: str = ""
+    #: Proxies whose ``X-Forwarded-Proto``/``-Host``/``-For`` headers are believed (when no
+    #: public URL is set, links follow the request's URL): a comma list of addresses or
+    #: networks (``10.0.0.0/8``), or ``*``. Empty: none, the headers are ignored.
+    trusted_proxies: str = ""
     #: The npm store (installed dependency sets). Empty: ``<data_dir>/npm-store``.
     npm_store: str = ""
     node: str = "node"
@@ -221,6 +227,13 @@ class Settings:
                 f"setting sandbox (SLUICE_SANDBOX): {self.sandbox!r} is not 'on' or 'off'",
                 field="sandbox",
             )
+        try:
+            public_urls.TrustedProxies(self.trusted_proxies)
+        except ValueError as exc:
+            raise errors.InvalidRequest(
+                f"setting trusted_proxies (SLUICE_TRUSTED_PROXIES): {exc}",
+                field="trusted_proxies",
+            ) from None
 
     @property
     def compat_rules(self) -> bool:
@@ -233,9 +246,27 @@ class Settings:
         url = self.database_url or f"sqlite:///{self.data_dir / 'sluice.db'}"
         return url
 
+    @functools.cached_property
+    def proxies(self) -> public_urls.TrustedProxies:
+        return public_urls.TrustedProxies(self.trusted_proxies)
+
     @property
     def resolved_public_url(self) -> str:
-        return (self.public_url or f"http://{self.host}:{self.port}").rstrip("/")
+        """The base of the links made now: ``public_url``, else the URL of the request being
+        answered, else ``http://<host>:<port>`` (sluice/public_url.py)."""
+        return (
+            self.public_url or public_urls.current() or f"http://{self.host}:{self.port}"
+        ).rstrip("/")
+
+    def public_url_for(self, owner_id: str) -> str:
+        """As ``resolved_public_url``, for links made for ``owner_id`` with no request at hand:
+        then the URL of that account's last request to this process comes before the default."""
+        return (
+            self.public_url
+            or public_urls.current()
+            or public_urls.last_known(owner_id)
+            or f"http://{self.host}:{self.port}"
+        ).rstrip("/")
 
     @property
     def resolved_endpoint_base_url(self) -> str:

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Callable
 from fastapi import FastAPI
 from starlette.types import Message, Receive, Scope, Send
 
-from sluice import __version__, metrics
+from sluice import __version__, metrics, public_url
 from sluice.api import (
     accounts,
     actions,
@@ -51,17 +51,23 @@ class App(FastAPI):
                 self.state.platform, rest, scope, receive, _counted("endpoint", send)
             )
             return
-        if scope["type"] == "http":
-            send = _counted("api", send)
-        if scope["type"] == "http":
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        send = _counted("api", send)
+        settings = self.state.platform.settings
+        # The links this request's answer holds follow its URL (unless SLUICE_PUBLIC_URL).
+        token = public_url.enter(scope, settings.proxies)
+        try:
             # Before routing, so no route reads a body over the limit, or one it cannot store.
-            limit = self.state.platform.settings.api_max_body_bytes
             try:
-                receive = await bodies.checked_receive(scope, receive, limit)
+                receive = await bodies.checked_receive(scope, receive, settings.api_max_body_bytes)
             except SluiceError as exc:
                 await errors.render(exc)(scope, receive, send)
                 return
-        await super().__call__(scope, receive, send)
+            await super().__call__(scope, receive, send)
+        finally:
+            public_url.leave(token)
 
 
 def _counted(kind: str, send: Send) -> Send:

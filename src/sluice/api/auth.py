@@ -10,7 +10,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from sluice import errors
+from sluice import errors, public_url
 from sluice.platform import Account, Platform
 from sluice.web import session as sessions
 
@@ -33,6 +33,7 @@ async def current_account(request: Request) -> Account:
     account = await (await get_platform(request)).authenticate(token.strip())
     if account is None:
         raise errors.Unauthorized("invalid or revoked API key")
+    public_url.remember(account.id)  # for links made later with no request (public_url.py)
     return account
 
 
@@ -42,6 +43,7 @@ async def _session_account(request: Request) -> Account:
         raise errors.Unauthorized("the browser session has ended: log in again")
     if request.method not in sessions.SAFE_METHODS:
         sessions.check_csrf(request, session, request.headers.get(sessions.CSRF_HEADER))
+    public_url.remember(session.account.id)
     return session.account
 
 

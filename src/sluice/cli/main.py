@@ -161,6 +161,13 @@ def _serve(settings: Settings) -> None:
     _check_sandbox(settings)
     if settings.role == "worker":
         typer.echo(f"Sluice worker  data: {settings.data_dir}", err=True)
+        if not settings.public_url:
+            typer.echo(
+                "warning: no --public-url (SLUICE_PUBLIC_URL): a worker answers no requests, so "
+                "the links it makes (error e-mails, resume URLs) use "
+                + settings.resolved_public_url,
+                err=True,
+            )
         asyncio.run(_work(settings))
         return
     _ui_assets(settings)
@@ -176,6 +183,9 @@ def _serve(settings: Settings) -> None:
         log_level=settings.log_level.lower(),
         access_log=False,
         log_config=logs.uvicorn_config(settings.log_format),
+        # X-Forwarded-* are read by the app itself, from SLUICE_TRUSTED_PROXIES only
+        # (sluice/public_url.py): uvicorn's own reading (127.0.0.1 by default) is off.
+        proxy_headers=False,
     )
 
 

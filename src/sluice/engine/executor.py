@@ -154,7 +154,7 @@ class Executor:
                 **_context(workflow, run_id, now_ms, source_type, replay_of, hops),
                 **(trigger_context or {}),
             }
-        urls = FlowUrls.new(self.settings.resolved_public_url)
+        urls = FlowUrls.new(self.settings.public_url_for(workflow.owner_id))
         if resumed is not None and resumed.start is None:  # cancelled: nothing runs
             return await self._store(workflow, resumed, Result(ok=True), [], now_ms, urls, also)
         refused: Result | None = None

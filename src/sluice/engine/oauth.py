@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,13 +45,24 @@ class Finished:
 
 class OAuthConnect:
     def __init__(
-        self, db: AsyncEngine, cipher: Cipher, clock: Clock, catalog: AppCatalog, public_url: str
+        self,
+        db: AsyncEngine,
+        cipher: Cipher,
+        clock: Clock,
+        catalog: AppCatalog,
+        public_url: str | Callable[[], str],
     ) -> None:
         self.db = db
         self.cipher = cipher
         self.clock = clock
         self.catalog = catalog
-        self.redirect_uri = oauth.redirect_uri(public_url)
+        #: Sluice's public URL, or what tells it now (the request's URL when none is set).
+        self.public_url = public_url
+
+    @property
+    def redirect_uri(self) -> str:
+        base = self.public_url if isinstance(self.public_url, str) else self.public_url()
+        return oauth.redirect_uri(base)
 
     async def start(
         self, owner_id: str, slug: str, *, name: str | None, return_to: str | None

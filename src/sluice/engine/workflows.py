@@ -285,4 +285,6 @@ class Workflows:
                     exc.details["step"] = step["id"]  # the run's failed step (executor.py)
                     raise
                 values[name] = {"$auth": found[1] if found else {}}
-        return error_workflow.run_props(step, values, self.settings.resolved_public_url)
+        return error_workflow.run_props(
+            step, values, self.settings.public_url_for(workflow.owner_id)
+        )

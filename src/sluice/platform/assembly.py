@@ -147,7 +147,9 @@ class Platform(Services):
             ),
             apps=Apps(db, cipher, clock, run.catalog),
             catalog=run.catalog,
-            oauth=OAuthConnect(db, cipher, clock, run.catalog, settings.resolved_public_url),
+            oauth=OAuthConnect(
+                db, cipher, clock, run.catalog, lambda: settings.resolved_public_url
+            ),
             credentials=credentials,
             events=Events(db),
             subscriptions=Subscriptions(db),
