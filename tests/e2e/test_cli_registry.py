@@ -68,6 +68,7 @@ def test_registry_import_then_deploy_by_key(cli: Cli) -> None:
         done.stdout
     )
     assert re.search(r"loaded\s+pipedream-new-scheduled-tasks 0\.\d+\.\d+", done.stdout)
+    assert re.search(r"app\s+pipedream kept \(built in\)", done.stdout), done.stdout
     again = json.loads(cli.run("registry", "import", "pipedream@0.4.2", "--json", env=admin).stdout)
     assert again["packages"][0]["counts"]["skipped"] == 5
     refused = cli.run("registry", "import", "pipedream")

@@ -15,6 +15,7 @@ import pytest
 import pytest_asyncio
 
 from sluice.api.app import create_app
+from sluice.domain.apps import BUILTIN_BY_SLUG
 from sluice.platform import Platform
 from tests.conftest import make_settings
 
@@ -93,6 +94,9 @@ async def test_every_component_of_the_packages_loads(admin: httpx.AsyncClient) -
         assert f"{app}.app.mjs" in kinds and kinds[f"{app}.app.mjs"] == "app file"
         assert not any(path in kinds for path in (i["path"] for i in report["components"]))
         figures[app] = report["counts"]
+        # The app file's app joins the catalog, unless the catalog has it (built in).
+        assert report["app"]["name_slug"] == app, report["app"]
+        assert report["app"]["status"] == ("kept" if app in BUILTIN_BY_SLUG else "added")
     assert figures["helper_functions"] == {"found": 24, "loaded": 1, "skipped": 23, "failed": 0}
     newer = await admin.get("/v1/components/registry/helper_functions-convert-currency")
     assert newer.json()["data"]["versions"] == ["0.1.1", "0.2.0"], newer.text
@@ -101,10 +105,23 @@ async def test_every_component_of_the_packages_loads(admin: httpx.AsyncClient) -
             assert counts["loaded"] == counts["found"] > 0, (app, counts)
     assert sum(c["found"] for c in figures.values()) >= 300
 
+    notion = (await admin.get("/v1/apps/notion")).json()["data"]
+    assert (notion["name"], notion["auth_type"], notion["managed_auth"]) == (
+        "Notion",
+        "oauth",
+        False,
+    )
+    assert notion["imported_from"] == "@pipedream/notion@1.0.6" and notion["connectable"] is False
+    slack = (await admin.get("/v1/apps/slack")).json()["data"]
+    assert slack["builtin"] is True and slack["managed_auth"] is True
+
     # Importing the same versions again changes nothing.
     (again,) = await import_(admin, "@pipedream/slack@0.10.3")
     assert again["counts"]["skipped"] == again["counts"]["found"] == 43
     assert all("already in the registry" in c["reason"] for c in again["components"])
+    (notion_again,) = await import_(admin, "@pipedream/notion@1.0.6")
+    assert notion_again["app"]["status"] == "kept"
+    assert (await admin.get("/v1/apps/notion")).json()["data"] == notion
 
 
 async def test_warnings_name_the_waived_rules(admin: httpx.AsyncClient) -> None:

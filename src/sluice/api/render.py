@@ -251,6 +251,8 @@ def package_import(p: PackageReport) -> dict[str, Any]:
     }
     data["components"] = [_imported(c) for c in p.components]
     data["not_components"] = [{"path": k, "kind": v} for k, v in p.modules.items()]
+    if p.app is not None:
+        data["app"] = {k: v for k, v in p.app.__dict__.items() if v is not None}
     return data
 
 
@@ -304,6 +306,8 @@ def app(a: App) -> dict[str, Any]:
         "categories": list(a.categories),
         "builtin": a.builtin,
         "connectable": a.connectable,
+        "managed_auth": a.managed_auth,
+        "imported_from": a.imported_from,
     }
     if a.oauth is not None:
         out["oauth"] = {

@@ -107,6 +107,10 @@ def _show_import(report: dict[str, Any]) -> None:
         f": {counts['found']} components, {counts['loaded']} loaded, "
         f"{counts['skipped']} skipped, {counts['failed']} failed",
     )
+    app = report.get("app")
+    if app:
+        why = f" ({app['reason']})" if app.get("reason") else ""
+        render.line("  ", ("app     ", "cyan"), f"{app['name_slug']} {app['status']}{why}")
     for item in report["components"]:
         if item["status"] == "loaded":
             render.line("  ", ("loaded  ", "green"), f"{item.get('key')} {item.get('version')}")

@@ -69,6 +69,13 @@ class App:
     #: Whether an operator stored a client secret (the secret itself never leaves storage).
     has_client_secret: bool = False
     builtin: bool = False
+    #: The package an imported app came from (``@pipedream/notion@1.0.6``): its catalog entry
+    #: was read from the package's app file (``domain/app_files.py``), not set by an operator.
+    imported_from: str | None = None
+    #: Whether Sluice knows how the app authenticates (OAuth endpoints, or the fields a user
+    #: types): False for an imported app, whose ``auth_type`` is read from its code and whose
+    #: accounts take credentials as given, until an operator registers it (``PUT``).
+    managed_auth: bool = True
 
     @property
     def connectable(self) -> bool:
@@ -217,8 +224,9 @@ def matches(app: App, query: str | None) -> bool:
 
 def check_credentials(app: App, credentials: dict[str, Any]) -> dict[str, Any]:
     """A key app's credentials: every required field given as a string, no unknown field.
-    Other apps' credentials pass as they are (pasted tokens of an OAuth app)."""
-    if app.auth_type != "keys":
+    Other apps' credentials pass as they are (pasted tokens of an OAuth app), and so do an
+    imported app's (its fields are only what its code was seen to read)."""
+    if app.auth_type != "keys" or not app.managed_auth:
         return credentials
     known = {f.name: f for f in app.fields}
     for name in credentials:
@@ -355,4 +363,6 @@ def registered(body: dict[str, Any], before: App | None, slug: str) -> App:
         fields=fields if auth_type == "keys" else (),
         oauth=oauth if auth_type == "oauth" else None,
         builtin=False,
+        imported_from=None,  # an operator's now: imports leave it alone
+        managed_auth=True,
     )

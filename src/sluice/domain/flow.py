@@ -177,6 +177,48 @@ def resumed_steps(
     return [*out[:at], paused]
 
 
+class Abandoned(StrEnum):
+    """Why a woken run cannot be carried on: the error code on its record."""
+
+    #: The workflow was updated while the run waited and the paused step is no longer in it.
+    STEP_REMOVED = "STEP_REMOVED"
+    #: The workflow was deactivated while the run waited (its triggers deliver nothing either).
+    WORKFLOW_INACTIVE = "WORKFLOW_INACTIVE"
+    #: The workflow was deleted while the run waited (its runs go with it: seldom seen).
+    WORKFLOW_DELETED = "WORKFLOW_DELETED"
+
+
+_ABANDONED_WHY = {
+    Abandoned.STEP_REMOVED: "step {step} paused the run and is no longer in the workflow "
+    "(it was removed while the run waited)",
+    Abandoned.WORKFLOW_INACTIVE: "the workflow was deactivated while the run waited at step {step}",
+    Abandoned.WORKFLOW_DELETED: "the workflow was deleted while the run waited at step {step}",
+}
+
+
+def abandoned(
+    records: list[dict[str, Any]], pause: Pause, why: Abandoned, ts: str
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The records and the error of a woken run that cannot be carried on: it ends
+    ``cancelled``, its paused step ``cancelled`` with ``flow.outcome`` the reason, and the
+    run's error says why (``{code, msg, cellId, ts, stack}``, as a failed step's).
+
+    >>> p = Pause("delay", "c_1", 0, due_ms=5)
+    >>> steps, error = abandoned([{"id": "c_1", "name": "wait"}], p, Abandoned.STEP_REMOVED, "t")
+    >>> str(steps[0]["status"]), steps[0]["flow"]["outcome"], error["code"]
+    ('cancelled', 'step_removed', 'STEP_REMOVED')
+    """
+    steps = resumed_steps(records, pause, Resumption(None, cancelled=True))
+    name = next((r.get("name") for r in records if r.get("id") == pause.step_id), None)
+    for record in steps:
+        if record.get("id") == pause.step_id:
+            record["flow"] = {**(record.get("flow") or {}), "outcome": why.lower()}
+    step = f'"{name}" ({pause.step_id})' if name else pause.step_id
+    message = "$.flow." + pause.kind + ": " + _ABANDONED_WHY[why].format(step=step)
+    error = {"code": str(why), "msg": message, "cellId": pause.step_id, "ts": ts, "stack": None}
+    return steps, error
+
+
 def prior_steps(records: list[dict[str, Any]]) -> dict[str, Any]:
     """``steps.<name>`` of the steps that ran before a resumed part, as the runner gave them
     to later steps: the exports and the return value.

@@ -1,17 +1,20 @@
 """The app catalog (``/v1/apps``): the built-in apps (``domain/apps.py``) with what operators
-registered or edited over them (``storage/catalog.py``)."""
+registered or edited over them (``storage/catalog.py``), and the apps of imported
+``@pipedream/*`` packages (``add_imported``), which never replace either."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sluice import errors
 from sluice.clock import Clock
 from sluice.crypto import Cipher
 from sluice.domain import apps as rules
-from sluice.domain.apps import App
+from sluice.domain.app_files import AppFile
+from sluice.domain.apps import App, Field
 from sluice.storage import catalog
 
 
@@ -61,6 +64,46 @@ class AppCatalog:
             raise errors.InvalidRequest("name_slug cannot change", field="name_slug")
         app = rules.registered(_without(body), before, slug)
         return await self._store(app, body, before.id if before.builtin else None)
+
+    async def add_imported(self, found: AppFile) -> str | None:
+        """An imported package's app (``domain/app_files.py``) added to the catalog, without
+        managed auth (``App.managed_auth``). A slug taken is left as it is: a built-in, an
+        operator's app (never overwritten), or the app imported before (re-importing changes
+        nothing). None when added, else why it was kept."""
+        kept = self._kept(await self.find(found.name_slug))
+        if kept is not None:
+            return kept
+        app = App(
+            found.name_slug,
+            found.name,
+            found.auth_type,
+            description=f"Imported from {found.package} ({found.path}).",
+            # What its code reads, as hints: an imported app takes credentials as given.
+            fields=tuple(Field(f, f, optional=True) for f in found.fields)
+            if found.auth_type == "keys"
+            else (),
+            imported_from=found.package,
+            managed_auth=False,
+        )
+        try:
+            async with self.db.begin() as conn:
+                if await catalog.get(conn, found.name_slug) is not None:
+                    return self._kept(await catalog.get(conn, found.name_slug))
+                now_s = self.clock.now_ms() // 1000
+                await catalog.put(conn, self.cipher, app, secret=None, keep_id=None, now_s=now_s)
+        except sa.exc.IntegrityError:  # registered at the same moment: theirs stays
+            return self._kept(await self.find(found.name_slug))
+        return None
+
+    @staticmethod
+    def _kept(existing: App | None) -> str | None:
+        if existing is None:
+            return None
+        if existing.imported_from is not None:
+            return f"imported before, from {existing.imported_from}"
+        if existing.builtin:
+            return "built in"
+        return "registered by an operator"
 
     async def _store(self, app: App, body: dict[str, Any], keep_id: str | None) -> App:
         oauth = body.get("oauth")

@@ -35,6 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sluice import errors, ids
 from sluice.clock import Clock
 from sluice.domain import shares
+from sluice.engine.due_timer import DueTimer
 from sluice.engine.leases import Leases
 from sluice.storage import database, jobs
 from sluice.storage.jobs import Job
@@ -130,6 +131,7 @@ class JobWorker:
         self._missed: tuple[str, ...] | None = None
         self._missed_at = 0
         self._poll_ms = int(self.config.poll_seconds * 1000)
+        self.due = DueTimer(db, clock, self.handlers.keys(), self._wake.set, self._poll_ms)
         #: Each busy account's slots (``account_share`` of them), when there is a share.
         self._gates: dict[str, asyncio.Semaphore] = {}
         #: The leases of the jobs this worker holds (``engine/leases.py``).
@@ -156,6 +158,7 @@ class JobWorker:
             # (A job of an account at its share changes nothing: under one account's burst,
             # each request would otherwise make a claim that walks past its queued jobs.)
             self._missed = None
+        self.due.mark()  # it may be due later: the timer is armed for it when the loop idles
         if len(self._running) < self._limit:
             self._wake.set()
 
@@ -317,6 +320,7 @@ class JobWorker:
                 error=str(exc),
                 retry_at_ms=now + backoff_ms(job.attempts) if retry else None,
             )
+        self.due.mark()  # the retry is due after its backoff: arm the timer for it
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._loop())
@@ -370,6 +374,7 @@ class JobWorker:
             # Slots left: claim again (jobs released just now are skipped by that claim).
             if (started or released) and len(self._running) < limit:
                 continue
+            await self.due.refresh()  # wakes the loop when the next queued job becomes due
             # asyncio.timeout, not wait_for: no task per wait, and a cancel (stop()) that meets a
             # wake-up cannot leave the loop waiting on its inner task (seen on Python 3.11).
             with contextlib.suppress(TimeoutError):
@@ -392,6 +397,7 @@ class JobWorker:
         to run on the next worker (at least once)."""
         await _cancel(self._task)
         self._task = None
+        await self.due.close()
         # Claimed, never started: queued again now, for other workers.
         await self.leases.release([job.id for job in self._queue])
         self._queue.clear()

@@ -5,7 +5,9 @@ modules they import (``domain/packages.py``), and each component is saved into t
 under its own key and version with the files it needs, under the compatibility rules (the
 spec's rules Pipedream's own components break are waived, each waiver a warning on the
 component). Importing a version that is already there changes nothing; a newer version adds
-one. Every component is reported: loaded, skipped (why) or failed (the error).
+one. Every component is reported: loaded, skipped (why) or failed (the error). The package's
+app file puts its app into the app catalog (``AppCatalog.add_imported``), unless the catalog
+has that app already (built in, an operator's, or imported before).
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ from typing import Literal
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sluice import errors
+from sluice.domain import app_files
 from sluice.domain import packages as layout_rules
 from sluice.domain import registry as registry_rules
+from sluice.engine.app_catalog import AppCatalog
 from sluice.engine.components import Checked, ComponentInput, Components
 from sluice.runtime.packages import PackageFetcher
 from sluice.storage import components as store
@@ -46,6 +50,18 @@ class ComponentReport:
 
 
 @dataclass(frozen=True)
+class AppReport:
+    """The package's app, as the catalog took it: ``added``, or ``kept`` (``reason``: the
+    catalog's entry stays as it was)."""
+
+    name_slug: str
+    name: str
+    auth_type: str
+    status: Literal["added", "kept"]
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
 class PackageReport:
     spec: str
     name: str | None = None
@@ -55,16 +71,25 @@ class PackageReport:
     modules: dict[str, str] = field(default_factory=dict)
     #: Set when the package itself could not be fetched.
     error: str | None = None
+    #: Its app file's app (None: the package has no app file).
+    app: AppReport | None = None
 
     def count(self, status: Status) -> int:
         return sum(1 for c in self.components if c.status == status)
 
 
 class RegistryImports:
-    def __init__(self, db: AsyncEngine, components: Components, fetcher: PackageFetcher) -> None:
+    def __init__(
+        self,
+        db: AsyncEngine,
+        components: Components,
+        fetcher: PackageFetcher,
+        catalog: AppCatalog,
+    ) -> None:
         self.db = db
         self.components = components
         self.fetcher = fetcher
+        self.catalog = catalog
         # One import of a key at a time: two components (or two imports) with the same key
         # and version would otherwise both pass the "already there" check.
         self._lock = asyncio.Lock()
@@ -77,6 +102,7 @@ class RegistryImports:
         except errors.SluiceError as exc:
             return PackageReport(str(parsed), parsed.name, error=exc.message)
         found = layout_rules.layout(list(package.files))
+        app = await self._import_app(package.name, package.version, package.files)
         gate = asyncio.Semaphore(_CONCURRENCY)
 
         async def one(entry: str) -> ComponentReport:
@@ -97,8 +123,17 @@ class RegistryImports:
             },
         )
         return PackageReport(
-            str(parsed), package.name, package.version, list(reports), found.modules
+            str(parsed), package.name, package.version, list(reports), found.modules, app=app
         )
+
+    async def _import_app(self, name: str, version: str, files: dict[str, str]) -> AppReport | None:
+        found = app_files.app_file(name, version, files)
+        if found is None:
+            return None
+        async with self._lock:
+            kept = await self.catalog.add_imported(found)
+        status: Literal["added", "kept"] = "added" if kept is None else "kept"
+        return AppReport(found.name_slug, found.name, found.auth_type, status, kept)
 
     async def _import_component(
         self, owner_id: str, entry: str, files: dict[str, str]

@@ -143,7 +143,10 @@ class Platform(Services):
             dynamic_props=run.dynamic,
             options=Options(db, pool, components, cipher, settings, credentials=credentials),
             registry_imports=RegistryImports(
-                db, components, PackageFetcher(settings.npm_store_dir / ".packages", deps)
+                db,
+                components,
+                PackageFetcher(settings.npm_store_dir / ".packages", deps),
+                run.catalog,
             ),
             apps=Apps(db, cipher, clock, run.catalog),
             catalog=run.catalog,

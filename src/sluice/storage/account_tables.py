@@ -94,7 +94,8 @@ apps = sa.Table(
     metadata,
     sa.Column("id", Str(40), primary_key=True),
     sa.Column("name_slug", Str(100), nullable=False, unique=True),
-    # {name, auth_type, description, categories, img_src, fields, oauth} (domain/apps.py).
+    # {name, auth_type, description, categories, img_src, fields, oauth, imported_from,
+    # managed_auth} (domain/apps.py).
     sa.Column("spec", JSON, nullable=False),
     # AES-GCM token of the OAuth client secret, bound to the slug; never returned.
     sa.Column("client_secret", Txt),

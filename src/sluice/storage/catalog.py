@@ -32,6 +32,8 @@ def _spec(app: App) -> dict[str, Any]:
         "oauth": None
         if app.oauth is None
         else {**app.oauth.__dict__, "scopes": list(app.oauth.scopes)},
+        "imported_from": app.imported_from,
+        "managed_auth": app.managed_auth,
     }
 
 
@@ -49,6 +51,8 @@ def _app(row: Any) -> App:
         fields=tuple(Field(**f) for f in spec.get("fields") or ()),
         oauth=None if oauth is None else OAuthConfig(**{**oauth, "scopes": tuple(oauth["scopes"])}),
         has_client_secret=row.client_secret is not None,
+        imported_from=spec.get("imported_from"),
+        managed_auth=spec.get("managed_auth", True),
     )
 
 

@@ -235,6 +235,17 @@ def prune_sync(conn: Connection, *, finished_before_ms: int, limit: int) -> int:
     return int(conn.execute(t.delete().where(t.c.id.in_(old.scalar_subquery()))).rowcount)
 
 
+def next_due_sync(conn: Connection, *, now_ms: int, kinds: tuple[str, ...]) -> int | None:
+    """The earliest ``run_after_ms`` after ``now_ms`` of the queued jobs of ``kinds``: when the
+    next of them becomes ready (a ``$.flow`` pause, a retry's backoff). It walks the queued
+    jobs only (the ``(status, id)`` index), which are few when a worker has nothing to do."""
+    query = sa.select(sa.func.min(t.c.run_after_ms)).where(
+        t.c.status == JobState.QUEUED, t.c.run_after_ms > now_ms, t.c.kind.in_(kinds)
+    )
+    value = conn.execute(query).scalar()
+    return None if value is None else int(value)
+
+
 async def claim(
     conn: AsyncConnection,
     *,

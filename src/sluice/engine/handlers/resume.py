@@ -4,21 +4,28 @@ workflow's warm worker, from the step ``domain/flow.py`` decides, with the earli
 exports and return values; its record is updated in place (same run id).
 
 A job that is not the run's current pause (the run was trimmed, or is no longer paused) does
-nothing. A workflow deleted or deactivated meanwhile leaves the run as it is.
+nothing. A run that cannot be carried on ends ``cancelled`` with an error saying why
+(``domain.flow.Abandoned``): its workflow was deactivated (or deleted: its runs normally go
+with it) or the paused step was removed while it waited.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
+from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from sluice.clock import iso_ms
 from sluice.domain import flow
+from sluice.domain.states import RunStatus
 from sluice.engine.executor import Executor
 from sluice.engine.jobs import Finish
 from sluice.engine.pauses import Resumed
 from sluice.storage import runs
 from sluice.storage.jobs import Job
+from sluice.storage.runs import Run
 
 log = logging.getLogger(__name__)
 
@@ -35,17 +42,19 @@ class ResumeJobs:
         if run is None or run.pause is None or run.pause.get("job_id") != job.id:
             return  # trimmed, or woken already: this job is not its pause any more
         workflow = await self.executor.load(run.owner_id, run.workflow_id)
-        if workflow is None or not workflow.active:
-            log.info("paused run %s: its workflow is gone or inactive", run.id)
-            return
         pause = flow.Pause.from_json(run.pause)
+        if workflow is None or not workflow.active:
+            why = flow.Abandoned.WORKFLOW_DELETED if workflow is None else None
+            await self._abandon(job, run, pause, why or flow.Abandoned.WORKFLOW_INACTIVE, finish)
+            return
         action = flow.Action(str(payload.get("action") or flow.Action.DUE))
         woke = flow.resumption(pause, action, payload.get("data"))
         # The workflow may have been updated while the run waited: steps keep their ids.
         index = next((i for i, s in enumerate(workflow.steps) if s["id"] == pause.step_id), None)
         if index is None:
-            woke = flow.Resumption(None, cancelled=True)
-        elif woke.start is not None:
+            await self._abandon(job, run, pause, flow.Abandoned.STEP_REMOVED, finish)
+            return
+        if woke.start is not None:
             woke.start = index + (woke.start - pause.index)
         run.steps = flow.resumed_steps(run.steps, pause, woke)
         log.info(
@@ -61,4 +70,27 @@ class ResumeJobs:
             source_type=str(run.context.get("source_type") or "MANUAL"),
             also=finish,
             resumed=Resumed(run, woke.start, woke.run),
+        )
+
+    async def _abandon(
+        self, job: Job, run: Run, pause: flow.Pause, why: flow.Abandoned, finish: Finish
+    ) -> None:
+        """End a run that cannot be carried on, with the job's done mark in one transaction.
+        Nothing is sent to ``$errors``: the run did not fail, its workflow changed under it."""
+        now_ms = self.executor.clock.now_ms()
+        steps, error = flow.abandoned(run.steps, pause, why, iso_ms(now_ms))
+        ended = replace(run, status=RunStatus.CANCELLED, steps=steps, error=error, pause=None)
+
+        def transaction(conn: Connection) -> None:
+            finish(conn)
+            current = runs.get_sync(conn, run.id)
+            if current is not None and (current.pause or {}).get("job_id") == job.id:
+                runs.update_sync(conn, ended, len(run.sends))
+
+        await self.executor.commit.write(transaction)
+        log.info(
+            "paused run %s ended: %s",
+            run.id,
+            why,
+            extra={"action": "flow_abandoned", "run_id": run.id, "workflow": run.workflow_id},
         )

@@ -139,34 +139,22 @@ function evaluate(expr, steps, where) {
 }
 
 /**
- * Values that came from `{{ }}` are checked against their prop's type once known, as the
- * deploy-time check does for the others: a `ConfigurationError` names the step and the prop.
+ * Values that came from `{{ }}` reach `run()` with the type the expression gives, as
+ * Pipedream passes them (docs/api.md, "Configured values"): an object for a `string` prop stays
+ * an object, a number above an integer prop's `max` stays that number. The one refusal left is
+ * Pipedream's own: a required prop whose expression gives nothing (`undefined` or `null`) is
+ * missing, a `ConfigurationError` naming the step and the prop. (The runtime's one reading,
+ * text spelling an integer or boolean read as one, happens in `buildInstance` for every value.)
  */
 function checkResolved(component, raw, props, stepName) {
   const defs = isObject(component.props) ? component.props : {};
   for (const [name, value] of Object.entries(props)) {
     if (typeof raw[name] !== "string" || !raw[name].includes("{{") || !Object.hasOwn(defs, name)) continue;
+    if (value !== undefined && value !== null) continue;
     const def = resolveProp(defs[name]).def;
-    const fail = (why) => {
-      const err = new Error(`step "${stepName}": prop "${name}" ${why}, got ${JSON.stringify(value)} from ${raw[name]}`);
-      err.name = "ConfigurationError";
-      throw err;
-    };
-    if (value === undefined || value === null) {
-      if (!def.optional) fail("is required");
-      continue;
-    }
-    if (def.type === "integer") {
-      const n = typeof value === "string" && /^\s*[-+]?\d+\s*$/.test(value) ? Number(value) : value;
-      if (!Number.isInteger(n)) fail("must be an integer");
-      if (typeof def.min === "number" && n < def.min) fail(`must be at least ${def.min}`);
-      if (typeof def.max === "number" && n > def.max) fail(`must be at most ${def.max}`);
-      props[name] = n;
-    } else if (def.type === "boolean") {
-      if (value !== true && value !== false && value !== "true" && value !== "false") fail("must be a boolean");
-    } else if (def.type === "string") {
-      if (typeof value === "number") props[name] = String(value);
-      else if (typeof value !== "string") fail("must be a string");
-    }
+    if (def.optional || def.default !== undefined) continue;
+    const err = new Error(`step "${stepName}": prop "${name}" is required, got ${value} from ${raw[name]}`);
+    err.name = "ConfigurationError";
+    throw err;
   }
 }
