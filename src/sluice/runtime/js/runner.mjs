@@ -130,7 +130,7 @@ function onInvoke(req) {
   try {
     const host = pool.place(call, req.limits?.memory_mb ?? DEFAULT_MEMORY_MB);
     // Only variables the invocation names: no host variable reaches user code.
-    const env = Object.fromEntries(Object.entries(req.env ?? {}).map(([k, v]) => [k, String(v)]));
+    const env = req.env ? Object.fromEntries(Object.entries(req.env).map(([k, v]) => [k, String(v)])) : null;
     host.dispatch(call, env);
   } catch (err) {
     call.fail("WorkerStoppedError", "WORKER_STOPPED", `could not start a worker: ${err.message}`);

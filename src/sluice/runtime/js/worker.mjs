@@ -93,7 +93,8 @@ if (workerData.egressSocket) installEgress(workerData.egressSocket);
 
 // `process.env` is the running invocation's own environment (`PD_COMPONENT` for sources):
 // deployments sharing this worker never see each other's. Outside any invocation it is empty.
-const envOf = () => als.getStore()?.env ?? {};
+const NO_ENV = Object.freeze({});
+const envOf = () => als.getStore()?.env ?? NO_ENV;
 process.env = new Proxy({}, {
   get: (_t, k) => (typeof k === "string" && Object.hasOwn(envOf(), k) ? envOf()[k] : undefined),
   has: (_t, k) => Object.hasOwn(envOf(), k),
@@ -101,11 +102,17 @@ process.env = new Proxy({}, {
   getOwnPropertyDescriptor: (_t, k) => (Object.hasOwn(envOf(), k)
     ? { value: envOf()[k], enumerable: true, configurable: true, writable: true }
     : undefined),
+  // Outside an invocation writes go nowhere.
   set: (_t, k, v) => {
-    envOf()[k] = String(v);
+    const env = envOf();
+    if (env !== NO_ENV) env[k] = String(v);
     return true;
   },
-  deleteProperty: (_t, k) => delete envOf()[k],
+  deleteProperty: (_t, k) => {
+    const env = envOf();
+    if (env !== NO_ENV) delete env[k];
+    return true;
+  },
 });
 
 // process.exit() in user code ends its invocation (WORKER_STOPPED), not the worker under every
@@ -189,7 +196,7 @@ parentPort.on("message", (msg) => {
 });
 
 function handleCall({ seq, key, entry, env, call }) {
-  const inv = new Invocation(seq, { ...(env ?? {}) });
+  const inv = new Invocation(seq, env ?? {});
   als.run(inv, async () => {
     let component;
     let slot;
