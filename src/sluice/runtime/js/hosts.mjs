@@ -11,10 +11,10 @@
 //   its calls in flight end. Its keys move to other workers on their next call.
 // - At --max-workers, the least recently used idle worker makes way (LRU); idle workers stop
 //   after --idle-ms.
-// - A time-out: the call ends with TIMEOUT at once; its worker is retired and pinged. A worker
-//   that answers is not blocked (an async hang): its other calls finish normally. One that does
-//   not answer within PING_MS is stuck in a loop and is terminated: its other calls end with
-//   WORKER_STOPPED. A key that timed out, ran out of memory or exited runs *solo* afterwards,
+// - A time-out: the call ends with TIMEOUT at once; its worker is retired and pinged every
+//   PING_MS while it drains. A worker that answers is not blocked (an async hang): its other
+//   calls finish normally. One that misses an answer is stuck in a loop and is terminated: its
+//   other calls end with WORKER_STOPPED. A key that timed out, ran out of memory or exited runs *solo* afterwards,
 //   in a worker of its own, so it can cost other deployments at most once.
 
 import { Worker } from "node:worker_threads";
@@ -38,6 +38,7 @@ export class Host {
     this.retired = false;
     this.idleTimer = null;
     this.pingTimer = null;
+    this.runaway = null; // the id of the call whose time-out retired this worker
     this.lastUsed = performance.now();
     this.worker = new Worker(WORKER_URL, {
       workerData: { egressSocket: pool.options.egressSocket },
@@ -83,7 +84,10 @@ export class Host {
         if (!m.ok) this.pool.forget(m.key, this);
         return;
       case "pong":
+        // Not blocked now; the runaway code may block later (e.g. once its import is done):
+        // ask again while the worker drains.
         clearTimeout(this.pingTimer);
+        this.pingTimer = setTimeout(() => this.ping(), PING_MS);
         return;
       case "exit": {
         const call = this.inflight.get(m.seq);
@@ -142,9 +146,16 @@ export class Host {
     if (this.dead) return;
     this.pool.makeSolo(call.key);
     this.retire();
+    this.runaway = call.id;
+    this.ping();
+  }
+
+  /** While a retired worker drains, it must answer within PING_MS, else it is terminated. */
+  ping() {
     if (this.dead) return;
+    clearTimeout(this.pingTimer);
     this.pingTimer = setTimeout(() => this.stop(
-      "WORKER_STOPPED", `the worker was terminated because invocation ${call.id} timed out and blocked it`,
+      "WORKER_STOPPED", `the worker was terminated because invocation ${this.runaway} timed out and blocked it`,
     ), PING_MS);
     this.worker.postMessage({ t: "ping" });
   }
