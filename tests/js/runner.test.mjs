@@ -817,6 +817,14 @@ describe("deployments sharing a worker", () => {
     assert.equal(ok(await other), "slept");
   });
 
+  test("a CommonJS entry is evaluated once per deployment", async () => {
+    const entry = fixture("cjs/counter.cjs");
+    const run = (key) => pool.invoke(key, entry, { kind: "action", props: {}, steps: {} });
+    assert.deepEqual([ok(await run("dc_cjs1:v1")), ok(await run("dc_cjs1:v1")), ok(await run("dc_cjs2:v1"))], [1, 2, 1]);
+    assert.equal(ok(await pool.request({ type: "evict", worker_key: "dc_cjs1:v1" })).evicted, true);
+    assert.equal(ok(await run("dc_cjs1:v1")), 1, "an evicted key imports afresh");
+  });
+
   test("process.exit() ends only its own invocation", async () => {
     const sleeping = call("dc_c:v1", "sleep", { ms: "200" });
     await new Promise((r) => setTimeout(r, 30));
