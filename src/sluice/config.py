@@ -70,7 +70,8 @@ class Settings:
     runner_max_processes: int = 256
     #: Size of a jail's private /tmp, MB.
     sandbox_tmp_mb: int = 64
-    #: Warm workers (deployments) kept per runner, least recently used stopped first.
+    #: Worker threads per runner at most; each serves many deployments of the account
+    #: (docs/runtime.md, "Warm workers"), least recently used stopped first.
     max_workers_per_runner: int = 16
     #: A warm worker unused this long is stopped, seconds.
     worker_idle_seconds: float = 300.0

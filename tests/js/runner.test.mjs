@@ -688,8 +688,12 @@ describe("requests", () => {
     await new Promise((r) => setTimeout(r, 50));
     assert.deepEqual(ok(await runner.request({ type: "evict", worker_key: "dc_ev:*" })), { evicted: true });
     assert.equal((await sleeping).error.code, "WORKER_STOPPED");
-    const keys = ok(await runner.request({ type: "stats" })).keys;
-    assert.ok(keys.includes("dc_other:v1") && !keys.some((k) => k.startsWith("dc_ev:")));
+    // The worker that ran the evicted call is retired: every key it held is cold again.
+    let keys = ok(await runner.request({ type: "stats" })).keys;
+    assert.ok(!keys.some((k) => k.startsWith("dc_ev:")));
+    assert.equal(ok(await call("dc_other:v1")), "ok");
+    keys = ok(await runner.request({ type: "stats" })).keys;
+    assert.ok(keys.includes("dc_other:v1"));
     assert.deepEqual(ok(await runner.request({ type: "evict", worker_key: "dc_other:v1" })), { evicted: true });
     assert.deepEqual(ok(await runner.request({ type: "evict", worker_key: "dc_other:v1" })), { evicted: false });
   });
@@ -699,18 +703,23 @@ describe("worker pool", () => {
   const entry = fixture("misc.mjs");
   const call = (r, key) => r.invoke(key, entry, { kind: "action", props: { mode: "ok" }, steps: {} });
 
-  test("LRU cap with --max-workers 2, and stats", async () => {
-    const pool = new Runner(["--max-workers", "2"]);
+  test("many keys share a worker; --max-keys-per-worker and --max-workers (LRU), and stats", async () => {
+    const pool = new Runner(["--max-workers", "2", "--max-keys-per-worker", "2"]);
     try {
       for (const key of ["a", "b", "c"]) ok(await call(pool, key));
       let stats = ok(await pool.request({ type: "stats" }));
-      assert.equal(stats.workers, 2);
-      assert.deepEqual(stats.keys, ["b", "c"]);
+      assert.equal(stats.workers, 2, "a and b in the first worker, c in a second one");
+      assert.deepEqual(stats.keys, ["a", "b", "c"]);
       assert.ok(stats.rss > 0 && stats.heap_used > 0);
       ok(await call(pool, "b"));
-      ok(await call(pool, "d"));
+      ok(await call(pool, "d")); // the second worker's room
       stats = ok(await pool.request({ type: "stats" }));
-      assert.deepEqual(stats.keys, ["b", "d"]);
+      assert.deepEqual(stats.keys, ["a", "c", "b", "d"]);
+      // Both full, at the cap: the least recently used worker (a, b) makes way.
+      ok(await call(pool, "e"));
+      stats = ok(await pool.request({ type: "stats" }));
+      assert.equal(stats.workers, 2);
+      assert.deepEqual(stats.keys, ["c", "d", "e"]);
     } finally {
       assert.equal(await pool.close(), 0);
       pool.assertClean();
@@ -757,5 +766,72 @@ describe("worker pool", () => {
       await pool.close();
       pool.assertClean();
     }
+  });
+});
+
+describe("deployments sharing a worker", () => {
+  const entry = fixture("shared.mjs");
+  let pool;
+  before(() => { pool = new Runner(); });
+  after(async () => {
+    assert.equal(await pool.close(), 0);
+    pool.assertClean();
+  });
+  const call = (key, mode, props = {}, extra = {}) => pool.invoke(key, entry, {
+    kind: "action", props: { mode, ...props }, steps: {},
+  }, { env: { PD_COMPONENT: key }, ...extra });
+
+  test("one worker, and each deployment its own module state, env and this", async () => {
+    const keys = Array.from({ length: 20 }, (_, i) => `dc_s${i}:v1`);
+    for (const key of keys) ok(await call(key, "ok"));
+    assert.equal(ok(await pool.request({ type: "stats" })).workers, 1);
+    // Interleaved: each call sleeps while the others run in the same worker.
+    const results = await Promise.all(keys.map((key, i) => call(key, "state", { ms: String(20 - i) })));
+    for (const [i, r] of results.entries()) {
+      assert.deepEqual(ok(r), { calls: 2, env: keys[i], before: keys[i], load: keys[i], mine: keys[i] });
+    }
+  });
+
+  test("an async hang times out alone: the worker answers, other calls finish", async () => {
+    const sleeping = call("dc_a:v1", "sleep", { ms: "400" }, { limits: { timeout_ms: 5000 } });
+    await new Promise((r) => setTimeout(r, 30));
+    const hung = await call("dc_hang:v1", "hang", {}, { limits: { timeout_ms: 150 } });
+    assert.equal(hung.error.code, "TIMEOUT");
+    assert.equal(ok(await sleeping), "slept");
+    assert.equal(ok(await call("dc_hang:v1", "ok")), "ok", "the key that timed out runs again (solo)");
+  });
+
+  test("a blocking loop stops its worker: other calls in it end WORKER_STOPPED, then run again", async () => {
+    const sleeping = call("dc_b:v1", "sleep", { ms: "3000" }, { limits: { timeout_ms: 5000 } });
+    await new Promise((r) => setTimeout(r, 30));
+    const spun = await call("dc_spin:v1", "spin", {}, { limits: { timeout_ms: 150 } });
+    assert.equal(spun.error.code, "TIMEOUT");
+    const slept = await sleeping;
+    assert.equal(slept.error.code, "WORKER_STOPPED");
+    assert.match(slept.error.message, /timed out and blocked it/);
+    assert.ok(slept.elapsed < 1500, `stopped after ${slept.elapsed} ms`);
+    assert.equal(ok(await call("dc_b:v1", "ok")), "ok");
+    // The looping key runs solo now: its next loop costs no one else.
+    const other = call("dc_b:v1", "sleep", { ms: "400" }, { limits: { timeout_ms: 5000 } });
+    assert.equal((await call("dc_spin:v1", "spin", {}, { limits: { timeout_ms: 150 } })).error.code, "TIMEOUT");
+    assert.equal(ok(await other), "slept");
+  });
+
+  test("a CommonJS entry is evaluated once per deployment", async () => {
+    const entry = fixture("cjs/counter.cjs");
+    const run = (key) => pool.invoke(key, entry, { kind: "action", props: {}, steps: {} });
+    assert.deepEqual([ok(await run("dc_cjs1:v1")), ok(await run("dc_cjs1:v1")), ok(await run("dc_cjs2:v1"))], [1, 2, 1]);
+    assert.equal(ok(await pool.request({ type: "evict", worker_key: "dc_cjs1:v1" })).evicted, true);
+    assert.equal(ok(await run("dc_cjs1:v1")), 1, "an evicted key imports afresh");
+  });
+
+  test("process.exit() ends only its own invocation", async () => {
+    const sleeping = call("dc_c:v1", "sleep", { ms: "200" });
+    await new Promise((r) => setTimeout(r, 30));
+    const exited = await call("dc_exit:v1", "exit");
+    assert.equal(exited.error.code, "WORKER_STOPPED");
+    assert.match(exited.error.message, /exited with code 4/);
+    assert.equal(ok(await sleeping), "slept");
+    assert.equal(ok(await call("dc_exit:v1", "ok")), "ok");
   });
 });

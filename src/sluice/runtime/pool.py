@@ -5,6 +5,7 @@ account's jail, seeing only the component files that account's invocations use. 
 died is replaced on the next invocation. Past
 ``max_runners`` the least recently used runner with nothing in flight is stopped, so idle
 accounts cost no memory (its warm workers go with it; the next call starts them again).
+Inside a runner a few worker threads serve all of the account's deployments (``js/hosts.mjs``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,10 @@ from sluice.runtime.sandbox import Sandbox
 class PoolConfig:
     node: str = "node"
     max_runners: int = 8
+    #: Worker threads per runner; each serves many deployments (docs/runtime.md, "Warm workers").
     max_workers_per_runner: int = 16
+    #: Components (deployments) a worker thread imports in its life before it is retired.
+    max_keys_per_worker: int = 256
     worker_idle_ms: int = 300_000
     #: Seconds past an invocation's time-out before Python gives up on the runner.
     deadline_grace_seconds: float = 10.0
@@ -129,6 +133,7 @@ class RunnerPool:
                 owner_id,
                 node=self.config.node,
                 max_workers=self.config.max_workers_per_runner,
+                max_keys_per_worker=self.config.max_keys_per_worker,
                 idle_ms=self.config.worker_idle_ms,
                 sandbox=self.sandbox,
             )

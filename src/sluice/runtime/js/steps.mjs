@@ -12,7 +12,6 @@
 // `steps.<name>.<export>`; configured prop values may refer to them with `{{ expression }}`.
 
 import { performance } from "node:perf_hooks";
-import { pathToFileURL } from "node:url";
 
 import { buildInstance, END_NEEDLE, isFlowExit, makeDollar } from "./instance.mjs";
 import { toJsonSafe } from "./jsonsafe.mjs";
@@ -23,7 +22,7 @@ const ANY_REF = /\{\{([\s\S]+?)\}\}/g;
 
 const PAUSED = { delay: "delayed", suspend: "suspended", rerun: "rerun" };
 
-export async function runWorkflow(call, inv, serializeError) {
+export async function runWorkflow(call, inv, serializeError, importStep) {
   // A resumed run (after $.flow.delay/suspend/rerun) starts at `start`, with the records of
   // the steps before it in `prior`, and `run` ($.context.run) for the step it starts with.
   const steps = {
@@ -41,7 +40,7 @@ export async function runWorkflow(call, inv, serializeError) {
     inv.beginStep(record, step.timeout_ms ?? null);
     const started = performance.now();
     try {
-      const component = await loadStep(step);
+      const component = await loadStep(step, importStep);
       const raw = step.props ?? {};
       const props = resolveRefs(raw, steps, `step "${step.name}"`);
       checkResolved(component, raw, props, step.name);
@@ -81,15 +80,15 @@ export async function runWorkflow(call, inv, serializeError) {
   return { status };
 }
 
-async function loadStep(step) {
-  let mod;
+/** The step's component, imported by `importStep` (the worker's, once per deployment). */
+async function loadStep(step, importStep) {
+  let component;
   try {
-    mod = await import(pathToFileURL(step.entry).href);
+    component = await importStep(step.entry);
   } catch (err) {
     if (err && typeof err === "object" && !err.code) err.code = "LOAD_FAILED";
     throw err;
   }
-  const component = mod.default ?? mod;
   if (!isObject(component) || typeof component.run !== "function") {
     const err = new TypeError(
       `step "${step.name}" must export a component with a run method, e.g. export default defineComponent({ async run({ steps, $ }) { ... } })`,

@@ -1,17 +1,25 @@
-// Worker bootstrap: one Worker per worker_key. It imports the component once, then serves
-// `call` messages from runner.mjs, possibly several at a time (async user code).
+// Worker bootstrap: one worker thread serves many deployments of one account (its runner).
+// Each deployment's component (a worker_key) is imported once into a *slot* of its own and kept
+// while the runner keeps the key here (runner.mjs, hosts.mjs); calls of any slot may run at
+// once (async user code). What one call sees is its own: `this`, `this.db`, `$`, `process.env`
+// and the module's own top-level state (each slot imports the entry under its own URL); what
+// the slots of a worker share is the thread: globals, the npm packages they import, the heap
+// and the event loop (docs/runtime.md, "Warm workers").
 //
+// Runner → worker: {t: "call", seq, key, entry, env, call}, {t: "store_result", …},
+//   {t: "drop", keys} (forget these slots: the next call imports again), {t: "ping"}.
 // Worker → runner messages (all tagged with the runner's invocation `seq`; JSON payloads are
 // sent as JSON text so the runner can splice them into its output without re-encoding):
-//   {t: "loaded", ok, error?}                  once, after the entry's import settles
+//   {t: "loaded", key, ok, error?}             once a slot's import settles
 //   {t: "log", seq, level, msg, ts}            seq null when no invocation is known
 //   {t: "emit", seq, json} {t: "export", seq, name, json} {t: "send", seq, json}
 //   {t: "db", seq, key, json|null}             null json = delete
 //   {t: "respond", seq, json}
 //   {t: "step", seq, id, timeout_ms} {t: "step_done", seq, json}   workflow calls (steps.mjs)
-//   {t: "done", seq, ok, value, flow_exit, error, logs_dropped}
+//   {t: "done", seq, ok, value, flow_exit, error, logs_dropped, heap}
+//   {t: "exit", seq, code}                     process.exit() in user code
+//   {t: "pong"}
 
-import { AsyncLocalStorage } from "node:async_hooks";
 import { Console } from "node:console";
 import { realpathSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -20,216 +28,14 @@ import { pathToFileURL } from "node:url";
 import util from "node:util";
 import { parentPort, workerData } from "node:worker_threads";
 
-import {
-  buildInstance, callOptions, END_NEEDLE, flowExitSignal, isFlowExit, makeDollar, notSupported,
-} from "./instance.mjs";
-import { askStore, settleStore } from "./datastore.mjs";
+import { buildInstance, callOptions, flowExitSignal, makeDollar } from "./instance.mjs";
+import { settleStore } from "./datastore.mjs";
 import { installEgress } from "./egress.mjs";
-import { safeStringify, toJsonSafe } from "./jsonsafe.mjs";
+import { als, Invocation, post, runnerError, serializeError, writeLog } from "./invocation.mjs";
 import { describeComponent, describeProps, isObject } from "./props.mjs";
 import { runWorkflow } from "./steps.mjs";
 
-const MAX_LOGS = 1000;
-const MAX_LOG_CHARS = 16 * 1024;
-
-// Which invocation the running code belongs to, across awaits and timers.
-const als = new AsyncLocalStorage();
-const post = (msg) => parentPort.postMessage(msg);
-
-class Invocation {
-  constructor(seq) {
-    this.seq = seq;
-    this.done = false;
-    this.responded = false;
-    this.flowExit = null;
-    this.logCount = 0;
-    this.logsDropped = 0;
-    // The step record of a workflow call while that step runs (steps.mjs).
-    this.step = null;
-  }
-
-  beginStep(record, timeoutMs) {
-    this.step = record;
-    this.post({ t: "step", id: record.id, timeout_ms: timeoutMs });
-  }
-
-  endStep(record) {
-    this.step = null;
-    this.post({ t: "step_done", json: safeStringify(record) });
-  }
-
-  post(msg) {
-    // Output of user code still running after its invocation ended has nowhere to go.
-    if (!this.done) post({ ...msg, seq: this.seq });
-  }
-
-  emit(event, meta) {
-    const metaJson = meta === undefined || meta === null ? "{}" : safeStringify(meta);
-    this.post({ t: "emit", json: `{"event":${safeStringify(event)},"meta":${metaJson}}` });
-  }
-
-  dbSet(key, json) {
-    if (this.step) {
-      // Workflow code steps: the step's own store, kept in its record (steps.mjs).
-      const db = this.stepDb();
-      db.writes[key] = JSON.parse(json);
-      db.deletes = db.deletes.filter((k) => k !== key);
-      return;
-    }
-    this.post({ t: "db", key, json });
-  }
-
-  dbDelete(key) {
-    if (this.step) {
-      const db = this.stepDb();
-      delete db.writes[key];
-      if (!db.deletes.includes(key)) db.deletes.push(key);
-      return;
-    }
-    this.post({ t: "db", key, json: null });
-  }
-
-  stepDb() {
-    if (!this.step.db) this.step.db = { writes: {}, deletes: [] };
-    return this.step.db;
-  }
-
-  respond(response) {
-    if (this.responded) {
-      writeLog("warn", "respond() was already called for this invocation; this call is ignored");
-      return;
-    }
-    const json = encodeResponse(response);
-    this.responded = true;
-    this.post({ t: "respond", json });
-  }
-
-  exportValue(name, value) {
-    // Exports are fields of one JSON object: values JSON cannot hold are dropped, as JSON would.
-    if (value === undefined || typeof value === "function" || typeof value === "symbol") return;
-    if (this.step) {
-      // Workflow steps keep their exports in their record: later steps read them.
-      this.step.exports[name] = toJsonSafe(value);
-      return;
-    }
-    this.post({ t: "export", name, json: safeStringify(value) });
-  }
-
-  /** A data_store prop's call, answered by Python (`store_result`): a Promise of its value. */
-  storeCall(request) {
-    return askStore(this, request);
-  }
-
-  send(type, config) {
-    const step = this.step ? `,"step":${JSON.stringify(this.step.id)}` : "";
-    this.post({ t: "send", json: `{"type":${JSON.stringify(type)},"config":${safeStringify(config)}${step}}` });
-  }
-
-  recordFlowExit(reason) {
-    this.flowExit = { reason: reason === undefined ? null : reason };
-  }
-
-  succeed(value) {
-    this.finish({ ok: true, value: safeStringify(value), error: null });
-  }
-
-  fail(err, code) {
-    if (isFlowExit(err)) {
-      // `$.flow.exit()` recorded its reason already; platform's `$end()` only carries it.
-      if (!this.flowExit) this.recordFlowExit(err[END_NEEDLE]?.message);
-      this.succeed(null);
-      return;
-    }
-    this.finish({ ok: false, value: "null", error: serializeError(err, code) });
-  }
-
-  finish(outcome) {
-    if (this.done) return;
-    post({
-      t: "done",
-      seq: this.seq,
-      ...outcome,
-      flow_exit: this.flowExit ? safeStringify(this.flowExit) : "null",
-      logs_dropped: this.logsDropped,
-    });
-    this.done = true;
-  }
-}
-
-/** `{name, code, message, stack}`; code is err.code when it is a string, else err.name. */
-function serializeError(err, code) {
-  try {
-    if (err instanceof Error || (isObject(err) && typeof err.message === "string")) {
-      const name = typeof err.name === "string" && err.name ? err.name : "Error";
-      return {
-        name,
-        code: code ?? (typeof err.code === "string" ? err.code : name),
-        message: typeof err.message === "string" ? err.message : String(err.message),
-        stack: typeof err.stack === "string" ? err.stack : null,
-      };
-    }
-    return { name: "Error", code: code ?? "Error", message: String(err), stack: null };
-  } catch {
-    return { name: "Error", code: code ?? "Error", message: "(unprintable error value)", stack: null };
-  }
-}
-
-function runnerError(code, message) {
-  const err = new Error(message);
-  err.code = code;
-  return err;
-}
-
-function encodeResponse(r) {
-  if (!isObject(r)) throw new TypeError("respond() expects an object {status, headers, body}");
-  const out = {};
-  let status = r.status;
-  // Registry sources pass statuses read from string props, e.g. "200".
-  if (typeof status === "string" && status.trim() !== "" && Number.isFinite(Number(status))) {
-    status = Number(status);
-  }
-  if (status !== undefined) out.status = status;
-  out.headers = r.headers ?? {};
-  out.immediate = Boolean(r.immediate);
-  const body = r.body;
-  if (body === undefined || body === null) {
-    // no body
-  } else if (typeof body === "string") {
-    out.body = body;
-    out.body_encoding = "utf8";
-  } else if (ArrayBuffer.isView(body) || body instanceof ArrayBuffer) {
-    const bytes = body instanceof ArrayBuffer
-      ? Buffer.from(body)
-      : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
-    out.body = bytes.toString("base64");
-    out.body_encoding = "base64";
-  } else if (typeof body.pipe === "function" || typeof body.getReader === "function") {
-    throw notSupported("A stream as response body", "pass a string, a Buffer or a JSON value");
-  } else {
-    out.body = body;
-    out.body_encoding = "json";
-  }
-  return safeStringify(out);
-}
-
 // ---- console and stdio capture -------------------------------------------------------------
-
-function writeLog(level, msg) {
-  const inv = als.getStore();
-  // Counted after the invocation ended too: a stray timer must not flood the runner's stderr.
-  if (inv) {
-    if (inv.logCount >= MAX_LOGS) {
-      inv.logsDropped += 1;
-      return;
-    }
-    inv.logCount += 1;
-  }
-  if (msg.length > MAX_LOG_CHARS) {
-    const cut = msg.length - MAX_LOG_CHARS + 40;
-    msg = `${msg.slice(0, MAX_LOG_CHARS - 40)}… [${cut} characters truncated]`;
-  }
-  post({ t: "log", seq: inv ? inv.seq : null, level, msg, ts: Date.now(), step: inv?.step?.id ?? null });
-}
 
 function captureConsole() {
   // Console methods without a level of their own (dir, table, trace, time…) keep Node's
@@ -285,16 +91,91 @@ globalThis.$end = (reason) => {
 // user code can capture an agent (docs/runtime.md, "Network egress").
 if (workerData.egressSocket) installEgress(workerData.egressSocket);
 
-const entry = workerData.entry;
-let format = "esm";
-const loading = import(pathToFileURL(entry).href).then((mod) => {
-  format = isCommonJs(entry) ? "cjs" : "esm";
-  return mod.default ?? mod;
+// `process.env` is the running invocation's own environment (`PD_COMPONENT` for sources):
+// deployments sharing this worker never see each other's. Outside any invocation it is empty.
+const NO_ENV = Object.freeze({});
+const envOf = () => als.getStore()?.env ?? NO_ENV;
+process.env = new Proxy({}, {
+  get: (_t, k) => (typeof k === "string" && Object.hasOwn(envOf(), k) ? envOf()[k] : undefined),
+  has: (_t, k) => Object.hasOwn(envOf(), k),
+  ownKeys: () => Reflect.ownKeys(envOf()),
+  getOwnPropertyDescriptor: (_t, k) => (Object.hasOwn(envOf(), k)
+    ? { value: envOf()[k], enumerable: true, configurable: true, writable: true }
+    : undefined),
+  // Outside an invocation writes go nowhere.
+  set: (_t, k, v) => {
+    const env = envOf();
+    if (env !== NO_ENV) env[k] = String(v);
+    return true;
+  },
+  deleteProperty: (_t, k) => {
+    const env = envOf();
+    if (env !== NO_ENV) delete env[k];
+    return true;
+  },
 });
-loading.then(
-  () => post({ t: "loaded", ok: true }),
-  (err) => post({ t: "loaded", ok: false, error: serializeError(err, "LOAD_FAILED") }),
-);
+
+// process.exit() in user code ends its invocation (WORKER_STOPPED), not the worker under every
+// deployment it serves: the runner retires this worker (no new calls; it stops once the calls
+// in flight end). The throw unwinds the caller as an exit would.
+process.exit = (code) => {
+  const inv = als.getStore();
+  post({ t: "exit", seq: inv && !inv.done ? inv.seq : null, code: code ?? process.exitCode ?? 0 });
+  if (inv) inv.done = true;
+  const err = new Error(`process.exit(${code ?? ""}) called`);
+  err.name = "ProcessExit";
+  throw err;
+};
+
+// Slots by worker_key: the component's import, its format, and (workflows) its steps' modules.
+// A module file imported by a second slot gets a URL of its own (`?sluice=N`), so each
+// deployment has its own module instance (its top-level state); the packages it imports are
+// resolved by their own URLs and shared by the worker.
+const slots = new Map();
+const imports = new Map(); // file → how many slots imported it
+
+/** Import `file` for `slot` (once per slot): the module's default export, or the module. */
+function importFor(slot, file) {
+  let loading = slot.modules.get(file);
+  if (loading) return loading;
+  const seen = imports.get(file) ?? 0;
+  imports.set(file, seen + 1);
+  if (seen > 0) {
+    // A CommonJS file is cached by path: forget it so this slot evaluates it anew.
+    const cache = createRequire(file).cache;
+    delete cache[file];
+    try {
+      delete cache[realpathSync(file)];
+    } catch {
+      // the import reports a missing file
+    }
+  }
+  const base = pathToFileURL(file).href;
+  loading = import(seen === 0 ? base : `${base}?sluice=${seen}`).then((mod) => mod.default ?? mod);
+  // A failed import is cached by its URL: the next call imports again under a new one.
+  loading.catch(() => slot.modules.delete(file));
+  slot.modules.set(file, loading);
+  return loading;
+}
+
+function slotFor(key, entry) {
+  let slot = slots.get(key);
+  if (slot) return slot;
+  slot = { format: "esm", modules: new Map() };
+  slot.loading = importFor(slot, entry).then((component) => {
+    slot.format = isCommonJs(entry) ? "cjs" : "esm";
+    return component;
+  });
+  slot.loading.then(
+    () => post({ t: "loaded", key, ok: true }),
+    (err) => {
+      if (slots.get(key) === slot) slots.delete(key);
+      post({ t: "loaded", key, ok: false, error: serializeError(err, "LOAD_FAILED") });
+    },
+  );
+  slots.set(key, slot);
+  return slot;
+}
 
 // import() of a CommonJS file goes through the CJS loader, which caches it by real path.
 function isCommonJs(file) {
@@ -307,36 +188,41 @@ function isCommonJs(file) {
 }
 
 parentPort.on("message", (msg) => {
-  if (msg && msg.t === "call") handleCall(msg.seq, msg.call);
-  else if (msg && msg.t === "store_result") settleStore(msg);
+  if (!msg) return;
+  if (msg.t === "call") handleCall(msg);
+  else if (msg.t === "store_result") settleStore(msg);
+  else if (msg.t === "drop") for (const key of msg.keys) slots.delete(key);
+  else if (msg.t === "ping") post({ t: "pong" });
 });
 
-
-function handleCall(seq, call) {
-  const inv = new Invocation(seq);
+function handleCall({ seq, key, entry, env, call }) {
+  const inv = new Invocation(seq, env ?? {});
   als.run(inv, async () => {
     let component;
+    let slot;
     try {
-      component = await loading;
+      // Imported inside the call: top-level code of the module sees this invocation's env.
+      slot = slotFor(key, entry);
+      component = await slot.loading;
     } catch (err) {
       inv.fail(err, "LOAD_FAILED");
       return;
     }
     try {
-      inv.succeed(await execute(component, call, inv));
+      inv.succeed(await execute(component, call, inv, slot));
     } catch (err) {
       inv.fail(err);
     }
   });
 }
 
-async function execute(component, call, inv) {
+async function execute(component, call, inv, slot) {
   if (!isObject(component) || Array.isArray(component)) {
     throw runnerError("NOT_A_COMPONENT", `the module's export is not an object (got ${typeof component})`);
   }
   switch (call.kind) {
     case "inspect":
-      return describeComponent(component, format);
+      return describeComponent(component, slot.format);
     case "run": {
       requireRun(component);
       const state = await buildInstance(component, call, inv);
@@ -353,7 +239,7 @@ async function execute(component, call, inv) {
     case "action":
       return await runAction(component, call, inv);
     case "workflow":
-      return await runWorkflow(call, inv, serializeError);
+      return await runWorkflow(call, inv, serializeError, (file) => importFor(slot, file));
     case "options": {
       const state = await buildInstance(component, call, inv);
       return await callOptions(state, call);
