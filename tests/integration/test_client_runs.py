@@ -83,7 +83,9 @@ async def test_an_immediate_respond_stores_a_held_job_that_the_run_marks_done(
     runs = (await api.client.get(f"/v1/workflows/{workflow['id']}/runs")).json()["data"]
     assert len(runs) == 1 and runs[0]["steps"][1]["return_value"] == 200
     assert job.payload["run_id"] == runs[0]["id"]
-    assert await platform.jobs.drain() == 0  # never run again
+    await platform.jobs.drain()  # (other tests' jobs may be queued in this database)
+    runs = (await api.client.get(f"/v1/workflows/{workflow['id']}/runs")).json()["data"]
+    assert len(runs) == 1  # never run again
 
 
 async def test_a_run_whose_runner_dies_is_queued_to_run_again(
@@ -111,7 +113,7 @@ async def test_a_run_whose_runner_dies_is_queued_to_run_again(
         [job] = await _jobs(platform, workflow)
         assert job.status == "queued" and job.payload["event"]["body"] == "y"
         gate.release()
-        assert await platform.jobs.drain() == 1  # the worker runs it again
+        await platform.jobs.drain()  # the worker runs it again
     [job] = await _jobs(platform, workflow)
     assert job.status == "done"
     runs = (await api.client.get(f"/v1/workflows/{workflow['id']}/runs")).json()["data"]
@@ -175,7 +177,7 @@ async def test_an_acknowledged_run_cut_by_shutdown_is_queued_again_at_once(
         [job] = await _jobs(platform, workflow)
         assert job.status == "queued" and job.worker_id is None  # not after its lease
         gate.release()
-        assert await platform.jobs.drain() == 1
+        await platform.jobs.drain()
     [job] = await _jobs(platform, workflow)
     assert job.status == "done"
     runs = (await api.client.get(f"/v1/workflows/{workflow['id']}/runs")).json()["data"]

@@ -9,9 +9,8 @@ stored without its deliveries), the db state, the run, log lines, and the trims 
 retention windows. After the commit, never before, the live streams hear what was stored and
 the job worker is woken for the jobs enqueued (``Commit._published``).
 
-They run on one ``database.Writer``: inline on SQLite, ``run_sync`` on PostgreSQL. What an
-answer *means* (a run's status, its ``$errors`` error, a source's failure) is decided before,
-in ``domain/outcomes.py``.
+On one ``database.Writer`` (inline on SQLite). What an answer *means* (a run's status, its
+``$errors`` error, a source's failure) is decided before, in ``domain/outcomes.py``.
 """
 
 from __future__ import annotations
@@ -166,8 +165,7 @@ class Commit:
         #: What this process committed, for live streams (SSE) and the job worker.
         self.broker = broker
         self.writer = database.Writer(db)
-        #: Runs' and sources' transactions, in group commits.
-        self._grouped = database.GroupWriter(self.writer)
+        self._grouped = database.GroupWriter(self.writer)  # runs' and sources' transactions
         # Events, log lines and runs added per emitter since its last trim, in this process.
         self._trims = retention.TrimSchedule()
 

@@ -11,10 +11,8 @@ period, then queues again at once what it did not finish. Tests drive it with
 ``run_once``/``drain``/``heartbeat`` and a fake clock.
 
 Fair sharing: one account runs at most ``account_share`` jobs at once in a worker (its other
-jobs stay queued, in order; ``domain/shares.py``), so the other slots stay free for other
-accounts whatever one account queues. The share is per worker process, not counted in the
-database: each process keeps slots free for other accounts on its own, at no cost per claim, and
-nothing has to be corrected when a process dies with its count (docs/runtime.md).
+jobs stay queued, in order; ``engine/slots.py``, ``domain/shares.py``), per worker process,
+not counted in the database: nothing to correct when a process dies (docs/runtime.md).
 """
 
 from __future__ import annotations
@@ -25,7 +23,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +35,7 @@ from sluice.clock import Clock
 from sluice.domain import shares
 from sluice.engine.due_timer import DueTimer
 from sluice.engine.leases import Leases
+from sluice.engine.slots import Slots
 from sluice.storage import database, jobs
 from sluice.storage.jobs import Job
 
@@ -114,7 +113,8 @@ class JobWorker:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._running: set[asyncio.Task[None]] = set()
-        self._slots = asyncio.Semaphore(self.config.concurrency)
+        #: The worker's slots and each account's share of them (``engine/slots.py``).
+        self.slots = Slots(self.config.concurrency, self.config.account_share)
         self._pruned_at = clock.now_ms()
         self._expired_at: int | None = None
         #: Claimed, not started yet (their leases run).
@@ -124,16 +124,11 @@ class JobWorker:
         self._last_done = 0.0
         #: Jobs the loop runs at once now: ``concurrency``, or 1 under pressure.
         self._limit = self.config.concurrency
-        self._share = shares.effective(self.config.account_share, self.config.concurrency)
-        #: Jobs of each account running or waiting for a slot (counted before their task runs).
-        self._busy: collections.Counter[str] = collections.Counter()
         #: The accounts skipped by the last claim when it found nothing, and when.
         self._missed: tuple[str, ...] | None = None
         self._missed_at = 0
         self._poll_ms = int(self.config.poll_seconds * 1000)
         self.due = DueTimer(db, clock, self.handlers.keys(), self._wake.set, self._poll_ms)
-        #: Each busy account's slots (``account_share`` of them), when there is a share.
-        self._gates: dict[str, asyncio.Semaphore] = {}
         #: The leases of the jobs this worker holds (``engine/leases.py``).
         self.leases = Leases(self.writer, clock, self.worker_id, self.config.lease_ms)
         #: Jobs cancelled by ``stop`` before they ended: queued again at once.
@@ -166,7 +161,7 @@ class JobWorker:
         if not self.handlers:
             return []
         # The accounts at their share: their jobs stay queued (in order) until a slot frees.
-        skip = tuple(sorted(shares.full(self._busy, self._share)))
+        skip = self.slots.full()
         now_ms, kinds = self.clock.now_ms(), tuple(self.handlers)
         if skip and self._missed == skip and now_ms - self._missed_at < self._poll_ms:
             # The same claim found nothing a moment ago: it walks past every queued job of
@@ -229,23 +224,7 @@ class JobWorker:
         loop sees the account's count when it picks the next job. Waits for one of the
         account's slots, then one of the worker's."""
         self.leases.hold(job)
-        return self._run_counted(job, self._count(job.owner_id))
-
-    def _count(self, owner_id: str) -> asyncio.Semaphore | None:
-        """Count one more run of the account; its gate (its share of the slots), if any."""
-        self._busy[owner_id] += 1
-        if not self._share:
-            return None
-        gate = self._gates.get(owner_id)
-        if gate is None:
-            gate = self._gates[owner_id] = asyncio.Semaphore(self._share)
-        return gate
-
-    def _uncount(self, owner_id: str) -> None:
-        self._busy[owner_id] -= 1
-        if self._busy[owner_id] <= 0:
-            del self._busy[owner_id]
-            self._gates.pop(owner_id, None)
+        return self._run_counted(job, self.slots.count(job.owner_id))
 
     async def _run_counted(self, job: Job, gate: asyncio.Semaphore | None) -> None:
         try:
@@ -256,21 +235,12 @@ class JobWorker:
                     await self._execute(job)
         finally:
             self.leases.drop(job.id)
-            self._uncount(job.owner_id)
+            self.slots.uncount(job.owner_id)
 
-    @contextlib.asynccontextmanager
-    async def slot(self, owner_id: str) -> AsyncIterator[None]:
+    def slot(self, owner_id: str) -> contextlib.AbstractAsyncContextManager[None]:
         """A run without a job (``engine/client_runs.py``) takes a slot as a job would: its
         account's share first, then one of the worker's."""
-        gate = self._count(owner_id)
-        try:
-            async with contextlib.AsyncExitStack() as stack:
-                if gate is not None:
-                    await stack.enter_async_context(gate)
-                await stack.enter_async_context(self._slots)
-                yield
-        finally:
-            self._uncount(owner_id)
+        return self.slots.slot(owner_id)
 
     async def _execute(self, job: Job) -> None:
         handler = self.handlers[job.kind]
@@ -282,7 +252,7 @@ class JobWorker:
                 conn, job.id, worker_id=self.worker_id, now_ms=self.clock.now_ms()
             )
 
-        async with self._slots:
+        async with self.slots.worker_slot():
             try:
                 await handler(job, finish)
             except asyncio.CancelledError:
@@ -348,7 +318,7 @@ class JobWorker:
             if free > 0 and not self._queue:
                 # With shares, claim only what may start: the jobs of an account past its
                 # share would go back to the queue at once (an UPDATE each).
-                size = self.config.batch if not self._share else free
+                size = self.config.batch if not self.slots.share else free
                 try:
                     self._queue.extend(await self._claim(size))
                 except Exception:
@@ -357,7 +327,7 @@ class JobWorker:
             if free > 0 and self._queue:
                 claimed = list(self._queue)
                 owners = [job.owner_id for job in claimed]
-                pick = shares.pick(owners, self._busy, free, self._share)
+                pick = shares.pick(owners, self.slots.busy, free, self.slots.share)
                 started, released = len(pick.start), len(pick.release)
                 self._queue = collections.deque(claimed[position] for position in pick.keep)
                 if released:
