@@ -128,12 +128,13 @@ async def _settled(
         await asyncio.sleep(0.25)
 
 
-def _check(acked: set[int], numbers: list[int], states: dict[str, int]) -> None:
+def _check(acked: set[int], numbers: list[int], states: dict[str, int], notes: str = "") -> None:
+    """``notes``: what else to show when a request is missing (the source's warnings)."""
     counts: dict[int, int] = {}
     for n in numbers:
         counts[n] = counts.get(n, 0) + 1
     missing = sorted(n for n in acked if n not in counts)
-    assert not missing, f"acknowledged but not stored: {missing}"
+    assert not missing, f"acknowledged but not stored: {missing}; {states}; {notes}"
     doubled = sorted(n for n, c in counts.items() if c > 1)
     assert not doubled, f"stored more than once: {doubled}"
     assert not states.get("failed"), f"jobs failed: {states}"
@@ -247,7 +248,15 @@ async def _sqlite_chaos(tmp_path: Path) -> None:
 
         try:
             numbers, states = await _settled(read)
+            with engine.connect() as conn:
+                warned = conn.execute(
+                    sa.text(
+                        "SELECT level, msg FROM logs WHERE emitter_id = :e AND level != 'info' "
+                        "ORDER BY pk DESC LIMIT 20"
+                    ),
+                    {"e": source_id},
+                ).all()
         finally:
             engine.dispose()
-        _check(acked, numbers, states)
+        _check(acked, numbers, states, f"the source's warnings: {[tuple(w) for w in warned]}")
         assert _stopped_gracefully(server), server.tail()
