@@ -30,6 +30,22 @@ async def _jobs(platform: Platform, workflow: dict[str, Any]) -> list[Any]:
         return list(rows)
 
 
+async def _answers_early(api: Api, gate: Gate) -> dict[str, Any]:
+    """A workflow answering 202 at once (``immediate``), then waiting on ``gate``."""
+    return await create(
+        api,
+        [
+            step(
+                "early",
+                "async run({ $ }) { await $.respond({ status: 202, body: 'ok', "
+                "immediate: true }); }",
+            ),
+            step("slow", f"async run() {{ return (await fetch('{gate.url}/s')).status; }}"),
+        ],
+        trigger={"type": "http"},
+    )
+
+
 async def test_a_custom_response_is_answered_after_its_run_is_stored_without_a_job(
     api: Api, platform: Platform
 ) -> None:
@@ -57,18 +73,7 @@ async def test_an_immediate_respond_stores_a_held_job_that_the_run_marks_done(
     api: Api, platform: Platform, loopback_egress: Any
 ) -> None:
     async with Gate(hold=1) as gate:
-        workflow = await create(
-            api,
-            [
-                step(
-                    "early",
-                    "async run({ $ }) { await $.respond({ status: 202, body: 'ok', "
-                    "immediate: true }); }",
-                ),
-                step("slow", f"async run() {{ return (await fetch('{gate.url}/s')).status; }}"),
-            ],
-            trigger={"type": "http"},
-        )
+        workflow = await _answers_early(api, gate)
         response = await hit(api, workflow, content=b"x")
         assert response.status_code == 202
         # Acknowledged: from here on the run is durable as a job this worker holds.
@@ -158,18 +163,7 @@ async def test_an_acknowledged_run_cut_by_shutdown_is_queued_again_at_once(
     api: Api, platform: Platform, loopback_egress: Any
 ) -> None:
     async with Gate(hold=1) as gate:
-        workflow = await create(
-            api,
-            [
-                step(
-                    "early",
-                    "async run({ $ }) { await $.respond({ status: 202, body: 'ok', "
-                    "immediate: true }); }",
-                ),
-                step("slow", f"async run() {{ return (await fetch('{gate.url}/c')).status; }}"),
-            ],
-            trigger={"type": "http"},
-        )
+        workflow = await _answers_early(api, gate)
         response = await hit(api, workflow, content=b"z")
         assert response.status_code == 202
         await gate.arrived.wait()
