@@ -37,6 +37,7 @@ from sluice.engine.waiters import Ended, Outcome
 from sluice.runtime.protocol import Response
 from sluice.storage import jobs
 from sluice.storage.job_batches import NewJob
+from sluice.storage.runs import Run
 from sluice.storage.workflows import Workflow
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,7 @@ class ClientRun:
     could not finish and was queued to run again)."""
 
     answer: Outcome
-    run: Any | None = None
+    run: Run | None = None
 
 
 class _Acknowledged:

@@ -56,6 +56,6 @@ class Runs:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(wait_s):
                 done = await asyncio.shield(task)
-                if isinstance(done.run, Run):
+                if done.run is not None:
                     return done.run  # as stored, not read back
         return await self.get(workflow.owner_id, run_id)
