@@ -17,6 +17,10 @@ import secrets
 import string
 
 _ALPHABET = string.ascii_letters + string.digits
+#: Byte b → the symbol ``b % 62``; bytes 248..255 are dropped (``_UNEVEN``) so each symbol is
+#: equally likely.
+_BASE62 = bytes((_ALPHABET * 5)[:256], "ascii")
+_UNEVEN = bytes(range(248, 256))
 
 PREFIXES = frozenset(
     {"u", "sc", "dc", "p", "d", "c", "sub", "apn", "app", "key", "hi", "ti", "job", "ds"}
@@ -31,12 +35,13 @@ def new_id(prefix: str, length: int = 12) -> str:
 
 
 def random_token(length: int) -> str:
-    # One urandom call, not one per character (secrets.choice is ~2 µs each, on hot paths).
-    # Bytes 0..247 map evenly onto the 62 symbols (248 = 4 * 62); the rest are redrawn.
-    out: list[str] = []
+    # One urandom call and one C pass, not one call per character (secrets.choice is ~2 µs
+    # each, on hot paths): bytes 0..247 map evenly onto the 62 symbols (248 = 4 * 62), the
+    # rest are dropped, and the few missing characters are drawn again.
+    out = b""
     while len(out) < length:
-        out.extend(_ALPHABET[b % 62] for b in secrets.token_bytes(length * 2) if b < 248)
-    return "".join(out[:length])
+        out += secrets.token_bytes(length + 8).translate(_BASE62, _UNEVEN)
+    return out[:length].decode("ascii")
 
 
 def has_prefix(value: str, prefix: str) -> bool:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import base64
 import stat
+import string
 from pathlib import Path
 
 import pytest
@@ -78,3 +79,11 @@ def test_ids_and_cursors() -> None:
     assert ids.parse_event_id("abc-1") is None
     assert ids.encode_cursor("dc_K0uAee") == "ZGNfSzB1QWVl"  # Pipedream's documented example
     assert ids.decode_cursor("ZGNfSzB1QWVl") == "dc_K0uAee"
+
+
+def test_random_tokens_are_base62_of_the_length_asked_and_use_every_symbol() -> None:
+    tokens = [ids.random_token(n) for n in (1, 27, 32, 300) for _ in range(50)]
+    assert [len(x) for x in tokens] == [n for n in (1, 27, 32, 300) for _ in range(50)]
+    seen = set("".join(tokens))
+    assert seen == set(string.ascii_letters + string.digits)  # 21,000 draws: all 62 appear
+    assert len(set(tokens[50:100])) == 50

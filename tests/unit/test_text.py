@@ -110,3 +110,14 @@ def test_webhook_events_hold_only_storable_text(raw: bytes, content_type: str, b
     assert storable(event)
     job = http_events.raw_request("POST", "/\ud800", "", headers, raw)
     assert storable(job) and http_events.event_of(job)["path"] == "/\ufffd"
+
+
+def test_runner_messages_are_utf8_with_lone_surrogates_replaced() -> None:
+    from sluice.runtime import protocol
+
+    plain = {"call": {"event": "é\x00"}}
+    assert json.loads(protocol.encode(plain)) == plain
+    line = protocol.encode({"call": {"event": ["x\ud800", {"\udfff": 1}]}})
+    assert line.endswith(b"\n") and json.loads(line) == {
+        "call": {"event": ["x\ufffd", {"\ufffd": 1}]}
+    }

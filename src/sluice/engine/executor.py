@@ -27,7 +27,7 @@ from sluice import PLATFORM_VERSION, ids
 from sluice.clock import Clock, iso_ms
 from sluice.config import Settings
 from sluice.crypto import Cipher
-from sluice.domain import flow, outcomes, states, text
+from sluice.domain import flow, outcomes, states
 from sluice.domain.states import RunStatus, SendStatus
 from sluice.engine import sealed
 from sluice.engine.commit import DEFERRED_SENDS, Commit
@@ -191,8 +191,7 @@ class Executor:
             entry=str(WORKFLOW_ENTRY),
             timeout_ms=int(self.settings.workflow_timeout_seconds * 1000),
             memory_mb=self.settings.memory_mb,
-            # Events and db values may hold lone surrogates from JavaScript.
-            call=text.for_runner(call),
+            call=call,  # lone surrogates become U+FFFD on the pipe (protocol.encode)
             on_store=self.stores.runner_call(workflow.owner_id) if self.stores else None,
         )
 

@@ -162,9 +162,9 @@ class Invoker:
             on_store=self.stores.runner_call(deployment.owner_id) if self.stores else None,
             timeout_ms=timeout_ms,
             memory_mb=self.settings.memory_mb,
-            # Events (a delivered emit) and db values may hold lone surrogates from
-            # JavaScript, which the runner's UTF-8 pipe cannot carry.
-            call=text.for_runner(
+            # Lone surrogates (JavaScript's, in events and db values) become U+FFFD on the
+            # runner's UTF-8 pipe (protocol.encode).
+            call=(
                 {
                     **call,
                     # The runner keeps one emit past it (docs/runner-protocol.md).

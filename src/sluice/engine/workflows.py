@@ -65,7 +65,8 @@ class Workflows:
             dynamic=DynamicProps(components, settings, credentials=credentials),
         )
         self._responds: dict[tuple[str, str], bool] = {}
-        self._present: set[Path] = set()
+        #: Code steps' modules known to be on disk, by (code hash, entry path).
+        self._present: dict[tuple[str, str], Path] = {}
 
     # ---- reading ----------------------------------------------------------------------------
 
@@ -256,9 +257,15 @@ class Workflows:
     async def step_entry(self, step: dict[str, Any]) -> Path:
         """The step's module on disk (laid out again when the data directory lost it)."""
         if step["type"] == "code":
-            path: Path = self.settings.components_dir / step["code_hash"] / step["entry_path"]
-            if path in self._present or path.exists():  # noqa: ASYNC240 - one stat, then cached
-                self._present.add(path)
+            key = (step["code_hash"], step["entry_path"])
+            found = self._present.get(key)
+            if found is not None:
+                return found
+            path: Path = self.settings.components_dir / key[0] / key[1]
+            if path.exists():  # noqa: ASYNC240 - one stat, then cached
+                if len(self._present) > 4096:
+                    self._present.clear()
+                self._present[key] = path
                 return path
             prepared = await self.components.prepare(
                 ComponentInput(code=step["code"], entry_path=step["entry_path"])

@@ -10,6 +10,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
+from sluice.domain import text
+
 CallKind = Literal["inspect", "run", "hook", "action", "options", "workflow"]
 
 
@@ -72,7 +74,14 @@ RUNNER_CRASHED = "RUNNER_CRASHED"
 
 
 def encode(message: dict[str, Any]) -> bytes:
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+    """One line of UTF-8 JSON. Events and db values may hold lone surrogates (from
+    JavaScript, or JSON's ``"\\ud800"``), which UTF-8 cannot carry: only then is the message
+    walked, each one becoming U+FFFD (``text.for_runner``)."""
+    dumped = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return dumped.encode() + b"\n"
+    except UnicodeEncodeError:
+        return encode(text.for_runner(message))
 
 
 def decode_result(message: dict[str, Any]) -> Result:
