@@ -8,6 +8,8 @@ no one's data. Beside the layers, like ``clock.py``: any layer may call it; it i
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import (
     CollectorRegistry,
     Counter,
@@ -81,8 +83,17 @@ OLDEST_JOB = Gauge(
 LIMITS = frozenset({"TIMEOUT", "OUT_OF_MEMORY", "EMIT_LIMIT", "DB_LIMIT"})
 
 
+# The children of the series counted on every request and run, by label values: ``labels()``
+# locks and builds a key on each call. Label values are kinds, statuses and codes: few.
+_requests: dict[tuple[str, int], Any] = {}
+_runs: dict[tuple[str, bool], tuple[Any, Any]] = {}
+
+
 def request(kind: str, status: int) -> None:
-    REQUESTS.labels(kind, str(status)).inc()
+    child = _requests.get((kind, status))
+    if child is None:
+        child = _requests[(kind, status)] = REQUESTS.labels(kind, str(status))
+    child.inc()
 
 
 def api_error(code: str) -> None:
@@ -91,8 +102,14 @@ def api_error(code: str) -> None:
 
 def invocation(kind: str, seconds: float, error_code: str | None) -> None:
     """One invocation of user code ended (``runtime/pool.py``); ``error_code`` when it failed."""
-    RUNS.labels(kind, "error" if error_code else "ok").inc()
-    RUN_SECONDS.labels(kind).observe(seconds)
+    children = _runs.get((kind, bool(error_code)))
+    if children is None:
+        children = _runs[(kind, bool(error_code))] = (
+            RUNS.labels(kind, "error" if error_code else "ok"),
+            RUN_SECONDS.labels(kind),
+        )
+    children[0].inc()
+    children[1].observe(seconds)
     if error_code:
         ERRORS.labels("run", error_code).inc()
         limit_hit(error_code)

@@ -111,6 +111,8 @@ def stored_json(value: Any) -> str:
     >>> stored_json("\\ud800") == json.dumps({MARKER: '"\\\\ud800"'})
     True
     """
+    if value is None:
+        return "null"
     dumped = json.dumps(value)
     if "\\u" not in dumped and not _is_wrapper(value):
         return dumped

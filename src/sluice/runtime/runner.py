@@ -23,6 +23,7 @@ from typing import Any
 
 from sluice import errors
 from sluice.runtime import protocol
+from sluice.runtime.channel import LineChannel, OversizedLine
 from sluice.runtime.egress import EgressProxy
 from sluice.runtime.port import RespondCallback, StoreCallback
 from sluice.runtime.protocol import Result
@@ -69,7 +70,7 @@ class Runner:
         self.sandbox = sandbox
         self.jail: Jail | None = None
         self._proc: asyncio.subprocess.Process | None = None
-        self._writer: asyncio.StreamWriter | None = None
+        self._writer: LineChannel | None = None
         self._out_count = 0
         self._out_dropped = 0
         self._out_window = 0.0
@@ -128,9 +129,14 @@ class Runner:
             theirs.close()
             if filter_fd is not None:
                 os.close(filter_fd)
-        reader, self._writer = await asyncio.open_unix_connection(sock=ours, limit=1 << 27)
+        channel = LineChannel(self._dispatch, limit=1 << 27)
+        transport, _ = await asyncio.get_running_loop().create_unix_connection(
+            lambda: channel, sock=ours
+        )
+        channel.attach(transport)
+        self._writer = channel
         self._tasks = [
-            asyncio.create_task(self._read_protocol(self._proc, reader)),
+            asyncio.create_task(self._read_protocol(self._proc, channel)),
             asyncio.create_task(self._read_output(self._proc.stdout, "stdout")),
             asyncio.create_task(self._read_output(self._proc.stderr, "stderr")),
         ]
@@ -173,8 +179,10 @@ class Runner:
         except (ConnectionError, RuntimeError) as exc:
             self._pending.pop(request_id, None)
             return Result.failure(protocol.RUNNER_CRASHED, f"the Node runner is gone: {exc}")
+        # A timer, not wait_for (two more futures per call, on the path of every run).
+        timer = asyncio.get_running_loop().call_later(deadline, _expire, future)
         try:
-            return await asyncio.wait_for(future, deadline)
+            return await future
         except TimeoutError:
             log.error(
                 "runner %s did not answer request %d in %.0f s; restarting it",
@@ -187,21 +195,18 @@ class Runner:
                 protocol.RUNNER_CRASHED, "the Node runner stopped answering; it was restarted"
             )
         finally:
+            timer.cancel()
             self._pending.pop(request_id, None)
             self.last_used = time.monotonic()
 
-    async def _read_protocol(
-        self, proc: asyncio.subprocess.Process, reader: asyncio.StreamReader
-    ) -> None:
+    async def _read_protocol(self, proc: asyncio.subprocess.Process, channel: LineChannel) -> None:
+        """Lines are handled as they arrive (``_dispatch``); this waits for the end of the
+        socket (with the process: the ``finally`` answers every caller)."""
         try:
-            while line := await reader.readline():
-                self._dispatch(line)
-        except (ValueError, asyncio.LimitOverrunError) as exc:
-            log.error("runner %s sent an oversized line: %s", self.name, exc)
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-        except ConnectionError:
-            pass  # the socket went with the process: the finally below answers every caller
+            if isinstance(ended := await channel.closed, OversizedLine):
+                log.error("runner %s sent an oversized line: %s", self.name, ended)
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
         finally:
             code = await proc.wait()
             if self._writer is not None:
@@ -352,6 +357,11 @@ class Runner:
         """Kill the process now (tests use this to show a crash is survived)."""
         if self._proc is not None and self._proc.returncode is None:
             self._proc.kill()
+
+
+def _expire(future: asyncio.Future[Result]) -> None:
+    if not future.done():
+        future.set_exception(TimeoutError())
 
 
 def _tree_rss(pid: int) -> int:
