@@ -30,6 +30,7 @@ class LineChannel(asyncio.Protocol):
         #: ``OSError``).
         self.closed: asyncio.Future[Exception | None] = asyncio.get_running_loop().create_future()
         self._drained: asyncio.Future[None] | None = None
+        self._out: list[bytes] | None = None
 
     # ---- asyncio.Protocol ------------------------------------------------------------------
 
@@ -75,13 +76,25 @@ class LineChannel(asyncio.Protocol):
     # ---- for the runner ---------------------------------------------------------------------
 
     def write(self, data: bytes) -> None:
-        """Queue ``data``; ``ConnectionError`` when the socket is closed."""
+        """Queue ``data``; ``ConnectionError`` when the socket is closed. What is written in
+        one step of the loop leaves in one system call on the next (many runs starting
+        together wake the runner once, not once each)."""
         if self._transport is None or self._transport.is_closing():
             raise ConnectionError("the runner's protocol socket is closed")
-        self._transport.write(data)
+        if self._out is None:
+            self._out = [data]
+            asyncio.get_running_loop().call_soon(self._flush)
+        else:
+            self._out.append(data)
+
+    def _flush(self) -> None:
+        out, self._out = self._out, None
+        if out and self._transport is not None and not self._transport.is_closing():
+            self._transport.write(b"".join(out))
 
     async def drain(self) -> None:
-        """Wait while the socket's send buffer is over its high-water mark."""
+        """Wait while the socket's send buffer is over its high-water mark (as of the last
+        step's writes)."""
         drained = self._drained
         if drained is not None:
             await asyncio.shield(drained)

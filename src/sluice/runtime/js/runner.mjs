@@ -70,8 +70,23 @@ const channel = options.protocolFd === null
     return { input: socket, output: socket };
   })();
 
+// Lines written in one turn of the event loop leave in one write (setImmediate runs once the
+// turn's messages from workers and the protocol socket are handled): results finishing
+// together cost one system call and one wake-up of the server, not one each.
+let queued = null;
 function writeLine(text) {
-  channel.output.write(`${text}\n`);
+  if (queued === null) {
+    queued = [];
+    setImmediate(flushLines);
+  }
+  queued.push(text);
+}
+
+function flushLines() {
+  if (queued === null) return;
+  const lines = queued;
+  queued = null;
+  channel.output.write(`${lines.join("\n")}\n`);
 }
 
 function answer(id, ok, value, error = null) {
@@ -210,6 +225,7 @@ channel.input.on("data", (chunk) => {
 channel.input.on("end", async () => {
   const stopping = pool.stopAll("the runner is shutting down");
   await Promise.race([Promise.allSettled(stopping), new Promise((r) => setTimeout(r, 2000))]);
+  flushLines();
   process.exit(0);
 });
 
