@@ -315,9 +315,9 @@ class JobWorker:
                 if pause > 0:
                     await asyncio.sleep(pause)
                     continue
-            if free > 0 and not self._queue:
-                # With shares, claim only what may start: the jobs of an account past its
-                # share would go back to the queue at once (an UPDATE each).
+            full = self.slots.full()
+            if free > 0 and all(job.owner_id in full for job in self._queue):
+                # Nothing here may start. With shares, claim only what may (held jobs aside).
                 size = self.config.batch if not self.slots.share else free
                 try:
                     self._queue.extend(await self._claim(size))
@@ -327,7 +327,8 @@ class JobWorker:
             if free > 0 and self._queue:
                 claimed = list(self._queue)
                 owners = [job.owner_id for job in claimed]
-                pick = shares.pick(owners, self.slots.busy, free, self.slots.share)
+                share = self.slots.share
+                pick = shares.pick(owners, self.slots.busy, free, share, hold=share)
                 started, released = len(pick.start), len(pick.release)
                 self._queue = collections.deque(claimed[position] for position in pick.keep)
                 if released:
@@ -345,8 +346,7 @@ class JobWorker:
             if (started or released) and len(self._running) < limit:
                 continue
             await self.due.refresh()  # wakes the loop when the next queued job becomes due
-            # asyncio.timeout, not wait_for: no task per wait, and a cancel (stop()) that meets a
-            # wake-up cannot leave the loop waiting on its inner task (seen on Python 3.11).
+            # asyncio.timeout: a cancel meeting a wake-up cannot leave the loop waiting (3.11).
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.config.poll_seconds):
                     await self._wake.wait()
