@@ -19,7 +19,7 @@ from collections.abc import Callable, Collection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sluice.clock import Clock
-from sluice.storage import jobs
+from sluice.storage import database, jobs
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,8 @@ class DueTimer:
         wake: Callable[[], None],
         recheck_ms: int,
     ) -> None:
-        self.db = db
+        # Inline on SQLite (no thread hand-offs: it is read each time the loop idles).
+        self.reader = database.Reader(db)
         self.clock = clock
         #: The job kinds the worker runs (its handler table: read at each look).
         self.kinds = kinds
@@ -58,10 +59,9 @@ class DueTimer:
         self._stale, self._looked_ms = False, now_ms
         kinds = tuple(self.kinds)
         try:
-            async with self.db.connect() as conn:
-                due = await conn.run_sync(
-                    lambda sync: jobs.next_due_sync(sync, now_ms=now_ms, kinds=kinds)
-                )
+            due = await self.reader(
+                lambda sync: jobs.next_due_sync(sync, now_ms=now_ms, kinds=kinds)
+            )
         except Exception:
             log.exception("could not read when the next job is due; polling instead")
             return
@@ -90,3 +90,4 @@ class DueTimer:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        self.reader.dispose()

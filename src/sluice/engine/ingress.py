@@ -161,7 +161,7 @@ class Ingress:
         if not custom:
             await self.enqueuer.enqueue(job)
             # Committed: the request is durable from here on, and only now is it answered.
-            self.worker.notify(job.owner_id)
+            self.worker.notify(job.owner_id, due_now=True)
             return http_answers.default_answer()
         waiter: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
 

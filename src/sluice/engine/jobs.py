@@ -10,9 +10,8 @@ whose process died runs again within a lease. ``stop`` gives the jobs in flight 
 period, then queues again at once what it did not finish. Tests drive it with
 ``run_once``/``drain``/``heartbeat`` and a fake clock.
 
-Fair sharing: one account runs at most ``account_share`` jobs at once in a worker (its other
-jobs stay queued, in order; ``engine/slots.py``, ``domain/shares.py``), per worker process,
-not counted in the database: nothing to correct when a process dies (docs/runtime.md).
+Fair sharing: one account runs at most ``account_share`` jobs at once in a worker (others
+wait in order, ``domain/shares.py``), counted per process: nothing to correct when one dies.
 """
 
 from __future__ import annotations
@@ -145,15 +144,16 @@ class JobWorker:
         before = self._pruned_at - self.config.retention_ms
         return await jobs.prune_done(self.writer, finished_before_ms=before)
 
-    def notify(self, owner_id: str | None = None) -> None:
-        """A job (of ``owner_id``, when known) was enqueued in this process: look now rather
-        than at the next poll (when a slot is free; a job that ends wakes the loop anyway)."""
+    def notify(self, owner_id: str | None = None, *, due_now: bool = False) -> None:
+        """A job (of ``owner_id``, when known; ``due_now``: no timer to arm for it) was enqueued
+        here: look now, not at the next poll (if a slot is free; a job's end wakes it too)."""
         if owner_id is None or self._missed is None or owner_id not in self._missed:
             # The new job may be another account's: the claim that found nothing may not now.
             # (A job of an account at its share changes nothing: under one account's burst,
             # each request would otherwise make a claim that walks past its queued jobs.)
             self._missed = None
-        self.due.mark()  # it may be due later: the timer is armed for it when the loop idles
+        if not due_now:  # it may be due later: the timer is armed for it when the loop idles
+            self.due.mark()
         if len(self._running) < self._limit:
             self._wake.set()
 
