@@ -1,4 +1,4 @@
-"""The runner's protocol channel (``runtime/channel.py``) over a real socket pair, and a runner
+"""The runner's protocol channel (``runtime/protocol.py``) over a real socket pair, and a runner
 process that never answers (``Runner.call``'s deadline)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import uvloop
 
 from sluice.runtime import protocol
-from sluice.runtime.channel import LineChannel, OversizedLine
+from sluice.runtime.protocol import LineChannel, OversizedLine
 from sluice.runtime.runner import Runner
 
 

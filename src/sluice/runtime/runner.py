@@ -23,10 +23,9 @@ from typing import Any
 
 from sluice import errors
 from sluice.runtime import protocol
-from sluice.runtime.channel import LineChannel, OversizedLine
 from sluice.runtime.egress import EgressProxy
 from sluice.runtime.port import RespondCallback, StoreCallback
-from sluice.runtime.protocol import Result
+from sluice.runtime.protocol import LineChannel, OversizedLine, Result
 from sluice.runtime.sandbox import EGRESS_SOCKET, Jail, Sandbox
 
 log = logging.getLogger(__name__)
