@@ -271,12 +271,14 @@ class Ingress:
 
         task.add_done_callback(ended)
         wait_s = self.settings.workflow_timeout_seconds + 1
+        # A timer settles the answer at the deadline (no timeout scope nor shield per request);
+        # a client that goes away cancels only ``answer``: the run goes on, unanswered.
+        late = Ended(f"no respond() within {wait_s:g} s", Unanswered.NO_RESPONSE)
+        timer = asyncio.get_running_loop().call_later(wait_s, _settle, answer, late)
         try:
-            async with asyncio.timeout(wait_s):
-                outcome = await asyncio.shield(answer)
-        except TimeoutError:
-            return Refusal(Unanswered.NO_RESPONSE, f"no respond() within {wait_s:g} s")
-        return _outcome_answer(outcome)
+            return _outcome_answer(await answer)
+        finally:
+            timer.cancel()
 
     async def idle(self) -> None:
         """Wait for the runs started for requests to end (a ``respond()`` answers before)."""
@@ -291,6 +293,11 @@ class Ingress:
         for task in list(self._tasks):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+def _settle(answer: asyncio.Future[Outcome], outcome: Outcome) -> None:
+    if not answer.done():
+        answer.set_result(outcome)
 
 
 def _outcome_answer(outcome: Outcome) -> Answer | Refusal:
