@@ -117,10 +117,10 @@ async def test_a_stored_event_wakes_the_streams_of_its_emitter(
     items = stream.items()
     try:
         _id, replayed = await asyncio.wait_for(anext(items), WAIT_S)
-        assert replayed["e"] == {"n": 1}
+        assert replayed.payload == {"n": 1}
         await store(2)  # only the push can bring it now: the next poll is an hour away
         _id, pushed = await asyncio.wait_for(anext(items), WAIT_S)
-        assert pushed["e"] == {"n": 2}
+        assert pushed.payload == {"n": 2}
     finally:
         writer.dispose()
         stream.close()

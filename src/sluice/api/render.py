@@ -18,7 +18,9 @@ from sluice.platform import (
     ConnectedAccount,
     DataStore,
     Deployment,
+    Event,
     InvocationOutcome,
+    LogLine,
     OptionsPage,
     PackageReport,
     PropSet,
@@ -331,3 +333,45 @@ def data_store(d: DataStore) -> dict[str, Any]:
 
 def data_store_record(key: str, value: Any) -> dict[str, Any]:
     return {"key": key, "value": value}
+
+
+# ---- events and log lines -------------------------------------------------------------------
+
+
+def event_summary(e: Event, *, expand: bool) -> dict[str, Any]:
+    """An item of ``…/event_summaries``: Pipedream's ``{id, indexed_at_ms, metadata}``, with the
+    payload as ``event`` when expanded."""
+    meta = {"emitter_id": e.emitter_id, "emit_id": e.emit_id, "name": e.channel}
+    meta.update({k: v for k, v in e.meta.items() if k in ("id", "summary", "ts")})
+    item: dict[str, Any] = {"id": e.id, "indexed_at_ms": e.ts_ms, "metadata": meta}
+    if expand:
+        item["event"] = e.payload
+    return item
+
+
+def emitted(e: Event) -> dict[str, Any]:
+    """The live form of a stored event (SSE ``data:``): Pipedream's ``V1EmittedEvent``
+    ``{k, e, ts, id}``, plus the channel ``name`` and the ``$emit`` options ``metadata``."""
+    return {
+        "k": "emit",
+        "e": e.payload,
+        "ts": e.position[0],
+        "id": e.id,
+        "name": e.channel,
+        "metadata": {k: v for k, v in e.meta.items() if k in ("id", "summary", "ts")},
+    }
+
+
+def log_line(line: LogLine) -> dict[str, Any]:
+    """A log line of ``…/logs``."""
+    return {
+        "ts": line.ts_ms,
+        "level": line.level,
+        "msg": line.msg,
+        "invocation_id": line.invocation_id,
+    }
+
+
+def log_stream_line(line: LogLine) -> dict[str, Any]:
+    """The live form of a log line (SSE ``data:``); the SSE ``id:`` is its ``pk``."""
+    return {"k": "log", **log_line(line), "id": line.pk}

@@ -77,7 +77,7 @@ async def event_summaries(
     page = await paging.event_page(
         platform, deployment.id, channel=event_name, limit=limit, before=before, after=after
     )
-    data = [e.to_summary(expand=expanded) for e in page.items]
+    data = [render.event_summary(e, expand=expanded) for e in page.items]
     return paging.id_body(data, page.total_count)
 
 
@@ -113,7 +113,7 @@ async def logs(
 ) -> dict[str, Any]:
     deployment = await platform.sources.get(account.id, source_id)
     entries = await platform.events.recent_logs(deployment.id, limit)
-    return {"data": entries}
+    return {"data": [render.log_line(line) for line in entries]}
 
 
 @router.get("/v1/users/me/sources")

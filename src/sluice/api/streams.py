@@ -7,6 +7,7 @@ Each message is unnamed (a browser's ``onmessage`` gets it) with ``id:`` set, so
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header
@@ -14,7 +15,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.background import BackgroundTask
 
 from sluice import errors
-from sluice.api import bodies, paging
+from sluice.api import bodies, paging, render
 from sluice.api.auth import AccountDep, PlatformDep
 from sluice.platform import Platform, Stream
 
@@ -31,10 +32,14 @@ def _log_position(value: str | None, field: str) -> int | None:
     return int(value)
 
 
-def _response(platform: Platform, stream: Stream) -> EventSourceResponse:
+def _response(
+    platform: Platform, stream: Stream, shape: Callable[[Any], dict[str, Any]]
+) -> EventSourceResponse:
+    """``shape``: the wire form of each item (``render.emitted``, ``render.log_stream_line``)."""
+
     async def messages() -> Any:
         async for message_id, item in stream.items():
-            data = bodies.dumps(item)
+            data = bodies.dumps(shape(item))
             yield ServerSentEvent(data, id=message_id, sep="\n")
 
     return EventSourceResponse(
@@ -63,7 +68,7 @@ async def emits(
     position = paging.event_position(last_event_id if last_event_id is not None else after, field)
     deployment = await platform.sources.get(account.id, source_id)
     stream = platform.open_emits(deployment.id, after=position, channel=event_name)
-    return _response(platform, stream)
+    return _response(platform, stream, render.emitted)
 
 
 @router.get("/v1/sources/{source_id}/logs/sse", response_class=EventSourceResponse)
@@ -81,4 +86,4 @@ async def logs(
     position = _log_position(last_event_id if last_event_id is not None else after, field)
     deployment = await platform.sources.get(account.id, source_id)
     stream = platform.open_logs(deployment.id, after=position)
-    return _response(platform, stream)
+    return _response(platform, stream, render.log_stream_line)

@@ -245,7 +245,7 @@ async def emit_summaries(
     page = await paging.event_page(
         platform, workflow.id, channel=channel, limit=limit, before=before, after=after
     )
-    items = [e.to_summary(expand=expanded) for e in page.items]
+    items = [render.event_summary(e, expand=expanded) for e in page.items]
     return paging.id_body(items, page.total_count)
 
 
@@ -257,8 +257,8 @@ async def sse(workflow_id: str, account: AccountDep, platform: PlatformDep) -> E
     stream = platform.open_emits(workflow.id, after=(0, 0), channel=states.SSE)
 
     async def messages() -> Any:
-        async for message_id, item in stream.items():
-            body = item.get("e") or {}
+        async for message_id, event in stream.items():
+            body = event.payload if isinstance(event.payload, dict) else {}
             data = bodies.dumps(body.get("payload"))
             channel = body.get("channel")
             yield ServerSentEvent(

@@ -86,7 +86,7 @@ class _Batch:
     ) -> None:
         self.conn, self.owner_id, self.emitter_id, self.now_ms = conn, owner_id, emitter_id, now_ms
         self.chain, self.max_hops = chain, max_hops
-        self.stored: list[tuple[str, Item]] = []
+        self.stored: list[events.Event] = []
         self.log_lines: list[events.LogLine] = []
         self.queued = 0
         self._links: list[routing.Link] | None = None
@@ -95,15 +95,15 @@ class _Batch:
         """Store events of the emitter; their ids."""
         if not items:
             return []
-        event_ids = events.append_sync(
+        stored = events.append_events_sync(
             self.conn,
             emitter_id=self.emitter_id,
             owner_id=self.owner_id,
             now_ms=self.now_ms,
             items=items,
         )
-        self.stored.extend(zip(event_ids, items, strict=True))
-        return event_ids
+        self.stored.extend(stored)
+        return [event.id for event in stored]
 
     def deliver(
         self, event_id: str, channel: str, event: Any, *, also_to: str | None = None
@@ -181,11 +181,9 @@ class Commit:
         durable events and log lines; the job worker wakes up for the jobs enqueued."""
         hub, emitter_id = self.broker, batch.emitter_id
         if batch.stored and hub.subscribers(broker.emits_topic(emitter_id)):
-            emitted = [events.emitted(event_id, *item) for event_id, item in batch.stored]
-            hub.publish(broker.emits_topic(emitter_id), emitted)
+            hub.publish(broker.emits_topic(emitter_id), list(batch.stored))
         if batch.log_lines and hub.subscribers(broker.logs_topic(emitter_id)):
-            lines = [line.to_stream() | {"id": line.pk} for line in batch.log_lines]
-            hub.publish(broker.logs_topic(emitter_id), lines)
+            hub.publish(broker.logs_topic(emitter_id), list(batch.log_lines))
         if batch.queued:
             hub.publish(broker.JOBS, [batch.queued])
 

@@ -3,8 +3,6 @@ events, deleting a range of them, its newest log lines. What the API's event lis
 
 from __future__ import annotations
 
-from typing import Any
-
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sluice.storage import events
@@ -48,6 +46,6 @@ class Events:
         async with self.db.begin() as conn:
             await events.delete_range(conn, emitter_id, start=start, end=end, channel=channel)
 
-    async def recent_logs(self, emitter_id: str, limit: int) -> list[dict[str, Any]]:
+    async def recent_logs(self, emitter_id: str, limit: int) -> list[events.LogLine]:
         async with self.db.connect() as conn:
             return await events.recent_logs(conn, emitter_id, limit)

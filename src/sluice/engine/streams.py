@@ -32,24 +32,27 @@ WINDOW = 100
 
 @dataclass
 class Stream:
-    """``(id, data)`` pairs: the SSE id and the JSON-ready item. Always ``close()`` it."""
+    """``(id, item)`` pairs: the SSE id and the value (an ``Event`` or a ``LogLine``: the API
+    draws its wire shape). Always ``close()`` it."""
 
     subscription: Subscription
-    replay: Callable[[], Awaitable[Sequence[dict[str, Any]]]]
-    key: Callable[[dict[str, Any]], Any]
+    replay: Callable[[], Awaitable[Sequence[Any]]]
+    key: Callable[[Any], Any]
+    #: The item's SSE id.
+    ident: Callable[[Any], str]
     #: The reader's resume point (in ``key`` terms): nothing at or before it is sent.
     after: Any = None
-    keep: Callable[[dict[str, Any]], bool] = lambda _item: True
+    keep: Callable[[Any], bool] = lambda _item: True
     #: Items stored by *other* processes: ``poll(position)`` reads those after a position
     #: (``None``: the newest one only), every ``poll_seconds``; 0 turns polling off.
-    poll: Callable[[Any], Awaitable[Sequence[dict[str, Any]]]] | None = None
+    poll: Callable[[Any], Awaitable[Sequence[Any]]] | None = None
     poll_seconds: float = 0.0
     #: Wakes the poll at once: another process stored items of the emitter (PostgreSQL's
     #: notifications, ``engine/notifications.py``); ``poll_seconds`` is then the fallback.
     wake: Subscription | None = None
     _poller: asyncio.Task[None] | None = None
 
-    async def items(self) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    async def items(self) -> AsyncIterator[tuple[str, Any]]:
         try:
             replayed = await self.replay()
             if self.poll is not None and self.poll_seconds > 0:
@@ -60,7 +63,7 @@ class Stream:
                 self._poller = asyncio.create_task(self._poll(start))
             async for item in broker.follow(self.subscription, replayed, self.key, self.after):
                 if self.keep(item):
-                    yield str(item["id"]), item
+                    yield self.ident(item), item
         finally:
             self.close()
 
@@ -112,7 +115,7 @@ def open_emits(
     read storage that often, for events other processes stored."""
     sub = hub.subscribe(broker.emits_topic(emitter_id))
 
-    async def poll(position: Any) -> list[dict[str, Any]]:
+    async def poll(position: Any) -> list[events.Event]:
         async with db.connect() as conn:
             if position is None:
                 page = await events.page(conn, emitter_id, limit=1, window=1, channel=channel)
@@ -125,26 +128,27 @@ def open_emits(
                     channel=channel,
                     after=None if position is _BEGINNING else position,
                 )
-        return [e.to_emitted() for e in reversed(page.items)]
+        return list(reversed(page.items))
 
-    async def replay() -> list[dict[str, Any]]:
+    async def replay() -> list[events.Event]:
         if after is None:
             return []
         async with db.connect() as conn:
             page = await events.page(
                 conn, emitter_id, limit=WINDOW, window=WINDOW, channel=channel, after=after
             )
-        return [e.to_emitted() for e in reversed(page.items)]
+        return list(reversed(page.items))
 
     return Stream(
         sub,
         replay,
-        key=lambda item: events.position(item["id"]),
+        key=lambda event: event.position,
+        ident=lambda event: str(event.id),
         after=after,
         keep=(
-            (lambda item: item["name"] == channel)
+            (lambda event: event.channel == channel)
             if channel is not None
-            else (lambda item: item["name"] != states.ERRORS)
+            else (lambda event: event.channel != states.ERRORS)
         ),
         poll=poll,
         poll_seconds=poll_seconds,
@@ -159,25 +163,24 @@ def open_logs(
     after it among the newest 100 (``poll_seconds`` as for ``open_emits``)."""
     sub = hub.subscribe(broker.logs_topic(emitter_id))
 
-    async def poll(position: Any) -> list[dict[str, Any]]:
+    async def poll(position: Any) -> list[events.LogLine]:
         start, window = (0, 1) if position is None else (0, WINDOW)
         if isinstance(position, int):
             start = position
         async with db.connect() as conn:
-            lines = await events.logs_after(conn, emitter_id, start, window=window)
-        return [line.to_stream() | {"id": line.pk} for line in lines]
+            return await events.logs_after(conn, emitter_id, start, window=window)
 
-    async def replay() -> list[dict[str, Any]]:
+    async def replay() -> list[events.LogLine]:
         if after is None:
             return []
         async with db.connect() as conn:
-            lines = await events.logs_after(conn, emitter_id, after, window=WINDOW)
-        return [line.to_stream() | {"id": line.pk} for line in lines]
+            return await events.logs_after(conn, emitter_id, after, window=WINDOW)
 
     return Stream(
         sub,
         replay,
-        key=lambda item: int(item["id"]),
+        key=lambda line: int(line.pk),
+        ident=lambda line: str(line.pk),
         after=after,
         poll=poll,
         poll_seconds=poll_seconds,

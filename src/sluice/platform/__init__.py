@@ -20,6 +20,7 @@ from sluice.storage.accounts import Account, KeyInfo
 from sluice.storage.apps import ConnectedAccount
 from sluice.storage.components import SavedComponent
 from sluice.storage.data_stores import DataStore
+from sluice.storage.events import Event, LogLine
 from sluice.storage.events import Page as EventPage
 from sluice.storage.runs import Run
 from sluice.storage.sources import Deployment
@@ -38,10 +39,12 @@ __all__ = [
     "DataStore",
     "DeployRequest",
     "Deployment",
+    "Event",
     "EventPage",
     "IncomingRequest",
     "InvocationOutcome",
     "KeyInfo",
+    "LogLine",
     "OptionsPage",
     "OptionsRequest",
     "PackageReport",

@@ -18,8 +18,6 @@ from sluice.domain import states
 from sluice.storage.tables import events as t
 from sluice.storage.tables import logs as lt
 
-#: The channel of errors (a workflow's, or a source's ``run()`` that threw).
-
 
 @dataclass(frozen=True)
 class Event:
@@ -35,34 +33,10 @@ class Event:
     def position(self) -> tuple[int, int]:
         return position(self.id)
 
-    def to_emitted(self) -> dict[str, Any]:
-        return emitted(self.id, self.channel, self.payload, self.meta)
-
-    def to_summary(self, *, expand: bool) -> dict[str, Any]:
-        meta = {"emitter_id": self.emitter_id, "emit_id": self.emit_id, "name": self.channel}
-        meta.update({k: v for k, v in self.meta.items() if k in ("id", "summary", "ts")})
-        item: dict[str, Any] = {"id": self.id, "indexed_at_ms": self.ts_ms, "metadata": meta}
-        if expand:
-            item["event"] = self.payload
-        return item
-
 
 def position(event_id: str) -> tuple[int, int]:
     """Where an event id sorts: ``"1606370816223-4"`` → ``(1606370816223, 4)``."""
     return ids.parse_event_id(event_id) or (0, 0)
-
-
-def emitted(event_id: str, channel: str, payload: Any, meta: dict[str, Any]) -> dict[str, Any]:
-    """The live form of a stored event (SSE ``data:``): Pipedream's ``V1EmittedEvent``
-    ``{k, e, ts, id}``, plus the channel ``name`` and the ``$emit`` options ``metadata``."""
-    return {
-        "k": "emit",
-        "e": payload,
-        "ts": position(event_id)[0],
-        "id": event_id,
-        "name": channel,
-        "metadata": {k: v for k, v in meta.items() if k in ("id", "summary", "ts")},
-    }
 
 
 #: The emitter's newest position, and the insert: built once (a run's hot path).
@@ -84,6 +58,21 @@ def append_sync(
     items: list[tuple[str, Any, dict[str, Any]]],
 ) -> list[str]:
     """Store ``(channel, payload, meta)`` items in order; return their event ids."""
+    stored = append_events_sync(
+        conn, emitter_id=emitter_id, owner_id=owner_id, now_ms=now_ms, items=items
+    )
+    return [event.id for event in stored]
+
+
+def append_events_sync(
+    conn: Connection,
+    *,
+    emitter_id: str,
+    owner_id: str,
+    now_ms: int,
+    items: list[tuple[str, Any, dict[str, Any]]],
+) -> list[Event]:
+    """Store ``(channel, payload, meta)`` items in order; return them as stored."""
     if not items:
         return []
     last = conn.execute(_LAST, {"emitter_id": emitter_id}).first()
@@ -93,21 +82,29 @@ def append_sync(
     rows = []
     out = []
     for channel, payload, meta in items:
-        event_id = ids.event_id(ts_ms, seq)
+        event = Event(
+            ids.event_id(ts_ms, seq),
+            emitter_id,
+            ts_ms,
+            channel,
+            ids.random_token(27),
+            payload,
+            meta,
+        )
         rows.append(
             {
                 "emitter_id": emitter_id,
                 "owner_id": owner_id,
-                "id": event_id,
+                "id": event.id,
                 "ts_ms": ts_ms,
                 "seq": seq,
                 "channel": channel,
-                "emit_id": ids.random_token(27),
+                "emit_id": event.emit_id,
                 "payload": payload,
                 "meta": meta,
             }
         )
-        out.append(event_id)
+        out.append(event)
         seq += 1
     conn.execute(_INSERT, rows)
     return out
@@ -237,18 +234,6 @@ class LogLine:
     msg: str
     invocation_id: str | None
 
-    def to_api(self) -> dict[str, Any]:
-        return {
-            "ts": self.ts_ms,
-            "level": self.level,
-            "msg": self.msg,
-            "invocation_id": self.invocation_id,
-        }
-
-    def to_stream(self) -> dict[str, Any]:
-        """The live form (SSE ``data:``); the SSE ``id:`` is ``pk``."""
-        return {"k": "log", **self.to_api()}
-
 
 def _log(row: Any) -> LogLine:
     return LogLine(row.pk, row.emitter_id, row.ts_ms, row.level, row.msg, row.invocation_id)
@@ -320,11 +305,11 @@ async def trim_logs(conn: AsyncConnection, emitter_id: str, keep: int) -> None:
     return await conn.run_sync(trim_logs_sync, emitter_id, keep)
 
 
-async def recent_logs(conn: AsyncConnection, emitter_id: str, limit: int) -> list[dict[str, Any]]:
+async def recent_logs(conn: AsyncConnection, emitter_id: str, limit: int) -> list[LogLine]:
     rows = await conn.execute(
         sa.select(lt).where(lt.c.emitter_id == emitter_id).order_by(lt.c.pk.desc()).limit(limit)
     )
-    return [_log(r).to_api() for r in rows]
+    return [_log(r) for r in rows]
 
 
 async def logs_after(

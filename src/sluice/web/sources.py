@@ -70,7 +70,7 @@ async def _summary(platform: Platform, deployment: Deployment) -> dict[str, Any]
         "d": deployment,
         "trigger": trigger,
         "last_event_ms": newest.items[0].ts_ms if newest.items else None,
-        "failing": bool(logs) and logs[-1].get("level") == "error",
+        "failing": bool(logs) and logs[-1].level == "error",
     }
 
 
