@@ -5,6 +5,7 @@ a failed transaction fails its callers, and a write lock held elsewhere is waite
 from __future__ import annotations
 
 import asyncio
+import json
 import secrets
 from collections.abc import AsyncIterator
 from typing import Any
@@ -13,6 +14,7 @@ import pytest
 import pytest_asyncio
 import sqlalchemy as sa
 
+from sluice.domain import text
 from sluice.engine.enqueuer import Enqueuer
 from sluice.platform import Platform
 from sluice.storage import jobs
@@ -107,3 +109,24 @@ async def test_one_caller_after_another_is_never_left_waiting(
     for i in range(5):
         await asyncio.wait_for(enqueuer.enqueue(NewJob(kind, "u_x", "dc_x", {"i": i})), 30)
     assert sorted(p["i"] for p in (await _payloads(platform, kind)).values()) == list(range(5))
+
+
+async def test_a_batch_keeps_awkward_payloads_whole(
+    platform: Platform, enqueuer: Enqueuer, kind: str
+) -> None:
+    """Many jobs in one flush (one statement of arrays on PostgreSQL): NUL, a lone surrogate,
+    non-ASCII text and deep values come back as given, each in its own job."""
+    payloads: list[Any] = [
+        {"s": "a\x00b"},
+        "\ud800 alone",
+        {"t": "é ✓ 😀", "n": [1, 2.5, None, True]},
+        [[["deep"]]],
+        None,
+        *({"i": i} for i in range(20)),
+    ]
+    await asyncio.gather(*(enqueuer.enqueue(NewJob(kind, "u_x", "dc_x", p)) for p in payloads))
+    stored = sorted(
+        json.dumps(text.from_stored(p), sort_keys=True)
+        for p in (await _payloads(platform, kind)).values()
+    )
+    assert stored == sorted(json.dumps(p, sort_keys=True) for p in payloads)
