@@ -1,4 +1,4 @@
-"""PostgreSQL pushes other processes' commits (``engine/notifications.py``, migration 0009):
+"""PostgreSQL pushes other processes' commits (``engine/notifications.py``, migrations 0009, 0011):
 a job added or queued again wakes a job worker, and a stored event wakes the live streams of
 its emitter, with the polls of both set to an hour (so only the push can explain the wake)."""
 
@@ -16,7 +16,8 @@ from sluice.engine import broker, streams
 from sluice.engine.broker import Broker
 from sluice.engine.jobs import Finish, JobWorker, WorkerConfig
 from sluice.engine.notifications import Notifications
-from sluice.storage import database, events, jobs
+from sluice.storage import database, events, job_batches, jobs
+from sluice.storage.job_batches import NewJob
 from sluice.storage.jobs import Job
 from tests.conftest import _create_pg_database, _drop_pg_database
 
@@ -53,11 +54,11 @@ async def test_an_added_or_requeued_job_wakes_a_worker(
         await ran.put(job.id)
 
     worker.handlers[kind] = handler
-    woken: list[str] = []
+    woken: list[str | None] = []
 
-    def on_jobs() -> None:
-        woken.append("jobs")
-        worker.notify()
+    def on_jobs(owner_id: str | None) -> None:
+        woken.append(owner_id)
+        worker.notify(owner_id)
 
     listener = Notifications(url, on_jobs, lambda _emitter: None)
     await _listening(listener)
@@ -68,6 +69,7 @@ async def test_an_added_or_requeued_job_wakes_a_worker(
                 conn, kind=kind, owner_id="u_n", target_id="dc_n", payload={}, now_ms=0
             )
         assert await asyncio.wait_for(ran.get(), WAIT_S) == job_id
+        assert "u_n" in woken  # the notification names the job's account
         # A job queued again (released by a stopping worker) wakes the workers too.
         before = len(woken)
         async with db.begin() as conn:
@@ -81,6 +83,18 @@ async def test_an_added_or_requeued_job_wakes_a_worker(
             )
         assert await asyncio.wait_for(ran.get(), WAIT_S) == second
         assert len(woken) > before
+        # A batch of several accounts' jobs (the endpoints' group commit) names each once.
+        before = len(woken)
+        async with db.begin() as conn:
+            raw = await conn.get_raw_connection()
+            await job_batches.add_batch_asyncpg(
+                raw.driver_connection,
+                [(NewJob(kind, owner, "dc_n", {}), False) for owner in ("u_a", "u_b", "u_a")],
+                now_ms=0,
+            )
+        for _ in range(3):
+            await asyncio.wait_for(ran.get(), WAIT_S)
+        assert sorted(o for o in woken[before:] if o in ("u_a", "u_b")) == ["u_a", "u_b"]
     finally:
         await worker.stop()
         await listener.close()
@@ -95,7 +109,7 @@ async def test_a_stored_event_wakes_the_streams_of_its_emitter(
     def stored(emitter_id: str) -> None:
         hub.publish(broker.stored_topic(emitter_id), [emitter_id])
 
-    listener = Notifications(url, lambda: None, stored)
+    listener = Notifications(url, lambda _owner: None, stored)
     await _listening(listener)
     emitter = f"dc_{secrets.token_hex(6)}"
     writer = database.Writer(db)

@@ -1,7 +1,8 @@
 """What other processes committed, pushed to this one at once (PostgreSQL).
 
-Triggers (migration 0009) NOTIFY at commit: ``sluice_jobs`` when jobs are added or queued
-again, ``sluice_events`` with the emitter's id when its events or log lines are stored. Each
+Triggers (migrations 0009, 0011) NOTIFY at commit: ``sluice_jobs`` with the accounts' ids when
+their jobs are added or queued again, ``sluice_events`` with the emitter's id when its events
+or log lines are stored. Each
 process listens on one connection of its own: a new job wakes its job worker now instead of
 at its next poll, and a live stream (SSE) of that emitter reads storage now instead of at its
 next poll. Polling stays, as the fallback: while the listener reconnects (the database
@@ -36,8 +37,10 @@ def plain_url(url: str) -> str:
 
 class Notifications:
     def __init__(
-        self, url: str, on_jobs: Callable[[], None], on_stored: Callable[[str], None]
+        self, url: str, on_jobs: Callable[[str | None], None], on_stored: Callable[[str], None]
     ) -> None:
+        """``on_jobs(owner_id)``: jobs of that account were added or queued again (None: of
+        some account); ``on_stored(emitter_id)``: events or log lines of it were stored."""
         self.url = plain_url(url)
         self.on_jobs = on_jobs
         self.on_stored = on_stored
@@ -72,7 +75,7 @@ class Notifications:
             await conn.add_listener(JOBS, self._jobs)
             await conn.add_listener(EVENTS, self._events)
             self.listening.set()
-            self.on_jobs()  # anything added while nobody listened
+            self.on_jobs(None)  # anything added while nobody listened
             while not lost.is_set():
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(CHECK_SECONDS):
@@ -83,8 +86,11 @@ class Notifications:
             with contextlib.suppress(Exception):
                 await conn.close(timeout=5)
 
-    def _jobs(self, *_args: Any) -> None:
-        self.on_jobs()
+    def _jobs(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        # The accounts whose jobs were added (migration 0011), or none named: some account's.
+        owners: list[str | None] = [*payload.split()] or [None]
+        for owner_id in owners:
+            self.on_jobs(owner_id)
 
     def _events(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         self.on_stored(payload)

@@ -183,6 +183,14 @@ jobs = sa.Table(
     sa.Column("finished_ms", sa.BigInteger),
     # Claims walk it in id order within a status (``storage.jobs.claim_sync``).
     sa.Index("ix_jobs_status_id", "status", "id"),
+    # The deferred queued jobs (a retry's backoff, a pause): the due timer's "next job due
+    # after now" is one probe (``jobs.next_due_sync``); the claims cannot use it.
+    sa.Index(
+        "ix_jobs_deferred",
+        "run_after_ms",
+        postgresql_where=sa.text("status = 'queued' AND run_after_ms > created_ms"),
+        sqlite_where=sa.text("status = 'queued' AND run_after_ms > created_ms"),
+    ),
     sa.Index("ix_jobs_target", "target_id"),
 )
 
