@@ -55,10 +55,12 @@ async def test_an_added_or_requeued_job_wakes_a_worker(
 
     worker.handlers[kind] = handler
     woken: list[str | None] = []
+    later: list[bool] = []
 
-    def on_jobs(owner_id: str | None) -> None:
+    def on_jobs(owner_id: str | None, due_now: bool) -> None:
         woken.append(owner_id)
-        worker.notify(owner_id)
+        later.append(not due_now)
+        worker.notify(owner_id, due_now=due_now)
 
     listener = Notifications(url, on_jobs, lambda _emitter: None)
     await _listening(listener)
@@ -70,6 +72,7 @@ async def test_an_added_or_requeued_job_wakes_a_worker(
             )
         assert await asyncio.wait_for(ran.get(), WAIT_S) == job_id
         assert "u_n" in woken  # the notification names the job's account
+        assert not later[woken.index("u_n")]  # ... and says it is due at once
         # A job queued again (released by a stopping worker) wakes the workers too.
         before = len(woken)
         async with db.begin() as conn:
@@ -95,6 +98,16 @@ async def test_an_added_or_requeued_job_wakes_a_worker(
         for _ in range(3):
             await asyncio.wait_for(ran.get(), WAIT_S)
         assert sorted(o for o in woken[before:] if o in ("u_a", "u_b")) == ["u_a", "u_b"]
+        # A job due later (a retry's backoff) says so: the worker's due timer looks again.
+        before = len(woken)
+        async with db.begin() as conn:
+            await jobs.enqueue(
+                conn, kind=kind, owner_id="u_l", target_id="dc_n", payload={}, now_ms=0,
+                run_after_ms=clock.now_ms() + HOUR * 1000,
+            )  # fmt: skip
+        while "u_l" not in woken[before:]:
+            await asyncio.sleep(0.01)
+        assert later[woken.index("u_l", before)]
     finally:
         await worker.stop()
         await listener.close()
@@ -109,7 +122,7 @@ async def test_a_stored_event_wakes_the_streams_of_its_emitter(
     def stored(emitter_id: str) -> None:
         hub.publish(broker.stored_topic(emitter_id), [emitter_id])
 
-    listener = Notifications(url, lambda _owner: None, stored)
+    listener = Notifications(url, lambda _owner, _now: None, stored)
     await _listening(listener)
     emitter = f"dc_{secrets.token_hex(6)}"
     writer = database.Writer(db)

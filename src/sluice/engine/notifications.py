@@ -37,10 +37,14 @@ def plain_url(url: str) -> str:
 
 class Notifications:
     def __init__(
-        self, url: str, on_jobs: Callable[[str | None], None], on_stored: Callable[[str], None]
+        self,
+        url: str,
+        on_jobs: Callable[[str | None, bool], None],
+        on_stored: Callable[[str], None],
     ) -> None:
-        """``on_jobs(owner_id)``: jobs of that account were added or queued again (None: of
-        some account); ``on_stored(emitter_id)``: events or log lines of it were stored."""
+        """``on_jobs(owner_id, due_now)``: jobs of that account were added or queued again
+        (None: of some account), all due at once or not; ``on_stored(emitter_id)``: events or
+        log lines of it were stored."""
         self.url = plain_url(url)
         self.on_jobs = on_jobs
         self.on_stored = on_stored
@@ -75,7 +79,7 @@ class Notifications:
             await conn.add_listener(JOBS, self._jobs)
             await conn.add_listener(EVENTS, self._events)
             self.listening.set()
-            self.on_jobs(None)  # anything added while nobody listened
+            self.on_jobs(None, False)  # anything added while nobody listened
             while not lost.is_set():
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(CHECK_SECONDS):
@@ -87,10 +91,13 @@ class Notifications:
                 await conn.close(timeout=5)
 
     def _jobs(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
-        # The accounts whose jobs were added (migration 0011), or none named: some account's.
-        owners: list[str | None] = [*payload.split()] or [None]
+        # The accounts whose jobs were added, and "~" when one is due later (migration 0011);
+        # no account named: some account's.
+        names = payload.split()
+        due_now = "~" not in names and bool(names)
+        owners: list[str | None] = [name for name in names if name != "~"] or [None]
         for owner_id in owners:
-            self.on_jobs(owner_id)
+            self.on_jobs(owner_id, due_now)
 
     def _events(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         self.on_stored(payload)

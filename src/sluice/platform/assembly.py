@@ -223,7 +223,10 @@ class Platform(Services):
             if hub.subscribers(topic):
                 hub.publish(topic, [emitter_id])
 
-        listener = Notifications(settings.resolved_database_url, self.jobs.notify, stored)
+        def jobs(owner_id: str | None, due_now: bool) -> None:
+            self.jobs.notify(owner_id, due_now=due_now)
+
+        listener = Notifications(settings.resolved_database_url, jobs, stored)
         listener.start()
         return listener
 
