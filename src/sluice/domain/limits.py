@@ -1,15 +1,23 @@
-"""Limits on what one invocation may leave behind: ``$emit`` calls and the ``$.service.db``
-store. Pure: the invocation's output in, the part to keep and the error out.
+"""Limits on what is kept. Pure: the output in, the part to keep and the error out.
 
-Both are checked by Python where the output is applied, so a runner that lies cannot get past
-them (the Node runner also stops collecting emits one past the cap, so Python never decodes a
+On what one invocation may leave behind: ``$emit`` calls and the ``$.service.db`` store. Both
+are checked by Python where the output is applied, so a runner that lies cannot get past them
+(the Node runner also stops collecting emits one past the cap, so Python never decodes a
 flood). The errors have the runtime's shape ``{name, code, message, stack}``.
+
+On stored lists (events, logs, runs): when to trim one back to its retention
+(``TrimSchedule``). Not on every write (a DELETE per run costs), but once about a tenth of the
+retention was added since the last trim, so a list never holds more than 110% of it.
+
+>>> trims = TrimSchedule()
+>>> [trims.due(("events", "dc_1"), added=1, retention=20) for _ in range(3)]
+[False, True, False]
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Hashable, Mapping
 from typing import Any
 
 EMIT_LIMIT = "EMIT_LIMIT"
@@ -76,3 +84,22 @@ def check_db(
         f"this.db would hold {size} bytes, over the limit of {max_bytes} bytes; none of the "
         "invocation's db writes were saved",
     )
+
+
+class TrimSchedule:
+    """Counts what was added per list since its last trim (per process: a restart only
+    delays the next trim)."""
+
+    def __init__(self) -> None:
+        self._added: dict[Hashable, int] = {}
+
+    def due(self, key: Hashable, *, added: int, retention: int) -> bool:
+        """Whether ``key``'s list, having grown by ``added``, should be trimmed now."""
+        if not added:
+            return False
+        count = self._added.get(key, 0) + added
+        if count >= max(1, retention // 10):
+            self._added.pop(key, None)
+            return True
+        self._added[key] = count
+        return False

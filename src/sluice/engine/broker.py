@@ -1,13 +1,21 @@
 """In-process fan-out of what was just committed: a source's stored events and log lines to
-live streams (SSE), and "jobs were enqueued" to the job worker.
+live streams (SSE), "jobs were enqueued" to the job worker, and a job's answer to the request
+in this process waiting for it (``Waiters``).
 
 The invoker publishes *after* its transaction commits, never before, so a live stream only
 ever shows durable events. Publishing never waits: each subscriber has a bounded buffer, and a
 subscriber that falls ``maxsize`` items behind is closed (its stream ends once it has sent what
 it holds; the client reconnects with ``Last-Event-ID`` and replays the rest from storage).
 
-Only this process's commits are seen. Several ``sluice serve`` processes on one PostgreSQL
-would need LISTEN/NOTIFY to fan out across them; that is not built yet.
+Only this process's commits are published here; what other processes on one PostgreSQL
+stored reaches this broker through LISTEN/NOTIFY (``engine/notifications.py``, the
+``stored_topic``).
+
+Waiting requests (``customResponse`` sources, workflow endpoints, manual runs) get one future
+per job id. The ingress registers it at the commit of the request's job (before any worker can
+claim it); the ``http`` and ``workflow`` handlers settle it with the first ``respond()``, or an
+``Ended`` when the run ends without one; only the first outcome counts. Per process: a job run
+by another process answers no one here (its request waits for its time-out).
 """
 
 from __future__ import annotations
@@ -16,7 +24,11 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
+
+from sluice.domain.states import Unanswered
+from sluice.runtime.protocol import Response
 
 log = logging.getLogger(__name__)
 
@@ -151,3 +163,32 @@ async def follow(
             if len(seen) > _SEEN:
                 seen_set.discard(seen.popleft())
             yield item
+
+
+@dataclass(frozen=True)
+class Ended:
+    """The run ended, or could not start, without calling ``respond()``: why (its HTTP status
+    is decided in ``api/errors.py``) and a message for the client."""
+
+    message: str
+    reason: Unanswered = Unanswered.NO_RESPONSE
+
+
+Outcome = Response | Ended
+
+
+class Waiters:
+    def __init__(self) -> None:
+        self._futures: dict[int, asyncio.Future[Outcome]] = {}
+
+    def add(self, job_id: int, future: asyncio.Future[Outcome]) -> None:
+        self._futures[job_id] = future
+
+    def discard(self, job_id: int) -> None:
+        self._futures.pop(job_id, None)
+
+    def settle(self, job_id: int, outcome: Outcome) -> None:
+        """The first outcome answers the waiting request, if any (only the first counts)."""
+        future = self._futures.get(job_id)
+        if future is not None and not future.done():
+            future.set_result(outcome)

@@ -30,10 +30,10 @@ from typing import Any
 
 from sluice import errors, ids
 from sluice.domain.states import JobKind, Unanswered
+from sluice.engine.broker import Ended, Outcome
 from sluice.engine.enqueuer import Enqueuer
 from sluice.engine.executor import Executor, RunOutcome
 from sluice.engine.jobs import JobWorker
-from sluice.engine.waiters import Ended, Outcome
 from sluice.runtime.protocol import Response
 from sluice.storage import jobs
 from sluice.storage.job_batches import NewJob

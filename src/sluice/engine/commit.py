@@ -25,7 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sluice.clock import Clock
 from sluice.config import Settings
-from sluice.domain import dedupe, error_events, limits, outcomes, retention, routing, states
+from sluice.domain import dedupe, error_events, limits, outcomes, routing, states
 from sluice.domain.states import JobKind, RunStatus
 from sluice.engine import broker
 from sluice.engine.broker import Broker
@@ -167,7 +167,7 @@ class Commit:
         self.writer = database.Writer(db)
         self._grouped = database.GroupWriter(self.writer)  # runs' and sources' transactions
         # Events, log lines and runs added per emitter since its last trim, in this process.
-        self._trims = retention.TrimSchedule()
+        self._trims = limits.TrimSchedule()
 
     def dispose(self) -> None:
         self.writer.dispose()

@@ -11,7 +11,7 @@ crash the job's lease expires and it runs again, at-least-once).
 
 Without ``customResponse`` the answer is an immediate 200 ``{"success":true}`` and the job
 worker is woken to run the job soon. With it, the job runs at once in this process, and the
-request waits for the first ``respond()`` (through a future per job, ``waiters.py``, that the
+request waits for the first ``respond()`` (through a future per job, ``broker.Waiters``, that the
 job's handler settles: ``handlers/http.py``, ``handlers/workflow.py``), for the end of
 ``run()``, or for the response time-out: either of the last two answers 504 ``no_response``.
 The rate-limit buckets and the futures are per process.
@@ -39,11 +39,11 @@ from sluice.domain import http_answers, http_events
 from sluice.domain.http_answers import Answer, Refusal
 from sluice.domain.http_events import Bucket
 from sluice.domain.states import JobKind, Unanswered
+from sluice.engine.broker import Ended, Outcome, Waiters
 from sluice.engine.client_runs import ClientRun, ClientRuns
 from sluice.engine.directory import EndpointDirectory
 from sluice.engine.enqueuer import Enqueuer
 from sluice.engine.jobs import JobWorker
-from sluice.engine.waiters import Ended, Outcome, Waiters
 from sluice.engine.workflows import Workflows
 from sluice.storage import database, endpoints
 from sluice.storage.job_batches import NewJob

@@ -5,7 +5,7 @@ the job's results* (``engine/commit.py``), so "done" and the results commit toge
 completed job never runs again. A handler that returns without calling it has its job marked
 done afterwards (nothing to store). A handler that raises (``errors.RunnerCrashed``, logged as
 a warning: the failure is Sluice's; or any other exception) has its job queued again with
-backoff, until ``max_attempts``. Leases are short and renewed (``engine/leases.py``): a job
+backoff, until ``max_attempts``. Leases are short and renewed (``engine/holds.py``): a job
 whose process died runs again within a lease. ``stop`` gives the jobs in flight a grace
 period, then queues again at once what it did not finish. Tests drive it with
 ``run_once``/``drain``/``heartbeat`` and a fake clock.
@@ -33,8 +33,7 @@ from sluice import errors, ids
 from sluice.clock import Clock
 from sluice.domain import shares
 from sluice.engine.due_timer import DueTimer
-from sluice.engine.leases import Leases
-from sluice.engine.slots import Slots
+from sluice.engine.holds import Leases, Slots
 from sluice.storage import database, jobs
 from sluice.storage.jobs import Job
 
@@ -112,7 +111,7 @@ class JobWorker:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._running: set[asyncio.Task[None]] = set()
-        #: The worker's slots and each account's share of them (``engine/slots.py``).
+        #: The worker's slots and each account's share of them (``engine/holds.py``).
         self.slots = Slots(self.config.concurrency, self.config.account_share)
         self._pruned_at = clock.now_ms()
         self._expired_at: int | None = None
@@ -128,7 +127,7 @@ class JobWorker:
         self._missed_at = 0
         self._poll_ms = int(self.config.poll_seconds * 1000)
         self.due = DueTimer(db, clock, self.handlers.keys(), self._wake.set, self._poll_ms)
-        #: The leases of the jobs this worker holds (``engine/leases.py``).
+        #: The leases of the jobs this worker holds (``engine/holds.py``).
         self.leases = Leases(self.writer, clock, self.worker_id, self.config.lease_ms)
         #: Jobs cancelled by ``stop`` before they ended: queued again at once.
         self._interrupted: list[int] = []

@@ -23,7 +23,7 @@ from sluice.engine import broker
 from sluice.engine.actions import Actions
 from sluice.engine.app_catalog import AppCatalog
 from sluice.engine.apps import Apps
-from sluice.engine.broker import Broker
+from sluice.engine.broker import Broker, Waiters
 from sluice.engine.client_runs import ClientRuns
 from sluice.engine.commit import Commit
 from sluice.engine.components import Components
@@ -55,7 +55,6 @@ from sluice.engine.runs import Runs
 from sluice.engine.scheduler import Scheduler
 from sluice.engine.sources import Sources
 from sluice.engine.subscriptions import Subscriptions
-from sluice.engine.waiters import Waiters
 from sluice.engine.workflows import Workflows
 from sluice.platform.services import Services
 from sluice.runtime.deps import DependencyStore

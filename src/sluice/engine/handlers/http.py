@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from sluice import errors
 from sluice.domain import http_events
+from sluice.engine.broker import Ended, Waiters
 from sluice.engine.invoker import Invoker
 from sluice.engine.jobs import Finish
-from sluice.engine.waiters import Ended, Waiters
 from sluice.runtime import protocol
 from sluice.storage import database, sources
 from sluice.storage.jobs import Job

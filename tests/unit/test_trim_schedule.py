@@ -1,6 +1,6 @@
-"""domain/retention.py: a list is trimmed once a tenth of its retention was added."""
+"""domain/limits.py (TrimSchedule): a list is trimmed once a tenth of its retention was added."""
 
-from sluice.domain.retention import TrimSchedule
+from sluice.domain.limits import TrimSchedule
 
 
 def test_a_trim_is_due_after_a_tenth_of_the_retention_per_list() -> None:

@@ -1,0 +1,128 @@
+"""What a job worker holds: its slots (and each account's share of them,
+``domain/shares.py``), and the leases on the jobs it claimed.
+
+**Slots.** Every run takes one of the worker's ``concurrency`` slots, after one of its
+account's ``share`` slots (when there is a share): a job's run (``JobWorker``), and a run
+without a job for a waiting client (``engine/client_runs.py``). A run is counted against its
+account from the moment it is handed over (``count``), not when it starts, so the worker sees
+the account's count when it picks the next job.
+
+**Leases.** A claim leases a job to one worker for ``lease_ms`` (30 s by default). While the
+worker holds the job (running it, or claimed and waiting for a slot) it renews the lease every
+third of that (``beat``), so a job of any length keeps it, and a job whose process died
+(kill -9, a lost machine) is claimed again by another worker within one lease. Jobs a worker
+will not run (stopping, or their account at its share) are released: queued again at once,
+their place in the queue unchanged, rather than after their leases.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable, Iterable
+
+from sluice.clock import Clock
+from sluice.domain import shares
+from sluice.storage import database, jobs
+from sluice.storage.jobs import Job
+
+log = logging.getLogger(__name__)
+
+
+class Slots:
+    def __init__(self, concurrency: int, account_share: int) -> None:
+        self.share = shares.effective(account_share, concurrency)
+        self._slots = asyncio.Semaphore(concurrency)
+        #: Runs of each account counted and not ended (running or waiting for a slot).
+        self.busy: collections.Counter[str] = collections.Counter()
+        #: Each busy account's slots (``share`` of them), when there is a share.
+        self._gates: dict[str, asyncio.Semaphore] = {}
+
+    def count(self, owner_id: str) -> asyncio.Semaphore | None:
+        """Count one more run of the account; its gate (its share of the slots), if any."""
+        self.busy[owner_id] += 1
+        if not self.share:
+            return None
+        gate = self._gates.get(owner_id)
+        if gate is None:
+            gate = self._gates[owner_id] = asyncio.Semaphore(self.share)
+        return gate
+
+    def uncount(self, owner_id: str) -> None:
+        self.busy[owner_id] -= 1
+        if self.busy[owner_id] <= 0:
+            del self.busy[owner_id]
+            self._gates.pop(owner_id, None)
+
+    def full(self) -> tuple[str, ...]:
+        """The accounts at their share (a claim leaves their jobs queued)."""
+        return tuple(sorted(shares.full(self.busy, self.share)))
+
+    def worker_slot(self) -> asyncio.Semaphore:
+        """One of the worker's slots (after the account's gate, for a counted run)."""
+        return self._slots
+
+    @contextlib.asynccontextmanager
+    async def slot(self, owner_id: str) -> AsyncIterator[None]:
+        """A run counted, then holding its account's slot and one of the worker's."""
+        gate = self.count(owner_id)
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                if gate is not None:
+                    await stack.enter_async_context(gate)
+                await stack.enter_async_context(self._slots)
+                yield
+        finally:
+            self.uncount(owner_id)
+
+
+class Leases:
+    def __init__(
+        self, writer: database.Writer, clock: Clock, worker_id: str, lease_ms: int
+    ) -> None:
+        self.writer = writer
+        self.clock = clock
+        self.worker_id = worker_id
+        self.lease_ms = lease_ms
+        #: Jobs started by this worker and not ended.
+        self.running: dict[int, Job] = {}
+
+    def hold(self, job: Job) -> None:
+        self.running[job.id] = job
+
+    def drop(self, job_id: int) -> None:
+        self.running.pop(job_id, None)
+
+    async def renew(self, waiting: Iterable[int] = ()) -> int:
+        """Extend the leases of the running jobs and of ``waiting`` (claimed, not started);
+        the number renewed."""
+        held = [*self.running, *waiting]
+        if not held:
+            return 0
+        until = self.clock.now_ms() + self.lease_ms
+        return await self.writer(
+            lambda conn: jobs.renew_sync(conn, held, worker_id=self.worker_id, until_ms=until)
+        )
+
+    async def beat(self, waiting: Callable[[], Iterable[int]]) -> None:
+        """Renew every third of a lease, until cancelled."""
+        while True:
+            await asyncio.sleep(self.lease_ms / 3000)
+            try:
+                await self.renew(waiting())
+            except Exception:
+                log.exception("could not renew the leases of the jobs in flight")
+
+    async def release(self, job_ids: list[int]) -> None:
+        """Queue again jobs this worker claimed and will not finish (never raises: a job left
+        leased runs again after its lease)."""
+        if not job_ids:
+            return
+        try:
+            await self.writer(
+                lambda conn: jobs.release_sync(conn, job_ids, worker_id=self.worker_id)
+            )
+        except Exception:
+            log.exception("could not release %d jobs; they run after their leases", len(job_ids))
