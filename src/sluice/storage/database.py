@@ -58,7 +58,35 @@ def create_engine(url: str) -> AsyncEngine:
         engine = create_async_engine(target, pool_size=1, max_overflow=0, pool_timeout=60)
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
-    return create_async_engine(target, pool_size=10, max_overflow=20, pool_pre_ping=True)
+    engine = create_async_engine(target, pool_size=10, max_overflow=20)
+    event.listen(engine.sync_engine, "checkin", _checked_in)
+    event.listen(engine.sync_engine, "checkout", _ping_if_idle)
+    return engine
+
+
+#: A pooled PostgreSQL connection idle longer than this is pinged before it is lent again.
+IDLE_PING_SECONDS = 1.0
+
+
+def _checked_in(_dbapi_connection: Any, record: Any) -> None:
+    record.info["idle_since"] = time.monotonic()
+
+
+def _ping_if_idle(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+    """Ping a connection that sat idle (the server may have restarted, or a firewall dropped
+    it); a dead one is replaced before anyone uses it. Not on every checkout, as
+    ``pool_pre_ping`` does: through asyncpg that ping is three round trips (BEGIN, a query,
+    ROLLBACK), as many as a busy worker's whole read. A connection lent again at once that
+    finds the server gone fails its statement; SQLAlchemy then sees the disconnect and
+    replaces every connection of the pool, and the caller's error is handled as any
+    database failure (a job runs again, a request is answered 503)."""
+    since = record.info.get("idle_since")
+    if since is None or time.monotonic() - since < IDLE_PING_SECONDS:
+        return
+    try:
+        dbapi_connection.ping()
+    except Exception as exc:
+        raise sa.exc.DisconnectionError(f"an idle connection is gone: {exc}") from exc
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -136,6 +164,10 @@ class Reader:
                 url, pool_size=2, max_overflow=2, connect_args={"check_same_thread": False}
             )
             event.listen(self._sync, "connect", _sqlite_reader_pragmas)
+        else:
+            # No BEGIN and ROLLBACK around a read (two of its three round trips): at READ
+            # COMMITTED each statement reads its own snapshot, in a transaction or not.
+            self._engine = engine.execution_options(isolation_level="AUTOCOMMIT")
 
     async def __call__(self, fn: Callable[[Connection], T]) -> T:
         if self._sync is None:
