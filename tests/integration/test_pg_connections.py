@@ -1,0 +1,77 @@
+"""PostgreSQL connections in the pool: a connection that sat idle is pinged before it is lent
+again (one whose server side is gone is replaced, unseen), one in steady use is not; hot reads
+send no BEGIN. Real PostgreSQL; a backend is cut with ``pg_terminate_backend``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+import pytest_asyncio
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from sluice.storage import database
+from tests.conftest import PG_URL, SKIP_PG
+
+
+@pytest_asyncio.fixture
+async def engine() -> AsyncIterator[AsyncEngine]:
+    if SKIP_PG:
+        pytest.skip("SLUICE_TEST_SKIP_POSTGRES=1")
+    made = database.create_engine(PG_URL)
+    try:
+        yield made
+    finally:
+        await made.dispose()
+
+
+async def _backend(engine: AsyncEngine) -> int:
+    async with engine.connect() as conn:
+        return int((await conn.execute(sa.text("SELECT pg_backend_pid()"))).scalar_one())
+
+
+async def _terminate(pid: int) -> None:
+    admin = await asyncpg.connect(PG_URL, timeout=5)
+    try:
+        assert await admin.fetchval("SELECT pg_terminate_backend($1)", pid)
+    finally:
+        await admin.close()
+
+
+async def test_an_idle_connection_whose_backend_died_is_replaced_unseen(
+    engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = await _backend(engine)
+    await _terminate(first)
+    monkeypatch.setattr(database, "IDLE_PING_SECONDS", 0.0)  # every checkout counts as idle
+    second = await _backend(engine)  # no error: the ping found it dead
+    assert second != first
+
+
+async def test_a_connection_in_steady_use_is_not_pinged_and_a_dead_one_fails_once(
+    engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(database, "IDLE_PING_SECONDS", 3600.0)
+    first = await _backend(engine)
+    await _terminate(first)
+    with pytest.raises(sa.exc.DBAPIError) as failed:
+        await _backend(engine)
+    assert failed.value.connection_invalidated
+    # SQLAlchemy saw the disconnect and replaced the pool's connections: the next use works.
+    assert await _backend(engine) != first
+
+
+async def test_a_hot_read_runs_outside_a_transaction(engine: AsyncEngine) -> None:
+    reader = database.Reader(engine)
+
+    def one_transaction(conn: sa.Connection) -> bool:
+        # Two statements in one transaction (after a BEGIN) share its id; in autocommit each
+        # statement is a transaction of its own.
+        ids = [conn.execute(sa.text("SELECT txid_current()")).scalar_one() for _ in range(2)]
+        return ids[0] == ids[1]
+
+    assert not await reader(one_transaction)
+    async with engine.connect() as conn:  # the engine's own connections: a transaction
+        assert await conn.run_sync(one_transaction)
