@@ -24,7 +24,19 @@ class LocalPackages(PackageFetcher):
         return self.packages[spec.rsplit("@", 1)[0] if spec.count("@") > 1 else spec]
 
 
-def package(app: str, app_code: str, description: str | None = None) -> Package:
+class VersionedPackages(PackageFetcher):
+    """Packages by ``name@version``: each version its own files."""
+
+    def __init__(self, packages: dict[str, Package]) -> None:
+        self.packages = packages
+
+    async def fetch(self, spec: str, *, offline_first: bool = False) -> Package:
+        return self.packages[spec]
+
+
+def package(
+    app: str, app_code: str, description: str | None = None, version: str = "1.0.0"
+) -> Package:
     action = f"""
 import app from "../../{app}.app.mjs";
 export default {{
@@ -33,12 +45,12 @@ export default {{
   async run() {{ return this.{app}.hello(); }},
 }};
 """
-    meta = {"name": f"@pipedream/{app}", "version": "1.0.0"}
+    meta = {"name": f"@pipedream/{app}", "version": version}
     if description is not None:
         meta["description"] = description
     return Package(
         f"@pipedream/{app}",
-        "1.0.0",
+        version,
         {
             f"{app}.app.mjs": app_code,
             "actions/hello/hello.mjs": action,
@@ -57,10 +69,10 @@ def keys_app(app: str) -> str:
 
 
 async def import_(
-    platform: Platform, fetcher: LocalPackages, admin_id: str, app: str
+    platform: Platform, fetcher: PackageFetcher, admin_id: str, app: str, version: str = "1.0.0"
 ) -> PackageReport:
     imports = RegistryImports(platform.db, platform.components, fetcher, platform.catalog)
-    report = await imports.import_package(admin_id, f"@pipedream/{app}@1.0.0")
+    report = await imports.import_package(admin_id, f"@pipedream/{app}@{version}")
     assert report.error is None and report.count("failed") == 0, report
     return report
 
@@ -116,6 +128,47 @@ async def test_an_imported_packages_app_joins_the_catalog_once(
         third = await import_(platform, fetcher, admin.account_id, app)
         assert third.app is not None and third.app.reason == "registered by an operator"
         assert (await api.client.get(f"/v1/apps/{app}")).json()["data"] == mine
+
+
+async def test_a_newer_version_of_its_package_updates_an_imported_app(
+    platform: Platform, api: Api
+) -> None:
+    app = f"shop_{secrets.token_hex(3)}"
+    token_app = f"""export default {{ type: "app", app: "{app}",
+      methods: {{ hello() {{ return this.$auth.token; }} }} }};"""
+    fetcher = VersionedPackages(
+        {
+            f"@pipedream/{app}@1.0.0": package(app, keys_app(app), "Pipedream Shop Components"),
+            f"@pipedream/{app}@1.10.0": package(
+                app, token_app, "Pipedream Shop Plus Components", version="1.10.0"
+            ),
+            f"@pipedream/{app}@1.9.0": package(app, keys_app(app), version="1.9.0"),
+        }
+    )
+    async with account_client(platform, f"ops-{app}", is_admin=True) as admin:
+        first = await import_(platform, fetcher, admin.account_id, app)
+        assert first.app is not None and first.app.status == "added"
+        before = (await api.client.get(f"/v1/apps/{app}")).json()["data"]
+
+        newer = await import_(platform, fetcher, admin.account_id, app, "1.10.0")
+        assert newer.app is not None
+        assert (newer.app.status, newer.app.reason) == (
+            "updated",
+            f"replaces the app imported from @pipedream/{app}@1.0.0",
+        )
+        after = (await api.client.get(f"/v1/apps/{app}")).json()["data"]
+        assert after["id"] == before["id"] and after["name"] == "Shop Plus"
+        assert after["imported_from"] == f"@pipedream/{app}@1.10.0"
+        assert [f["name"] for f in json.loads(after["custom_fields_json"])] == ["token"]
+
+        # An older version than the one imported (1.9.0 < 1.10.0 in semver, not as text).
+        older = await import_(platform, fetcher, admin.account_id, app, "1.9.0")
+        assert older.app is not None
+        assert (older.app.status, older.app.reason) == (
+            "kept",
+            f"imported before, from @pipedream/{app}@1.10.0",
+        )
+        assert (await api.client.get(f"/v1/apps/{app}")).json()["data"] == after
 
 
 async def test_an_operators_app_and_a_builtin_are_never_overwritten(

@@ -26,6 +26,7 @@ import json
 import re
 from dataclasses import dataclass
 
+from sluice.domain import registry
 from sluice.domain.apps import OAUTH_FIELDS
 
 #: The auth type of an app whose file uses ``$auth`` in a way not read here.
@@ -124,3 +125,24 @@ def _name(package_json: str | None, slug: str) -> str:
         if m and m.group(1).strip():
             return m.group(1).strip()[:200]
     return " ".join(word.capitalize() for word in slug.split("_") if word) or slug
+
+
+def supersedes(package: str, imported_from: str) -> bool:
+    """Whether the app of ``package`` (``@pipedream/notion@1.1.0``) replaces the app imported
+    before from ``imported_from``: the same package, at a newer version (semver order). An
+    app imported from another package, or a version that cannot be read, stays.
+
+    >>> supersedes("@pipedream/acme@1.1.0", "@pipedream/acme@1.0.9")
+    True
+    >>> supersedes("@pipedream/acme@1.0.0", "@pipedream/acme@1.0.0"), supersedes(
+    ...     "@pipedream/acme@2.0.0-beta.1", "@pipedream/acme@1.9.0")
+    (False, True)
+    >>> supersedes("@pipedream/acme@2.0.0", "@pipedream/acme_crm@1.0.0")
+    False
+    """
+    name, _, version = package.rpartition("@")
+    before_name, _, before_version = imported_from.rpartition("@")
+    if not name or name != before_name:
+        return False
+    new, old = registry.parse_semver(version), registry.parse_semver(before_version)
+    return new is not None and old is not None and new > old

@@ -4,7 +4,7 @@ registered or edited over them (``storage/catalog.py``), and the apps of importe
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -12,10 +12,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sluice import errors
 from sluice.clock import Clock
 from sluice.crypto import Cipher
+from sluice.domain import app_files
 from sluice.domain import apps as rules
 from sluice.domain.app_files import AppFile
 from sluice.domain.apps import App, Field
 from sluice.storage import catalog
+
+#: What an import did with its package's app.
+Taken = Literal["added", "updated", "kept"]
 
 
 class AppCatalog:
@@ -65,14 +69,16 @@ class AppCatalog:
         app = rules.registered(_without(body), before, slug)
         return await self._store(app, body, before.id if before.builtin else None)
 
-    async def add_imported(self, found: AppFile) -> str | None:
+    async def add_imported(self, found: AppFile) -> tuple[Taken, str | None]:
         """An imported package's app (``domain/app_files.py``) added to the catalog, without
-        managed auth (``App.managed_auth``). A slug taken is left as it is: a built-in, an
-        operator's app (never overwritten), or the app imported before (re-importing changes
-        nothing). None when added, else why it was kept."""
-        kept = self._kept(await self.find(found.name_slug))
-        if kept is not None:
-            return kept
+        managed auth (``App.managed_auth``): ``added``; or ``updated``, replacing (same id)
+        the app imported before from an older version of the same package; else ``kept``
+        with why, the slug's entry left as it is: a built-in, an operator's app (never
+        overwritten), the app imported before from this version or a newer one, or from
+        another package. The reason, for ``updated``: the version it replaced."""
+        existing = await self.find(found.name_slug)
+        if existing is not None and not self._replaced_by(existing, found):
+            return "kept", self._kept(existing)
         app = App(
             found.name_slug,
             found.name,
@@ -87,13 +93,23 @@ class AppCatalog:
         )
         try:
             async with self.db.begin() as conn:
-                if await catalog.get(conn, found.name_slug) is not None:
-                    return self._kept(await catalog.get(conn, found.name_slug))
+                current = await catalog.get(conn, found.name_slug)
+                # Changed since read (an operator's edit, another import): decide on it again.
+                if current not in (None, existing) and not self._replaced_by(current, found):
+                    return "kept", self._kept(current)
                 now_s = self.clock.now_ms() // 1000
                 await catalog.put(conn, self.cipher, app, secret=None, keep_id=None, now_s=now_s)
         except sa.exc.IntegrityError:  # registered at the same moment: theirs stays
-            return self._kept(await self.find(found.name_slug))
-        return None
+            return "kept", self._kept(await self.find(found.name_slug))
+        if current is None:
+            return "added", None
+        return "updated", f"replaces the app imported from {current.imported_from}"
+
+    @staticmethod
+    def _replaced_by(existing: App, found: AppFile) -> bool:
+        return existing.imported_from is not None and app_files.supersedes(
+            found.package, existing.imported_from
+        )
 
     @staticmethod
     def _kept(existing: App | None) -> str | None:

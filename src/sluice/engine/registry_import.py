@@ -23,7 +23,7 @@ from sluice import errors
 from sluice.domain import app_files
 from sluice.domain import packages as layout_rules
 from sluice.domain import registry as registry_rules
-from sluice.engine.app_catalog import AppCatalog
+from sluice.engine.app_catalog import AppCatalog, Taken
 from sluice.engine.components import Checked, ComponentInput, Components
 from sluice.runtime.packages import PackageFetcher
 from sluice.storage import components as store
@@ -51,13 +51,14 @@ class ComponentReport:
 
 @dataclass(frozen=True)
 class AppReport:
-    """The package's app, as the catalog took it: ``added``, or ``kept`` (``reason``: the
+    """The package's app, as the catalog took it: ``added``; ``updated`` (it replaced the app
+    imported from an older version: ``reason`` names it); or ``kept`` (``reason``: why the
     catalog's entry stays as it was)."""
 
     name_slug: str
     name: str
     auth_type: str
-    status: Literal["added", "kept"]
+    status: Taken
     reason: str | None = None
 
 
@@ -131,9 +132,8 @@ class RegistryImports:
         if found is None:
             return None
         async with self._lock:
-            kept = await self.catalog.add_imported(found)
-        status: Literal["added", "kept"] = "added" if kept is None else "kept"
-        return AppReport(found.name_slug, found.name, found.auth_type, status, kept)
+            status, reason = await self.catalog.add_imported(found)
+        return AppReport(found.name_slug, found.name, found.auth_type, status, reason)
 
     async def _import_component(
         self, owner_id: str, entry: str, files: dict[str, str]
