@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import subprocess
 
+import httpx
+
 from tests.e2e import test_cli
 from tests.e2e.test_cli import SLUICE, Cli, one_line_error
 
@@ -47,7 +49,18 @@ def test_apps_list_set_and_connect(cli: Cli) -> None:
     shown = json.loads(cli.ok("apps", "show", "github"))
     assert shown["connectable"] is True and shown["oauth"]["client_id"] == "Iv1.abc"
 
-    url = cli.ok("apps", "connect", "github").strip()
+    link = cli.ok("apps", "connect", "github").strip()
+    assert link.startswith(cli.base_url + "/oauth/start?state=")  # SLUICE_PUBLIC_URL's default
+    # A browser opening the link is asked first, then sent on to GitHub.
+    with httpx.Client(timeout=30) as browser:
+        asked = browser.get(link)
+        assert asked.status_code == 200 and "Continue to GitHub" in asked.text, asked.text
+        state = link.split("state=", 1)[1]
+        went = browser.post(
+            cli.base_url + "/oauth/start", data={"state": state}, headers={"Origin": cli.base_url}
+        )
+    assert went.status_code == 303, went.text
+    url = went.headers["location"]
     assert url.startswith("https://github.com/login/oauth/authorize?")
     assert "client_id=Iv1.abc" in url and "code_challenge_method=S256" in url
-    assert "redirect_uri=http%3A%2F%2F127.0.0.1%3A" in url  # SLUICE_PUBLIC_URL's default
+    assert "redirect_uri=http%3A%2F%2F127.0.0.1%3A" in url

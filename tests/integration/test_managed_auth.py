@@ -3,12 +3,14 @@
 
 A platform with a fake clock shares the suite's database; the provider reads the same clock,
 so tokens expire when a test moves it. The browser's part (consent, redirect) is httpx
-following the provider's pages; Sluice's callback is called as the redirect names it.
+following the provider's pages; Sluice's start link and callback are called by the API client,
+whose cookie jar stands for the browser the connection is bound to.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import secrets
 import urllib.parse
@@ -19,12 +21,15 @@ from typing import Any
 import httpx
 import pytest_asyncio
 
+from sluice.api.app import create_app
 from sluice.clock import FakeClock, SystemClock
 from sluice.platform import Platform
 from tests import oauth_server
 from tests.conftest import Api, account_client
 
 PUBLIC = "http://sluice.test"
+#: The API client's origin (conftest's ``account_client``), as its browser form would send it.
+ORIGIN = "http://sluice.test"
 HOUR = 3600
 
 
@@ -71,20 +76,41 @@ async def user(env: Env) -> AsyncIterator[Api]:
         yield api
 
 
-async def approve(env: Env, api: Api, who: str = "ada", **body: Any) -> httpx.Response:
-    """Start a connection and approve it on the provider's page as ``who``: Sluice's answer
-    to the provider's redirect."""
+async def open_link(api: Api, link: str) -> str:
+    """A browser opens Sluice's start link and continues: the provider's authorize URL it is
+    sent on to (and the browser's cookie is set)."""
+    assert link.startswith(PUBLIC + "/oauth/start?"), link
+    asked = await api.client.get(link.removeprefix(PUBLIC))
+    assert asked.status_code == 200 and "Continue to" in asked.text, asked.text
+    state = urllib.parse.parse_qs(urllib.parse.urlsplit(link).query)["state"][0]
+    went = await api.client.post("/oauth/start", data={"state": state}, headers={"Origin": ORIGIN})
+    assert went.status_code == 303, went.text
+    return went.headers["location"]
+
+
+async def provider_url(env: Env, api: Api, **body: Any) -> str:
+    """Start a connection and open its link: the provider's authorize URL."""
     started = await api.client.post(f"/v1/apps/{env.slug}/connect", json=body)
     assert started.status_code == 200, started.text
-    url = started.json()["data"]["authorize_url"]
+    return await open_link(api, started.json()["data"]["authorize_url"])
+
+
+async def consent(url: str, who: str, confirm: str = "yes") -> str:
+    """The provider's consent, given as ``who``: the callback it redirects to (a path)."""
     async with httpx.AsyncClient() as browser:
-        consent = await browser.get(url)
-        assert consent.status_code == 200 and "Approve" in consent.text, consent.text
-        approved = await browser.post(url, data={"confirm": "yes", "user": who})
+        page = await browser.get(url)
+        assert page.status_code == 200 and "Approve" in page.text, page.text
+        approved = await browser.post(url, data={"confirm": confirm, "user": who})
     assert approved.status_code == 302, approved.text
     location = approved.headers["location"]
     assert location.startswith(PUBLIC + "/oauth/callback?")
-    return await api.client.get(location.removeprefix(PUBLIC))
+    return location.removeprefix(PUBLIC)
+
+
+async def approve(env: Env, api: Api, who: str = "ada", **body: Any) -> httpx.Response:
+    """Start a connection, open its link and approve it on the provider's page as ``who``:
+    Sluice's answer to the provider's redirect."""
+    return await api.client.get(await consent(await provider_url(env, api, **body), who))
 
 
 async def connect(env: Env, api: Api, who: str = "ada") -> dict[str, Any]:
@@ -132,10 +158,7 @@ async def run_source(api: Api, source_id: str) -> dict[str, Any]:
 
 
 async def test_code_and_pkce_flow_connects_once_per_provider_user(env: Env, user: Api) -> None:
-    started = await user.client.post(f"/v1/apps/{env.slug}/connect", json={})
-    query = urllib.parse.parse_qs(
-        urllib.parse.urlsplit(started.json()["data"]["authorize_url"]).query
-    )
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(await provider_url(env, user)).query)
     assert query["code_challenge_method"] == ["S256"] and query["state"][0]
     assert query["redirect_uri"] == [PUBLIC + "/oauth/callback"]
     for elsewhere in ("//evil.example/x", "/\\evil.example", "https://evil.example/"):
@@ -168,21 +191,16 @@ async def test_code_and_pkce_flow_connects_once_per_provider_user(env: Env, user
 async def test_a_forged_state_and_a_replayed_code_are_refused(env: Env, user: Api) -> None:
     forged = await user.client.get("/oauth/callback", params={"code": "x", "state": "forged"})
     assert forged.status_code == 400 and "state" in forged.text
-    started = await user.client.post(f"/v1/apps/{env.slug}/connect", json={})
-    url = started.json()["data"]["authorize_url"]
-    async with httpx.AsyncClient() as browser:
-        approved = await browser.post(url, data={"confirm": "yes", "user": "eve"})
-    callback = approved.headers["location"].removeprefix(PUBLIC)
+    callback = await consent(await provider_url(env, user), "eve")
     first = await user.client.get(callback)
     assert first.status_code == 200
     replayed = await user.client.get(callback)  # the same redirect again
     assert replayed.status_code == 400
     # The same code under a fresh state: the provider refuses a code used once.
     code = urllib.parse.parse_qs(urllib.parse.urlsplit(callback).query)["code"][0]
-    fresh = await user.client.post(f"/v1/apps/{env.slug}/connect", json={})
-    state = urllib.parse.parse_qs(
-        urllib.parse.urlsplit(fresh.json()["data"]["authorize_url"]).query
-    )["state"][0]
+    state = urllib.parse.parse_qs(urllib.parse.urlsplit(await provider_url(env, user)).query)[
+        "state"
+    ][0]
     reused = await user.client.get("/oauth/callback", params={"code": code, "state": state})
     assert reused.status_code == 400 and "invalid_grant" in reused.text
     denied = await approve_denied(env, user)
@@ -192,11 +210,89 @@ async def test_a_forged_state_and_a_replayed_code_are_refused(env: Env, user: Ap
 
 
 async def approve_denied(env: Env, api: Api) -> httpx.Response:
+    return await api.client.get(await consent(await provider_url(env, api), "eve", "no"))
+
+
+@contextlib.asynccontextmanager
+async def browser(env: Env, session: str | None = None) -> AsyncIterator[httpx.AsyncClient]:
+    """Another browser on Sluice: no API key, its own cookies (a web UI session, if given)."""
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=create_app(platform=env.platform)),
+        base_url=PUBLIC,
+        cookies={"sluice_session": session} if session else None,
+    ) as client:
+        yield client
+
+
+async def start_link(env: Env, api: Api) -> tuple[str, str]:
     started = await api.client.post(f"/v1/apps/{env.slug}/connect", json={})
-    url = started.json()["data"]["authorize_url"]
-    async with httpx.AsyncClient() as browser:
-        denied = await browser.post(url, data={"confirm": "no", "user": "eve"})
-    return await api.client.get(denied.headers["location"].removeprefix(PUBLIC))
+    link = started.json()["data"]["authorize_url"]
+    return link.removeprefix(PUBLIC), urllib.parse.parse_qs(urllib.parse.urlsplit(link).query)[
+        "state"
+    ][0]
+
+
+async def test_a_connection_finishes_only_in_the_browser_it_was_opened_in(
+    env: Env, user: Api
+) -> None:
+    callback = await consent(await provider_url(env, user), "noor")
+    # The provider's redirect, followed in a browser the link was never opened in (an
+    # authorize URL that leaked and was approved by someone else), or with another cookie.
+    async with browser(env) as other:
+        refused = await other.get(callback)
+        other.cookies.set("sluice_oauth", "x" * 43, domain="sluice.test", path="/oauth")
+        forged = await other.get(callback)
+    for answer in (refused, forged):
+        assert answer.status_code == 400 and "another browser" in answer.text, answer.text
+    assert (await user.client.get("/v1/accounts")).json()["data"] == []
+    # Nothing was used up: the browser it was opened in finishes it.
+    finished = await user.client.get(callback)
+    assert finished.status_code == 200 and "Connected" in finished.text, finished.text
+
+
+async def test_a_start_link_says_whose_it_is_and_opens_once(env: Env, user: Api) -> None:
+    link, state = await start_link(env, user)
+    async with browser(env) as first, browser(env) as second:
+        asked = await first.get(link)
+        assert asked.status_code == 200, asked.text
+        account = await env.platform.authenticate(user.api_key)
+        assert account is not None
+        assert f"to the Sluice account {account.username}." in asked.text
+        assert "Loopback OAuth" in asked.text and "<script" not in asked.text
+        # A form on another site cannot open it for the browser.
+        across = await first.post(
+            "/oauth/start", data={"state": state}, headers={"Origin": "http://evil.example"}
+        )
+        assert across.status_code == 403
+        went = await first.post("/oauth/start", data={"state": state}, headers={"Origin": PUBLIC})
+        assert went.status_code == 303 and went.headers["location"].startswith(env.provider.url)
+        # Once: the link does not open in a second browser, nor again in the first.
+        for client in (second, first):
+            again = await client.get(link)
+            assert again.status_code == 400 and "opened already" in again.text, again.text
+        late = await second.post("/oauth/start", data={"state": state}, headers={"Origin": PUBLIC})
+        assert late.status_code == 400
+
+
+async def test_a_browser_signed_in_to_the_web_ui_is_not_asked_or_is_refused(
+    env: Env, user: Api
+) -> None:
+    account = await env.platform.authenticate(user.api_key)
+    assert account is not None
+    await env.platform.logins.set_password(account.id, "a long enough password")
+    mine = await env.platform.logins.login(account.username, "a long enough password")
+    async with account_client(env.platform, f"other-{secrets.token_hex(3)}") as other:
+        await env.platform.logins.set_password(other.account_id, "another long password")
+        other_account = await env.platform.authenticate(other.api_key)
+        assert other_account is not None
+        theirs = await env.platform.logins.login(other_account.username, "another long password")
+    link, _state = await start_link(env, user)
+    async with browser(env, theirs) as signed_in_elsewhere:
+        refused = await signed_in_elsewhere.get(link)
+    assert refused.status_code == 403 and account.username in refused.text, refused.text
+    async with browser(env, mine) as signed_in:
+        went = await signed_in.get(link)  # the web UI's own Connect: no question asked
+    assert went.status_code == 303 and went.headers["location"].startswith(env.provider.url)
 
 
 async def test_a_component_keeps_working_across_token_expiry(env: Env, user: Api) -> None:

@@ -65,7 +65,8 @@ async def update(
 async def connect(
     slug: str, account: AccountDep, platform: PlatformDep, body: AppConnect | None = None
 ) -> dict[str, Any]:
-    """The provider's authorize URL for the browser to open (a popup or a redirect)."""
+    """Sluice's start link of a new connection, for a browser to open (a popup or a redirect):
+    it ties the connection to that browser, then goes on to the provider (``api/oauth.py``)."""
     body = body or AppConnect()
     started = await platform.oauth.start(account.id, slug, name=body.name, return_to=body.return_to)
     return {

@@ -144,7 +144,8 @@ def connect(
     profile: config.ProfileOpt = config.DEFAULT_PROFILE,
     json_: render.JsonOpt = False,
 ) -> None:
-    """Start connecting an OAuth account: open the printed URL in a browser and approve."""
+    """Start connecting an OAuth account: open the printed link in a browser (it works once),
+    continue, and approve at the provider."""
     started = Client(config.resolve(profile)).post(
         f"/v1/apps/{slug}/connect", {"name": name} if name else {}
     )["data"]

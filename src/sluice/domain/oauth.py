@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
@@ -21,12 +22,44 @@ from sluice.domain.apps import OAuthConfig
 #: An access token expiring within this is refreshed before an invocation reads it: long
 #: enough for a run that starts now to finish with a valid token.
 REFRESH_MARGIN_MS = 5 * 60 * 1000
-#: How long the browser has from the authorize URL to the callback.
+#: How long the browser has from the start link to the callback.
 STATE_TTL_MS = 15 * 60 * 1000
 #: How long one process may hold an account's refresh before another may take it over (a
 #: process that died mid-refresh).
 LEASE_MS = 30 * 1000
 CALLBACK_PATH = "/oauth/callback"
+#: Sluice's link to a connection, the one handed out: it ties the connection to the browser
+#: that opens it, then goes on to the provider (``start_url``).
+START_PATH = "/oauth/start"
+
+
+def start_url(public_url: str, state: str) -> str:
+    """The link a connection is started from, in a browser: it is the API's
+    ``authorize_url``; the provider's own URL is only ever sent to the browser that opened
+    this one (``bound``).
+
+    >>> start_url("https://sluice.example/", "s1")
+    'https://sluice.example/oauth/start?state=s1'
+    """
+    return public_url.rstrip("/") + START_PATH + "?" + urlencode({"state": state})
+
+
+def browser_hash(token: str) -> str:
+    """What is stored of a browser's token (its ``sluice_oauth`` cookie)."""
+    return hashlib.sha256(b"sluice-oauth-browser:" + token.encode()).hexdigest()
+
+
+def bound(stored_hash: str | None, token: str | None) -> bool:
+    """Whether the browser whose cookie is ``token`` is the one the connection was opened in
+    (RFC 9700 §4.7.1: the state bound to the user agent). A connection no browser opened
+    yet is bound to none.
+
+    >>> bound(browser_hash("b1"), "b1"), bound(browser_hash("b1"), "b2"), bound(None, "b1")
+    (True, False, False)
+    """
+    if stored_hash is None or not token:
+        return False
+    return hmac.compare_digest(stored_hash, browser_hash(token))
 
 
 def code_challenge(verifier: str) -> str:

@@ -1,11 +1,23 @@
 """Connecting an OAuth 2 account: the authorization code flow with ``state`` and PKCE.
 
 1. ``start``: a random ``state`` (stored hashed, with the PKCE verifier, for
-   ``STATE_TTL_MS``) and the provider's authorize URL, which the browser opens.
-2. The provider redirects to ``SLUICE_PUBLIC_URL/oauth/callback?code=…&state=…``.
-3. ``finish``: the state is taken (once), the code exchanged with the verifier, the user's id
-   asked for, and the ``apn_`` account created, or updated when the same provider user was
-   connected before (reconnecting never duplicates an account).
+   ``STATE_TTL_MS``) and Sluice's start link for it (``/oauth/start?state=…``, the API's
+   ``authorize_url``), which a browser opens.
+2. ``opening`` / ``bind``: the browser that opens the link is asked whether it started the
+   connection (it is told which Sluice account it connects to; a browser signed in to the web
+   UI as that account is not asked), and is then bound to it: a random token in its
+   ``sluice_oauth`` cookie, stored hashed, once. It goes on to the provider's authorize URL,
+   which no one else is given.
+3. The provider redirects to ``SLUICE_PUBLIC_URL/oauth/callback?code=…&state=…``.
+4. ``finish``: only in the bound browser (its cookie), the state is taken (once), the code
+   exchanged with the verifier, the user's id asked for, and the ``apn_`` account created, or
+   updated when the same provider user was connected before (reconnecting never duplicates
+   an account).
+
+The binding is what makes a leaked authorize URL harmless: approved in another browser (a
+link sent to someone else, one found in a log), the callback is refused, so no one can
+connect *their* provider account to a Sluice account that is not theirs without being shown
+which account it is first.
 """
 
 from __future__ import annotations
@@ -23,7 +35,7 @@ from sluice.domain import oauth
 from sluice.domain.apps import App, OAuthConfig
 from sluice.engine import providers
 from sluice.engine.app_catalog import AppCatalog
-from sluice.storage import apps, oauth_states
+from sluice.storage import accounts, apps, oauth_states
 from sluice.storage.apps import ConnectedAccount
 
 
@@ -33,6 +45,16 @@ class Started:
     state: str
     redirect_uri: str
     expires_at_ms: int
+
+
+@dataclass(frozen=True)
+class Opening:
+    """A start link opened in a browser: whose connection it is, for the page that asks."""
+
+    owner_id: str
+    username: str
+    app: str
+    app_name: str
 
 
 @dataclass(frozen=True)
@@ -60,9 +82,12 @@ class OAuthConnect:
         self.public_url = public_url
 
     @property
+    def base_url(self) -> str:
+        return self.public_url if isinstance(self.public_url, str) else self.public_url()
+
+    @property
     def redirect_uri(self) -> str:
-        base = self.public_url if isinstance(self.public_url, str) else self.public_url()
-        return oauth.redirect_uri(base)
+        return oauth.redirect_uri(self.base_url)
 
     async def start(
         self, owner_id: str, slug: str, *, name: str | None, return_to: str | None
@@ -81,20 +106,53 @@ class OAuthConnect:
         )
         async with self.db.begin() as conn:
             await oauth_states.create(conn, self.cipher, state, pending, now_ms=now_ms)
-        url = oauth.authorize_url(
-            config, redirect=self.redirect_uri, state=state, verifier=verifier
-        )
-        return Started(url, state, self.redirect_uri, pending.expires_at_ms)
+        link = oauth.start_url(self.base_url, state)
+        return Started(link, state, self.redirect_uri, pending.expires_at_ms)
 
-    async def finish(self, params: dict[str, str]) -> Finished:
-        """The provider's redirect: ``code`` and ``state``, or ``error``."""
+    async def opening(self, state: str) -> Opening:
+        """The connection a start link names, not yet opened by any browser."""
+        async with self.db.connect() as conn:
+            found = await oauth_states.peek(conn, self.cipher, state, now_ms=self.clock.now_ms())
+            owner = await accounts.get(conn, found.owner_id) if found is not None else None
+        if found is None or owner is None:
+            raise errors.OAuthRefused(_UNKNOWN)
+        if found.browser_hash is not None:
+            raise errors.OAuthRefused(_OPENED)
+        app = await self.catalog.get(found.app)
+        return Opening(found.owner_id, owner.username, app.name_slug, app.name)
+
+    async def bind(self, state: str, browser: str) -> str:
+        """Tie the connection to the browser whose ``sluice_oauth`` cookie is ``browser``
+        (once: a link opened already is refused); the provider's authorize URL, to go on to."""
+        now_ms = self.clock.now_ms()
+        async with self.db.begin() as conn:
+            found = await oauth_states.peek(conn, self.cipher, state, now_ms=now_ms)
+            if found is None:
+                raise errors.OAuthRefused(_UNKNOWN)
+            hashed = oauth.browser_hash(browser)
+            if not await oauth_states.bind(conn, state, hashed, now_ms=now_ms):
+                raise errors.OAuthRefused(_OPENED)
+        config = _connectable(await self.catalog.get(found.app))
+        return oauth.authorize_url(
+            config, redirect=self.redirect_uri, state=state, verifier=found.verifier
+        )
+
+    async def finish(self, params: dict[str, str], browser: str | None) -> Finished:
+        """The provider's redirect: ``code`` and ``state``, or ``error``; ``browser``: the
+        ``sluice_oauth`` cookie it came with."""
         state = params.get("state") or ""
         async with self.db.begin() as conn:
-            pending = await oauth_states.take(conn, self.cipher, state, now_ms=self.clock.now_ms())
+            now_ms = self.clock.now_ms()
+            found = await oauth_states.peek(conn, self.cipher, state, now_ms=now_ms)
+            if found is not None and not oauth.bound(found.browser_hash, browser):
+                # Left in place: the browser it was opened in may still finish it.
+                raise errors.OAuthRefused(
+                    "this connection was opened in another browser: finish it there, or start "
+                    "it again from this one"
+                )
+            pending = await oauth_states.take(conn, self.cipher, state, now_ms=now_ms)
         if pending is None:
-            raise errors.OAuthRefused(
-                "unknown, used or expired OAuth state: start the connection again"
-            )
+            raise errors.OAuthRefused(_UNKNOWN)
         if params.get("error"):
             raise errors.OAuthRefused(
                 f"the provider answered {params['error']}"
@@ -152,6 +210,13 @@ class OAuthConnect:
                 expires_at_ms=tokens.expires_at_ms,
             )
             return created, False
+
+
+_UNKNOWN = "unknown, used or expired OAuth state: start the connection again"
+_OPENED = (
+    "this connection link was opened already (it works once, in one browser): start the "
+    "connection again"
+)
 
 
 def _local_path(value: str) -> bool:

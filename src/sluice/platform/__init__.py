@@ -10,6 +10,7 @@ from sluice.engine.dynamic_props import PropSet
 from sluice.engine.ingress import IncomingRequest
 from sluice.engine.invoker import Outcome as InvocationOutcome
 from sluice.engine.logins import SESSION_TTL_S
+from sluice.engine.oauth import Opening as OAuthOpening
 from sluice.engine.options import OptionsPage, OptionsRequest
 from sluice.engine.registry_import import ComponentReport, PackageReport
 from sluice.engine.sources import DeployRequest, UpdateRequest
@@ -45,6 +46,7 @@ __all__ = [
     "InvocationOutcome",
     "KeyInfo",
     "LogLine",
+    "OAuthOpening",
     "OptionsPage",
     "OptionsRequest",
     "PackageReport",

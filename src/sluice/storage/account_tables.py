@@ -121,4 +121,7 @@ oauth_states = sa.Table(
     sa.Column("verifier", Txt),
     sa.Column("return_to", Str(1000)),
     sa.Column("expires_at_ms", sa.BigInteger, nullable=False, index=True),
+    # domain.oauth.browser_hash of the cookie of the browser that opened the start link; null
+    # until one did. Only that browser's callback finishes the connection.
+    sa.Column("browser_hash", Str(64)),
 )
