@@ -434,6 +434,31 @@ async def test_sends(api: Api, loopback_sends: Any) -> None:
     assert runs[0]["context"]["source_type"] == "EMIT"
 
 
+async def test_a_send_emit_to_a_channel_too_long_to_store_fails_its_step(api: Api) -> None:
+    # PostgreSQL refused the event's channel (300 characters at most) at the run's commit:
+    # the run was never stored and its job ran again until it failed.
+    workflow = await create(
+        api,
+        [
+            step("first", "async run() { return 1; }"),
+            step("out", "async run({ $ }) { $.send.emit({ a: 1 }, 'c'.repeat(301)); }"),
+        ],
+    )
+    result = await run(api, workflow["id"], {"n": 1})
+    assert result["status"] == "error", result
+    assert "301 characters" in result["error"]["msg"] and "at most 300" in result["error"]["msg"]
+    assert [s["status"] for s in result["steps"]][:1] == ["success"]
+    stored = await api.client.get(f"/v1/runs/{result['id']}")
+    assert stored.status_code == 200 and stored.json()["data"]["status"] == "error"
+    emits = await api.client.get(f"/v1/workflows/{workflow['id']}/event_summaries")
+    assert emits.json()["data"] == []
+    # Astral characters count once each, as the column counts them: 300 of them fit.
+    fits = await create(
+        api, [step("out", "async run({ $ }) { $.send.emit({ b: 2 }, '\\u{1F600}'.repeat(300)); }")]
+    )
+    assert (await run(api, fits["id"], {}))["status"] == "success"
+
+
 @pytest.fixture
 def short_steps(platform: Platform) -> Any:
     before = platform.executor.settings

@@ -25,7 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sluice.clock import Clock
 from sluice.config import Settings
-from sluice.domain import dedupe, error_events, limits, outcomes, routing, states
+from sluice.domain import dedupe, error_events, limits, outcomes, routing, states, text
 from sluice.domain.states import JobKind, RunStatus
 from sluice.engine import broker
 from sluice.engine.broker import Broker
@@ -372,6 +372,8 @@ class Commit:
             config = send.get("config") or {}
             if send["type"] == "emit":
                 channel = str(config.get("channel") or "")
+                if len(channel) > text.MAX_CHANNEL_CHARS:  # the runner fails such a step
+                    continue
                 raw = config.get("raw_event")
                 [event_id] = batch.append([(channel, {"raw_event": raw}, {})])
                 batch.deliver(event_id, channel, raw)

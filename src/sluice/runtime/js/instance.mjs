@@ -223,6 +223,8 @@ function makeDb(snapshot, inv, maxBytes = 0) {
 }
 
 const SEND_TYPES = ["http", "email", "s3", "emit", "sse"];
+// The size of a stored event's channel (Python's domain/text.py MAX_CHANNEL_CHARS).
+const MAX_CHANNEL_CHARS = 300;
 
 /** The `$` argument of an action's `run({$, steps})`. */
 export function makeDollar(call, inv) {
@@ -256,6 +258,13 @@ export function makeDollar(call, inv) {
     const legacy = isObject(event) && !Array.isArray(event) && Object.hasOwn(event, "raw_event");
     let name = typeof channel === "string" ? channel : "";
     if (!name && legacy && typeof event.channel === "string") name = event.channel;
+    // Counted in characters (code points), as the events' channel column counts them.
+    const length = [...name].length;
+    if (length > MAX_CHANNEL_CHARS) {
+      throw new RangeError(
+        `$.send.emit: the channel name is ${length} characters long; at most ${MAX_CHANNEL_CHARS} are allowed`,
+      );
+    }
     inv.send("emit", { raw_event: legacy ? event.raw_event : event, channel: name });
   };
   return {
