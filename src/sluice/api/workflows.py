@@ -113,8 +113,9 @@ async def _run_now(platform: Platform, workflow: Workflow, payload: dict[str, An
     )
     if found is None:
         raise errors.RunnerUnavailable(
-            "the run could not finish now (the Node runner crashed); it is queued and will run "
-            f"again: see GET /v1/workflows/{workflow.id}/runs"
+            "the run could not finish now (its Node runner crashed, or the run could not be "
+            "stored: the server's log says which); it is queued and will run again: see "
+            f"GET /v1/workflows/{workflow.id}/runs"
         )
     return found
 
