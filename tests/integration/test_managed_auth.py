@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import re
 import secrets
 import urllib.parse
 from collections.abc import AsyncIterator
@@ -259,6 +260,9 @@ async def test_a_start_link_says_whose_it_is_and_opens_once(env: Env, user: Api)
         assert account is not None
         assert f"to the Sluice account {account.username}." in asked.text
         assert "Loopback OAuth" in asked.text and "<script" not in asked.text
+        action = re.search(r"<form method=post action=([^ >]+)>", asked.text)
+        assert action is not None  # where the page's button posts, from the link's URL
+        assert urllib.parse.urljoin(PUBLIC + link, action[1]) == PUBLIC + "/oauth/start"
         # A form on another site cannot open it for the browser.
         across = await first.post(
             "/oauth/start", data={"state": state}, headers={"Origin": "http://evil.example"}

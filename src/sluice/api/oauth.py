@@ -113,7 +113,8 @@ async def _open(request: Request, platform: PlatformDep, *, confirmed: bool) -> 
 def _ask(opening: OAuthOpening, state: str) -> HTMLResponse:
     app, who = opening.app_name, opening.username
     form = (
-        f'<form method=post action="{START_PATH}">'
+        # Relative: this page's own path, under a public URL with a path prefix too.
+        "<form method=post action=start>"
         f'<input type=hidden name=state value="{html.escape(state)}">'
         f"<button>Continue to {html.escape(app)}</button></form>"
     )
