@@ -138,15 +138,34 @@ def read_tokens(body: Any, now_ms: int) -> Tokens:
     )
 
 
+#: The size of a connected account's ``provider_uid`` column.
+MAX_UID_CHARS = 300
+
+
 def uid_of(body: Any, path: str) -> str | None:
-    """The value at a dotted ``path`` (``authed_user.id``), as a string; None when absent."""
+    """The value at a dotted ``path`` (``authed_user.id``), as a string; None when absent.
+    An id too long to keep is the provider answering nonsense (never cut: a cut id could
+    name two users).
+
+    >>> uid_of({"authed_user": {"id": 42}}, "authed_user.id"), uid_of({}, "id")
+    ('42', None)
+    >>> uid_of({"id": "x" * 301}, "id")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    sluice.errors.OAuthUnavailable: the provider's user id is 301 characters long; ...
+    """
     value = body
     for part in path.split("."):
         if not isinstance(value, dict) or part not in value:
             return None
         value = value[part]
     if isinstance(value, str | int) and not isinstance(value, bool) and str(value):
-        return str(value)
+        uid = str(value)
+        if len(uid) > MAX_UID_CHARS:
+            raise errors.OAuthUnavailable(
+                f"the provider's user id is {len(uid)} characters long; at most "
+                f"{MAX_UID_CHARS} are kept"
+            )
+        return uid
     return None
 
 
