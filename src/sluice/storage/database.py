@@ -331,3 +331,14 @@ def _all(fns: list[Callable[[Connection], Any]]) -> Callable[[Connection], list[
         return [fn(conn) for fn in fns]
 
     return transaction
+
+
+def memo(conn: Connection) -> dict[Any, Any]:
+    """A dict that lives as long as ``conn``'s transaction: what one transaction function of a
+    group commit read, the next may reuse (it is the same transaction)."""
+    tx = conn.get_transaction()
+    held = conn.info.get("sluice_memo")
+    if held is None or held[0] is not tx:
+        held = conn.info["sluice_memo"] = (tx, {})
+    result: dict[Any, Any] = held[1]
+    return result

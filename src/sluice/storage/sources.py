@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from sluice import errors
-from sluice.storage import paging
+from sluice.storage import database, paging
 from sluice.storage.tables import component_state
 from sluice.storage.tables import deployed_components as t
 from sluice.storage.tables import timers as timers_table
@@ -166,10 +166,17 @@ _LOCK_PG = _LOCK.with_for_update()
 
 def lock_sync(conn: Connection, deployment_id: str) -> Deployment | None:
     """Re-read the row, locked for this transaction (PostgreSQL); SQLite serializes writers.
-    The statements are built once (a run's hot path)."""
-    query = _LOCK_PG if conn.dialect.name == "postgresql" else _LOCK
-    row = conn.execute(query, {"deployment_id": deployment_id}).first()
-    return _row(row) if row else None
+    The statements are built once (a run's hot path). Read once per transaction (the runs of
+    a group commit share one): under the lock only this transaction changes the row, through
+    ``set_dedupe_state_sync``, which keeps the copy up to date."""
+    memo = database.memo(conn)
+    key = ("deployment", deployment_id)
+    if key not in memo:
+        query = _LOCK_PG if conn.dialect.name == "postgresql" else _LOCK
+        row = conn.execute(query, {"deployment_id": deployment_id}).first()
+        memo[key] = _row(row) if row else None
+    found: Deployment | None = memo[key]
+    return found
 
 
 async def lock(conn: AsyncConnection, deployment_id: str) -> Deployment | None:
@@ -189,6 +196,9 @@ def set_dedupe_state_sync(
     conn: Connection, deployment_id: str, state: dict[str, Any] | None
 ) -> None:
     conn.execute(t.update().where(t.c.id == deployment_id).values(dedupe_state=state))
+    memo, key = database.memo(conn), ("deployment", deployment_id)
+    if memo.get(key) is not None:
+        memo[key] = replace(memo[key], dedupe_state=state)
 
 
 async def set_dedupe_state(

@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from sluice import ids
 from sluice.domain.routing import Link
+from sluice.storage import database
 from sluice.storage.tables import auto_subscriptions as at
 from sluice.storage.tables import subscriptions as t
 
@@ -96,10 +97,14 @@ _FROM_EMITTER = (
 
 def from_emitter(conn: Connection, owner_id: str, patterns: tuple[str, ...]) -> list[Link]:
     """Every link whose emitter is one of ``patterns`` (an id and its glob), any channel,
-    oldest first: a sync function for ``database.Reader`` (or ``run_sync``)."""
-    exact, glob = (patterns + patterns)[:2]
-    rows = conn.execute(_FROM_EMITTER, {"owner_id": owner_id, "exact": exact, "glob": glob})
-    return [Link(r.emitter_id, r.listener_id, r.event_name) for r in rows]
+    oldest first, as a run's commit delivers its events. Read once per transaction (the runs
+    of a group commit share one): subscriptions are written in transactions of their own."""
+    memo, key = database.memo(conn), ("links", owner_id, patterns)
+    if key not in memo:
+        exact, glob = (patterns + patterns)[:2]
+        rows = conn.execute(_FROM_EMITTER, {"owner_id": owner_id, "exact": exact, "glob": glob})
+        memo[key] = [Link(r.emitter_id, r.listener_id, r.event_name) for r in rows]
+    return list(memo[key])
 
 
 async def delete_for_source(conn: AsyncConnection, deployment_id: str) -> None:

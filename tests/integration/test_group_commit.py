@@ -1,0 +1,90 @@
+"""Runs of one source stored in one group commit (``database.GroupWriter``): the source's row
+and its subscribers are read once for the group (``database.memo``), and each run still sees
+the dedupe state the runs before it in the group left."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from sluice.engine.commit import SourceResults
+from sluice.platform import Platform
+from sluice.storage import database, events
+from tests.conftest import Api
+from tests.integration.test_subscriptions import LISTENER, deploy, subscribe
+
+DEDUPED = """
+export default {
+  name: "Deduped",
+  version: "0.0.1",
+  dedupe: "unique",
+  async run(event) { this.$emit(event, { id: event.id }); },
+};
+"""
+
+
+@pytest.fixture
+def statements() -> Iterator[list[str]]:
+    """Every statement any engine sends while the test runs."""
+    seen: list[str] = []
+
+    def note(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        seen.append(statement)
+
+    sa.event.listen(sa.engine.Engine, "before_cursor_execute", note)
+    try:
+        yield seen
+    finally:
+        sa.event.remove(sa.engine.Engine, "before_cursor_execute", note)
+
+
+async def test_a_memo_lives_as_long_as_its_transaction(platform: Platform) -> None:
+    writer = database.Writer(platform.db)
+    try:
+
+        def first(conn: sa.Connection) -> bool:
+            database.memo(conn)["k"] = 1
+            return database.memo(conn) == {"k": 1}
+
+        assert await writer(first)
+        assert await writer(lambda conn: database.memo(conn) == {})
+    finally:
+        writer.dispose()
+
+
+def results(invocation: str, ids: list[str]) -> SourceResults:
+    emits = [{"event": {"id": i}, "meta": {"id": i}} for i in ids]
+    return SourceResults(invocation, emits, {}, [], [], None)
+
+
+async def test_runs_of_one_source_in_one_group_commit(
+    api: Api, platform: Platform, statements: list[str]
+) -> None:
+    source_id = await deploy(api, DEDUPED, "deduped")
+    listener_id = await deploy(api, LISTENER, "listener")
+    await subscribe(api, source_id, listener_id)
+    deployment = await platform.sources.get(api.account_id, source_id)
+    batches = [["a", "b"], ["b", "c"], ["a", "d"]]
+    statements.clear()
+    stored = await asyncio.gather(
+        *(
+            platform.commit.source(deployment, "unique", results(f"inv{n}", ids), None)
+            for n, ids in enumerate(batches)
+        )
+    )
+    # One group: the row (locked on PostgreSQL) and the subscribers read once for the three.
+    reads = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+    assert sum("FROM deployed_components" in s for s in reads) == 1, reads
+    assert sum("FROM subscriptions" in s for s in reads) == 1, reads
+    # Each run deduped against the ids the runs before it in the group stored.
+    assert [[item[1]["id"] for item in s.items] for s in stored if s] == [["a", "b"], ["c"], ["d"]]
+    async with platform.db.connect() as conn:
+        page = await events.page(conn, source_id, limit=10)
+    assert sorted(e.payload["id"] for e in page.items) == ["a", "b", "c", "d"]
+    # Every stored event has its delivery to the listener.
+    queued = await platform.jobs.drain()
+    assert queued >= 4
