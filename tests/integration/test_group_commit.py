@@ -1,6 +1,6 @@
-"""Runs of one source stored in one group commit (``database.GroupWriter``): the source's row
-and its subscribers are read once for the group (``database.memo``), and each run still sees
-the dedupe state the runs before it in the group left."""
+"""Runs of one source stored in one group commit (``database.GroupWriter``): the source's row,
+its subscribers and its last event position are read once for the group (``database.memo``),
+and each run still sees the dedupe state and the positions the runs before it left."""
 
 from __future__ import annotations
 
@@ -80,11 +80,16 @@ async def test_runs_of_one_source_in_one_group_commit(
     reads = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
     assert sum("FROM deployed_components" in s for s in reads) == 1, reads
     assert sum("FROM subscriptions" in s for s in reads) == 1, reads
+    assert sum("FROM events" in s for s in reads) == 1, reads  # the last position
     # Each run deduped against the ids the runs before it in the group stored.
     assert [[item[1]["id"] for item in s.items] for s in stored if s] == [["a", "b"], ["c"], ["d"]]
     async with platform.db.connect() as conn:
         page = await events.page(conn, source_id, limit=10)
     assert sorted(e.payload["id"] for e in page.items) == ["a", "b", "c", "d"]
+    # In commit order, each after the one before: the positions went on across the runs.
+    ids = [event_id for s in stored if s for event_id in s.event_ids]
+    assert ids == sorted(ids) and len(set(ids)) == 4
+    assert [e.id for e in sorted(page.items, key=lambda e: e.position)] == ids
     # Every stored event has its delivery to the listener.
     queued = await platform.jobs.drain()
     assert queued >= 4

@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from sluice import ids
 from sluice.domain import states
+from sluice.storage import database, sources
 from sluice.storage.tables import events as t
 from sluice.storage.tables import logs as lt
 
@@ -72,13 +73,19 @@ def append_events_sync(
     now_ms: int,
     items: list[tuple[str, Any, dict[str, Any]]],
 ) -> list[Event]:
-    """Store ``(channel, payload, meta)`` items in order; return them as stored."""
+    """Store ``(channel, payload, meta)`` items in order; return them as stored. The last
+    position is read once per transaction when it holds the emitter's row (a source's run:
+    ``sources.lock_sync``), as the runs of one source in a group commit do."""
     if not items:
         return []
-    last = conn.execute(_LAST, {"emitter_id": emitter_id}).first()
+    memo, key = database.memo(conn), ("last_event", emitter_id)
+    last = memo.get(key) if sources.locked_here(conn, emitter_id) else None
+    if last is None:
+        row = conn.execute(_LAST, {"emitter_id": emitter_id}).first()
+        last = (row.ts_ms, row.seq) if row is not None else (0, -1)
     ts_ms, seq = now_ms, 0
-    if last is not None and last.ts_ms >= now_ms:
-        ts_ms, seq = last.ts_ms, last.seq + 1
+    if last[0] >= now_ms:
+        ts_ms, seq = last[0], last[1] + 1
     rows = []
     out = []
     for channel, payload, meta in items:
@@ -107,6 +114,7 @@ def append_events_sync(
         out.append(event)
         seq += 1
     conn.execute(_INSERT, rows)
+    memo[key] = (ts_ms, seq - 1)
     return out
 
 

@@ -179,6 +179,12 @@ def lock_sync(conn: Connection, deployment_id: str) -> Deployment | None:
     return found
 
 
+def locked_here(conn: Connection, deployment_id: str) -> bool:
+    """Whether this transaction holds the deployment's row (``lock_sync``): no other one can
+    store the source's events or change its state before it commits."""
+    return database.memo(conn).get(("deployment", deployment_id)) is not None
+
+
 async def lock(conn: AsyncConnection, deployment_id: str) -> Deployment | None:
     return await conn.run_sync(lock_sync, deployment_id)
 
