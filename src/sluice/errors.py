@@ -8,8 +8,10 @@ classes to HTTP statuses (``sluice.api.errors``).
     SluiceError
     ├── InvalidRequest            the request itself is malformed (field, type, JSON)
     │   ├── InvalidComponent      a component breaks a rule of the component API
-    │   └── InvalidProps          configured prop values do not match the prop definitions
+    │   ├── InvalidProps          configured prop values do not match the prop definitions
+    │   └── InvalidSend           a ``$.send`` config is invalid (also a ``ValueError``)
     ├── Unauthorized              missing or wrong API key
+    │   └── LoginRequired         a web UI page without a live session (redirect to sign in)
     ├── Forbidden                 the key is valid but may not do this
     │   └── EgressRefused         the egress policy refuses that destination
     ├── NotFound                  no such resource (or it belongs to another account)
@@ -26,20 +28,30 @@ classes to HTTP statuses (``sluice.api.errors``).
     ├── OAuthUnavailable          an OAuth provider could not be reached or answered nonsense
     ├── RunnerUnavailable         the Node runner crashed or could not start
     │   ├── RunnerCrashed         the runner died during an invocation (a job runs again)
+    │   ├── OversizedLine         the runner wrote a line past the channel's limit
     │   └── SandboxUnavailable    the sandbox tool is missing or cannot start a jail
+    │       └── SeccompUnavailable  libseccomp is missing or refused the filter
+    ├── DeliveryFailed            an e-mail could not be delivered
+    ├── ClientDisconnected        an HTTP endpoint's client left before its body was read
     ├── NotReady                  this process cannot work now (database, runner pool)
-    └── InternalError             a bug in Sluice
+    ├── InternalError             a bug in Sluice
+    └── CliError                  the CLI's own: one line the user must act on, with the code
+                                  of the API's answer or the client's (``unreachable``…)
+
+No module defines an exception class outside this tree (``tests/unit/test_error_tree.py``).
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 
 class SluiceError(Exception):
     """Something went wrong in Sluice."""
 
-    code: ClassVar[str] = "internal_error"
+    #: Stable and machine-readable; a class attribute except for ``CliError``, which carries
+    #: the code of the answer it reports.
+    code: str = "internal_error"
 
     def __init__(
         self,
@@ -76,6 +88,12 @@ class Unauthorized(SluiceError):
     """Missing or invalid API key: send 'Authorization: Bearer <api key>'."""
 
     code = "unauthorized"
+
+
+class LoginRequired(Unauthorized):
+    """Sign in to see this page."""
+
+    code = "login_required"
 
 
 class Forbidden(SluiceError):
@@ -172,6 +190,12 @@ class RunnerUnavailable(SluiceError):
     code = "runner_unavailable"
 
 
+class OversizedLine(RunnerUnavailable):
+    """The runner sent more than the channel's limit without a newline; it is stopped."""
+
+    code = "runner_oversized_line"
+
+
 class RunnerCrashed(RunnerUnavailable):
     """The Node runner crashed during the invocation; it was restarted."""
 
@@ -202,6 +226,12 @@ class DeliveryFailed(SluiceError):
     code = "delivery_failed"
 
 
+class ClientDisconnected(SluiceError):
+    """The client went away before its body was read: nothing is stored, nobody to answer."""
+
+    code = "client_disconnected"
+
+
 class NotReady(SluiceError):
     """Sluice is not ready."""
 
@@ -212,3 +242,26 @@ class InternalError(SluiceError):
     """An internal error occurred; it has been logged."""
 
     code = "internal_error"
+
+
+class CliError(SluiceError):
+    """Something the user of the CLI must act on; ``message`` is one line.
+
+    ``code`` is the API's error code (``not_found``, ``invalid_props``…) or the client's own:
+    ``unreachable``, ``not_logged_in``, ``bad_config``, ``bad_answer``, ``usage``; ``status``
+    is the API's HTTP status when the error is its answer.
+    """
+
+    code = "error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str = "error",
+        status: int | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message, details=details)
+        self.code = code
+        self.status = status

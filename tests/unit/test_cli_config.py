@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from sluice.cli import config
-from sluice.cli.client import CliError
+from sluice.errors import CliError
 
 
 def env_for(tmp_path: Path, **extra: str) -> dict[str, str]:

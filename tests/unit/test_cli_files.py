@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from sluice.cli import files
-from sluice.cli.client import CliError
+from sluice.errors import CliError
 
 
 def write(root: Path, files_: dict[str, str]) -> None:

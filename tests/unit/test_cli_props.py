@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sluice.cli import props
-from sluice.cli.client import CliError
+from sluice.errors import CliError
 
 DEFS = [
     {"name": "s", "type": "string"},

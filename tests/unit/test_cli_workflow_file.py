@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from sluice.cli.client import CliError
 from sluice.cli.workflow_file import load_file
+from sluice.errors import CliError
 
 STEP = "export default defineComponent({ async run({ steps, $ }) { return 1; } });\n"
 

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import uvloop
 
+from sluice.errors import OversizedLine
 from sluice.runtime import protocol
-from sluice.runtime.protocol import LineChannel, OversizedLine
+from sluice.runtime.protocol import LineChannel
 from sluice.runtime.runner import Runner
 
 

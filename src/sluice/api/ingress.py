@@ -40,10 +40,6 @@ _DEFAULT_START: Message = {
 _DEFAULT_BODY: Message = {"type": "http.response.body", "body": _DEFAULT.body}
 
 
-class _Disconnected(Exception):
-    """The client went away before its body was read: nothing is stored, nobody to answer."""
-
-
 def endpoint_path(scope: Scope) -> str | None:
     """The path after ``/e/`` when ``scope`` is a request to an endpoint, else None."""
     if scope["type"] != "http":
@@ -76,7 +72,7 @@ async def serve(platform: Platform, rest: str, scope: Scope, receive: Receive, s
             if isinstance(answer, Answer)
             else api_errors.unanswered(answer.reason, answer.message)
         )
-    except _Disconnected:
+    except errors.ClientDisconnected:
         return
     except errors.SluiceError as exc:
         response = api_errors.render(exc)
@@ -104,7 +100,7 @@ async def _answer(
         while True:
             message = await receive()
             if message["type"] != "http.request":  # http.disconnect: the client went away
-                raise _Disconnected
+                raise errors.ClientDisconnected
             chunk: bytes = message.get("body", b"")
             if chunk:
                 chunks.append(chunk)

@@ -11,7 +11,8 @@ from rich.table import Table
 from rich.text import Text
 
 from sluice.cli import config, render
-from sluice.cli.client import Client, CliError
+from sluice.cli.client import Client
+from sluice.errors import CliError
 
 app = typer.Typer(
     help="Apps: the catalog, an operator's OAuth and key apps, connecting accounts.",

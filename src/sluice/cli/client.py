@@ -22,6 +22,7 @@ from urllib.parse import quote
 import httpx
 
 from sluice import __version__
+from sluice.errors import CliError
 
 
 class Credentials(Protocol):
@@ -45,28 +46,6 @@ _TIMEOUT = httpx.Timeout(600.0, connect=10.0)
 _STREAM_TIMEOUT = httpx.Timeout(10.0, read=90.0)
 #: A follow gives up after this long without a connection.
 _RECONNECT_FOR_S = 60.0
-
-
-class CliError(Exception):
-    """Something the user must act on; ``message`` is one line.
-
-    ``code`` is the API's error code (``not_found``, ``invalid_props``…) or the client's own:
-    ``unreachable``, ``not_logged_in``, ``bad_config``, ``bad_answer``, ``usage``.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        code: str = "error",
-        status: int | None = None,
-        details: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.message = message
-        self.code = code
-        self.status = status
-        self.details = details or {}
 
 
 @dataclass(frozen=True)

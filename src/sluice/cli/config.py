@@ -25,7 +25,7 @@ from typing import Annotated
 
 import typer
 
-from sluice.cli.client import CliError
+from sluice.errors import CliError
 
 DEFAULT_PROFILE = "default"
 #: Where ``sluice serve`` listens by default.

@@ -21,7 +21,8 @@ from typing import Annotated, Any
 import typer
 
 from sluice.cli import config, files, props, render, sources
-from sluice.cli.client import Client, CliError, Message, segment
+from sluice.cli.client import Client, Message, segment
+from sluice.errors import CliError
 
 #: How long "Ready for updates!" waits for the streams to be connected.
 _CONNECT_WAIT_S = 15.0

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sluice.cli.client import CliError
 from sluice.domain import imports
+from sluice.errors import CliError
 
 #: What Node tries for an extensionless relative import (CommonJS ``require("./lib")``).
 _SUFFIXES = (".mjs", ".js", ".cjs", ".json")

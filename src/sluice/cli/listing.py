@@ -8,7 +8,8 @@ from typing import Annotated
 import typer
 
 from sluice.cli import config, render, workflow_render
-from sluice.cli.client import Client, CliError
+from sluice.cli.client import Client
+from sluice.errors import CliError
 
 
 class Kind(StrEnum):

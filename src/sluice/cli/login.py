@@ -8,7 +8,8 @@ from typing import Annotated
 import typer
 
 from sluice.cli import config, render
-from sluice.cli.client import Client, CliError
+from sluice.cli.client import Client
+from sluice.errors import CliError
 
 
 def register(app: typer.Typer) -> None:

@@ -31,8 +31,8 @@ from sluice.cli import (
     subscriptions,
     workflows,
 )
-from sluice.cli.client import CliError
 from sluice.config import Settings
+from sluice.errors import CliError
 
 
 class _App(typer.Typer):

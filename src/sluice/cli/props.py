@@ -20,7 +20,8 @@ import typer
 from rich.text import Text
 
 from sluice.cli import render
-from sluice.cli.client import Client, CliError, segment
+from sluice.cli.client import Client, segment
+from sluice.errors import CliError
 
 PropOpt = Annotated[
     list[str] | None,

@@ -13,7 +13,8 @@ from typing import Annotated, Any
 import typer
 
 from sluice.cli import config, files, props, render
-from sluice.cli.client import Client, CliError, segment
+from sluice.cli.client import Client, segment
+from sluice.errors import CliError
 
 SourceArg = Annotated[str, typer.Argument(metavar="SOURCE", help="The source's id (dc_…) or name.")]
 

@@ -8,7 +8,8 @@ from typing import Annotated, Any
 import typer
 
 from sluice.cli import config, render
-from sluice.cli.client import Client, CliError
+from sluice.cli.client import Client
+from sluice.errors import CliError
 
 app = typer.Typer(
     help="Subscriptions: forward one source's or workflow's events (or errors) to another.",

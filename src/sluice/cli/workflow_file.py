@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from sluice.cli.client import CliError
+from sluice.errors import CliError
 
 #: The keys of a workflow file's top level (and ``x-…`` ones, ignored: YAML anchors), and of
 #: each of its steps.

@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sluice.cli import render
-from sluice.cli.client import CliError
+from sluice.errors import CliError
 
 
 def trigger_text(workflow: dict[str, Any], *, url: bool = True) -> str:

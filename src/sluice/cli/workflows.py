@@ -15,7 +15,8 @@ from typing import Annotated, Any
 import typer
 
 from sluice.cli import config, render, workflow_file, workflow_render
-from sluice.cli.client import Client, CliError, segment
+from sluice.cli.client import Client, segment
+from sluice.errors import CliError
 
 app = typer.Typer(
     help="Workflows: deploy one from a workflow.yaml file, run it, read its runs and errors.",

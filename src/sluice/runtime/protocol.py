@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict, cast
 
 from sluice.domain import text
+from sluice.errors import OversizedLine
 
 log = logging.getLogger(__name__)
 
@@ -124,10 +125,6 @@ def decode_response(message: dict[str, Any]) -> Response:
 
 
 # ---- the socket ------------------------------------------------------------------------------
-
-
-class OversizedLine(ValueError):
-    """The runner sent more than the channel's limit without a newline."""
 
 
 class LineChannel(asyncio.Protocol):

@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from sluice import errors
+from sluice.errors import OversizedLine
 from sluice.runtime import protocol
 from sluice.runtime.egress import EgressProxy
 from sluice.runtime.port import RespondCallback, StoreCallback
-from sluice.runtime.protocol import LineChannel, OversizedLine, Result
+from sluice.runtime.protocol import LineChannel, Result
 from sluice.runtime.sandbox import EGRESS_SOCKET, Jail, Sandbox
 
 log = logging.getLogger(__name__)

@@ -9,6 +9,7 @@ from fastapi import FastAPI, Request
 from fastapi.staticfiles import StaticFiles
 from starlette.responses import Response
 
+from sluice import errors
 from sluice.config import Settings
 from sluice.web import (
     action_steps,
@@ -36,7 +37,7 @@ async def _login_required(request: Request, _exc: Exception) -> Response:
 def install(app: FastAPI, settings: Settings) -> None:
     for module in ROUTERS:
         app.include_router(module.router)
-    app.add_exception_handler(sessions.LoginRequired, _login_required)
+    app.add_exception_handler(errors.LoginRequired, _login_required)
     vendor = assets.folder(settings) / "node_modules"
     for name, inside in assets.VENDOR.items():
         app.mount(

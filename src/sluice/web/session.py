@@ -36,10 +36,6 @@ class Session:
         return csrf_token(self.token)
 
 
-class LoginRequired(Exception):
-    """No live session: the page answers with a redirect to the login (or first-run) page."""
-
-
 def csrf_token(session_token: str) -> str:
     return hashlib.sha256(b"sluice-csrf:" + session_token.encode()).hexdigest()
 
@@ -60,7 +56,7 @@ async def current(request: Request) -> Session | None:
 async def required(request: Request) -> Session:
     found = await current(request)
     if found is None:
-        raise LoginRequired
+        raise errors.LoginRequired
     return found
 
 
