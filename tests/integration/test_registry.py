@@ -85,3 +85,39 @@ async def test_deploy_by_key_and_versions(admin: Api, api: Api, other_api: Api) 
         for i in (old_id, new_id)
     ]
     assert runs == ["0.1.0", "0.2.0"]  # the older deployment keeps its version
+
+
+async def test_a_registry_action_run_by_hand_uses_the_callers_data_stores(
+    admin: Api, api: Api
+) -> None:
+    """Run by another account, a published action reaches that account's stores, never the
+    stores of the admin who published it (even one with the same name)."""
+    key = f"demo-remember-{admin.account_id[-6:].lower()}"
+    action = f"""
+export default {{
+  key: "{key}", name: "Remember {key[-6:]}", version: "0.0.1", type: "action",
+  props: {{ store: {{ type: "data_store" }} }},
+  async run() {{
+    const seen = await this.store.get("who");
+    await this.store.set("who", "caller");
+    return seen ?? null;
+  }},
+}};
+"""
+    assert (await publish(admin, action)).status_code == 200
+    for owner in (admin, api):
+        made = await owner.client.post("/v1/data_stores", json={"name": "cache"})
+        assert made.status_code in (200, 409), made.text
+    put = await admin.client.put("/v1/data_stores/cache/records/who", json={"value": "admin"})
+    assert put.status_code == 200, put.text
+
+    run = await api.client.post(
+        "/v1/actions/run",
+        json={"component_key": key, "configured_props": {"store": "cache"}},
+    )
+    assert run.status_code == 200, run.text
+    assert run.json()["data"]["ret"] is None, run.json()  # not the admin's "admin"
+    mine = (await api.client.get("/v1/data_stores/cache/records/who")).json()["data"]
+    assert mine["value"] == "caller"
+    theirs = (await admin.client.get("/v1/data_stores/cache/records/who")).json()["data"]
+    assert theirs["value"] == "admin"

@@ -105,7 +105,7 @@ class Actions:
                         "steps": steps or {},
                         "context": {"id": run.id, "owner_id": owner_id},
                     },
-                    on_store=self.stores.runner_call(component.owner_id) if self.stores else None,
+                    on_store=self.stores.runner_call(owner_id) if self.stores else None,
                 ),
                 run.responses.append,
             )
