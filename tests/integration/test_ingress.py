@@ -16,7 +16,7 @@ import pytest_asyncio
 import sqlalchemy as sa
 
 from sluice.api.app import create_app
-from sluice.domain import http_events
+from sluice.domain import http_answers, http_events
 from sluice.storage.tables import deployed_components as sources_table
 from sluice.storage.tables import jobs as jobs_table
 from tests.conftest import Api
@@ -440,3 +440,35 @@ async def test_a_crashed_runner_runs_the_request_again(api: Api, public: httpx.A
     assert (row.status, row.attempts) == ("queued", 1)  # again, after a backoff
     # Deleted, it will not crash its runner again when the retry comes: the job just ends.
     assert (await api.client.delete(f"/v1/sources/{source_id}")).status_code == 200
+
+
+async def test_sluices_own_cookies_never_reach_an_endpoint(
+    api: Api, public: httpx.AsyncClient
+) -> None:
+    """Endpoints answer on the web UI's origin, so a signed-in browser sends its session
+    cookie to every endpoint: the event (which another account's source would read) and the
+    stored request never hold it; the endpoint's answer is sandboxed."""
+    source_id, path = await deploy(api, EMITTER)
+    cookie = "sluice_session=SECRET-SESSION; theme=dark; __Host-sluice_x=SECRET2"
+    response = await public.post(path, json={"a": 1}, headers={"Cookie": cookie})
+    assert response.status_code == 200, response.text
+    await api.platform.jobs.drain()
+    [event] = await emitted(api, source_id)
+    assert event["headers"]["cookie"] == "theme=dark"
+    async with api.platform.db.connect() as conn:
+        payloads = (
+            await conn.execute(
+                sa.select(jobs_table.c.payload).where(jobs_table.c.target_id == source_id)
+            )
+        ).all()
+    assert payloads and "SECRET" not in json.dumps([p.payload for p in payloads])
+
+    only_ours = await public.post(path, json={"a": 2}, headers={"Cookie": "sluice_session=S"})
+    assert only_ours.status_code == 200
+    await api.platform.jobs.drain()
+    assert "cookie" not in (await emitted(api, source_id))[-1]["headers"]
+
+    _responder_id, answer_path = await deploy(api, RESPONDER)
+    answered = await public.post(answer_path, json={})
+    assert answered.headers["content-security-policy"] == http_answers.SANDBOX
+    assert answered.headers["x-content-type-options"] == "nosniff"

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from urllib.parse import quote
 
 import httpx
 import pytest
@@ -15,7 +14,7 @@ from playwright.sync_api import Page, expect
 from sluice.clock import SystemClock
 from tests import oauth_server
 from tests.ui.conftest import Server
-from tests.ui.test_sources import api_key
+from tests.ui.test_sources import api_key, fetch_by_url
 
 SLUG = "loopback"
 
@@ -96,7 +95,7 @@ def test_connect_an_oauth_app_deploy_and_see_its_event(
     # the form with that (one, updated) account chosen.
     base, files = file_server
     files["/whoami.mjs"] = WHOAMI % {"slug": SLUG, "url": provider.url}
-    page.goto(f"/sources?action=create&url={quote(base + '/whoami.mjs', safe='')}")
+    fetch_by_url(page, base + "/whoami.mjs")
     expect(page.get_by_label("provider")).to_have_value("")
     page.get_by_role("button", name="Connect a loopback account").click()
     approve(page)

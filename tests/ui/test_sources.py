@@ -98,12 +98,19 @@ def test_deploy_by_key_shows_the_form_and_events_arrive_live(page: Page, server:
     assert page.locator("img").count() == 0
 
 
+def fetch_by_url(page: Page, url: str) -> None:
+    """The spec's deploy address by URL fills the form in; the user's own POST fetches."""
+    page.goto(f"/sources?action=create&url={quote(url, safe='')}")
+    expect(page.get_by_label("Component URL")).to_have_value(url)
+    page.get_by_role("button", name="Fetch and configure").click()
+
+
 def test_deploy_by_url_with_a_secret_prop(
     page: Page, server: Server, file_server: tuple[str, dict[str, str]]
 ) -> None:
     base, files = file_server
     files["/secret.mjs"] = SECRET
-    page.goto(f"/sources?action=create&url={quote(base + '/secret.mjs', safe='')}")
+    fetch_by_url(page, base + "/secret.mjs")
     expect(page.get_by_role("heading", name="Deploy Secret keeper")).to_be_visible()
     token = page.get_by_label("Token")
     assert token.get_attribute("type") == "password"
@@ -137,9 +144,31 @@ def test_deploy_by_url_with_a_secret_prop(
 
 
 def test_a_bad_url_is_named_on_its_field(page: Page) -> None:
-    page.goto("/sources?action=create&url=file%3A%2F%2F%2Fetc%2Fpasswd")
+    page.goto("/sources?action=create")
+    page.get_by_label("Component URL").fill("ftp://example.test/x.mjs")
+    page.get_by_role("button", name="Fetch and configure").click()
     expect(page.locator(".field-error")).to_contain_text("http")
     json.dumps({})
+
+
+def test_a_link_to_the_deploy_address_by_url_fetches_nothing(
+    page: Page, file_server: tuple[str, dict[str, str]]
+) -> None:
+    """A GET (a link or a redirect from any site carries the session cookie) must not fetch a
+    file into the account and load its code there; only the form's POST with the CSRF token
+    does."""
+    base, files = file_server
+    files["/lure.mjs"] = SECRET.replace("Secret keeper", "Lure")
+    page.goto(f"/sources?action=create&url={quote(base + '/lure.mjs', safe='')}")
+    expect(page.locator("[data-fetch-note]")).to_be_visible()
+    mine = page.request.get("/v1/users/me/components").json()["data"]
+    assert [c["name"] for c in mine if c["name"] == "Lure"] == []
+    forged = page.request.post("/sources/fetch", form={"url": base + "/lure.mjs"})
+    assert forged.status == 403  # no CSRF token
+    page.get_by_role("button", name="Fetch and configure").click()
+    expect(page.get_by_role("heading", name="Deploy Lure")).to_be_visible()
+    mine = page.request.get("/v1/users/me/components").json()["data"]
+    assert [c["name"] for c in mine if c["name"] == "Lure"] == ["Lure"]
 
 
 ASYNC_OPTIONS = """export default {
@@ -170,7 +199,7 @@ def test_async_options_use_the_values_so_far_and_the_query(
 ) -> None:
     base, files = file_server
     files["/picker.mjs"] = ASYNC_OPTIONS
-    page.goto(f"/sources?action=create&url={quote(base + '/picker.mjs', safe='')}")
+    fetch_by_url(page, base + "/picker.mjs")
     page.get_by_label("region").select_option("us")
     channel = page.locator("#prop-channel")
     expect(channel.locator("option")).to_have_text(["Choose…", "#us-general", "#us-random"])
@@ -203,7 +232,7 @@ def test_the_test_request_form_and_another_accounts_source(
 ) -> None:
     base, files = file_server
     files["/echo.mjs"] = SECRET
-    page.goto(f"/sources?action=create&url={quote(base + '/echo.mjs', safe='')}")
+    fetch_by_url(page, base + "/echo.mjs")
     page.get_by_label("Token").fill("t")
     page.get_by_role("button", name="Deploy").click()
     expect(page.locator("#endpoint-url")).to_be_visible()

@@ -83,11 +83,38 @@ def test_text_bodies_headers_and_framing() -> None:
         "x-b": ["true"],
         "set-cookie": ["a", "b"],
         "access-control-allow-origin": ["*"],
+        "content-security-policy": [h.SANDBOX],
+        "x-content-type-options": ["nosniff"],
     }
     plain = h.answer(200, None, "hi", "utf8")
     assert _headers(plain)["content-type"] == ["text/plain; charset=utf-8"]
     own_cors = h.answer(200, {"Access-Control-Allow-Origin": "https://a.example"}, None, None)
     assert _headers(own_cors)["access-control-allow-origin"] == ["https://a.example"]
+
+
+def test_an_answer_is_sandboxed_and_never_sets_sluices_own_cookies() -> None:
+    """Endpoints answer on the web UI's origin: a page one serves must not act as the UI, and
+    must not plant a session (login CSRF) or an OAuth binding in the browser."""
+    cookies = [
+        "sluice_session=attacker; Path=/",
+        " SLUICE_SESSION=x",
+        "__Host-sluice_session=x; Path=/; Secure",
+        "sluice_oauth=x; Path=/oauth",
+        "theme=dark; Path=/e/abc",
+    ]
+    result = h.answer(
+        200,
+        {"Content-Type": "text/html", "Set-Cookie": cookies, "Content-Security-Policy": "a"},
+        "<script>fetch('/v1/users/me')</script>",
+        "utf8",
+    )
+    assert isinstance(result, Answer)
+    headers = _headers(result)
+    assert headers["set-cookie"] == ["theme=dark; Path=/e/abc"]
+    # The source's own policy is kept; the sandbox is added (a browser enforces both).
+    assert headers["content-security-policy"] == ["a", h.SANDBOX]
+    assert "allow-same-origin" not in h.SANDBOX and "allow-top-navigation" not in h.SANDBOX
+    assert headers["x-content-type-options"] == ["nosniff"]
 
 
 def test_no_content_statuses_carry_no_body() -> None:

@@ -19,7 +19,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from sluice import errors
 from sluice.api import errors as api_errors
-from sluice.domain import http_answers
+from sluice.domain import http_answers, http_events
 from sluice.domain.http_answers import Answer, Refusal
 from sluice.platform import IncomingRequest, Platform
 
@@ -90,6 +90,7 @@ async def _answer(
     platform: Platform, endpoint_id: str, path: str, scope: Scope, receive: Receive
 ) -> Answer | Refusal:
     headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
+    headers = http_events.without_own_cookies(headers)
     method: str = scope["method"]
     if method == "OPTIONS":
         return await platform.ingress.preflight(endpoint_id, headers)

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from sluice.domain.http_events import is_own_cookie
 from sluice.domain.states import Unanswered
 
 #: The answer of an endpoint whose source has no ``customResponse`` (Pipedream documents none
@@ -24,6 +25,10 @@ CORS_METHODS = "GET,HEAD,PUT,PATCH,POST,DELETE"
 
 #: Set by the server from the body it sends; a source's value would corrupt the framing.
 _FRAMING = frozenset({"content-length", "transfer-encoding", "connection"})
+#: Added to every ``respond()`` answer: endpoints answer on the web UI's origin, so a page an
+#: endpoint serves runs in an origin of its own (opaque: no cookies, no same-origin requests
+#: to Sluice), with scripts, forms and popups still allowed. A CSP the source sets applies too.
+SANDBOX = "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads"
 #: Statuses whose answers carry no content (RFC 9110 §15.3.5, §15.3.6, §15.4.5).
 _NO_CONTENT = frozenset({204, 205, 304})
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
@@ -114,6 +119,8 @@ def _headers(given: Any) -> list[tuple[str, str]] | str:
             text = _header_value(item)
             if text is None or any(c in text for c in "\r\n\x00"):
                 return f"header {name!r} has an invalid value"
+            if name.lower() == "set-cookie" and is_own_cookie(text.split("=", 1)[0]):
+                continue  # the web UI's session or OAuth binding: never an endpoint's to set
             if name.lower() not in _FRAMING:
                 pairs.append((name.lower(), text))
     return pairs
@@ -141,7 +148,9 @@ def answer(status: Any, headers: Any, body: Any, body_encoding: str | None) -> A
     The content type follows the body unless ``headers`` gives one: a string is
     ``text/plain; charset=utf-8``, a Buffer ``application/octet-stream``, any other value JSON.
     ``Content-Length``, ``Transfer-Encoding`` and ``Connection`` are the server's to set; 204,
-    205 and 304 carry no body; ``Access-Control-Allow-Origin: *`` is added unless given."""
+    205 and 304 carry no body; ``Access-Control-Allow-Origin: *`` is added unless given.
+    Every answer is sandboxed (``SANDBOX``, ``nosniff``), and Sluice's own cookies
+    (``sluice_…``) are never set by it."""
     code = coerce_status(status)
     if code is None:
         return Refusal(
@@ -173,4 +182,7 @@ def answer(status: Any, headers: Any, body: Any, body_encoding: str | None) -> A
         pairs.append(("content-type", content_type))
     if "access-control-allow-origin" not in names:
         pairs.append(("access-control-allow-origin", "*"))
+    pairs.append(("content-security-policy", SANDBOX))
+    if "x-content-type-options" not in names:
+        pairs.append(("x-content-type-options", "nosniff"))
     return Answer(code, tuple(pairs), data)

@@ -5,6 +5,7 @@ activate and deactivate, delete."""
 from __future__ import annotations
 
 from typing import Annotated, Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
@@ -25,17 +26,15 @@ from sluice.web import session as sessions
 router = APIRouter(include_in_schema=False)
 
 
-async def _component(
-    platform: Platform, owner_id: str, key: str | None, url: str | None
-) -> SavedComponent:
-    if url:
-        try:
-            return await platform.sources.resolve_component(
-                owner_id, DeployRequest(source=ComponentInput(code=None, url=url))
-            )
-        except errors.SluiceError as exc:
-            raise type(exc)(exc.message, field="url", details=exc.details) from exc
-    return await platform.sources.resolve_component(owner_id, DeployRequest(component_key=key))
+async def _fetched(platform: Platform, owner_id: str, url: str) -> SavedComponent:
+    """Fetch a component by URL into the account (its code is loaded in the account's runner
+    to read its props): only ever on a POST with the CSRF token, never on a GET."""
+    try:
+        return await platform.sources.resolve_component(
+            owner_id, DeployRequest(source=ComponentInput(code=None, url=url))
+        )
+    except errors.SluiceError as exc:
+        raise type(exc)(exc.message, field="url", details=exc.details) from exc
 
 
 async def _deploy_form(
@@ -76,25 +75,48 @@ async def _summary(platform: Platform, deployment: Deployment) -> dict[str, Any]
 
 @router.get("/sources")
 async def sources(
-    request: Request, action: str | None = None, key: str | None = None, url: str | None = None
+    request: Request,
+    action: str | None = None,
+    key: str | None = None,
+    url: str | None = None,
+    component: str | None = None,
 ) -> Response:
     session = await sessions.required(request)
     platform = sessions.platform_of(request)
     if action == "create":
-        if not key and not url:
-            return render.page(request, "source_pick.html", {}, session=session)
+        if not key and not component:
+            # ``&url=…`` only fills the form in: fetching runs the file's code in this
+            # account's runner, so it waits for the user's own POST (a link from another site
+            # must not do it).
+            return render.page(request, "source_pick.html", {"url": url}, session=session)
         try:
-            component = await _component(platform, session.account.id, key, url)
+            found = await platform.sources.resolve_component(
+                session.account.id, DeployRequest(component_key=key, component_id=component)
+            )
         except errors.SluiceError as exc:
-            context: dict[str, Any] = {"error": exc, "key": key, "url": url}
+            context: dict[str, Any] = {"error": exc, "key": key}
             return render.page(request, "source_pick.html", context, session=session, status=400)
-        chosen = props.just_connected(component.configurable_props, request.query_params)
+        chosen = props.just_connected(found.configurable_props, request.query_params)
         here = connected.here(request)
-        return await _deploy_form(request, session, component, chosen, return_to=here)
+        return await _deploy_form(request, session, found, chosen, return_to=here)
     page = await platform.sources.list(session.account.id, limit=100, before=None, after=None)
     rows = [await _summary(platform, d) for d in page.items]
     context = {"rows": rows, "total": page.total_count}
     return render.page(request, "sources.html", context, session=session)
+
+
+@router.post("/sources/fetch")
+async def fetch(request: Request) -> Response:
+    """The "From a URL" form: the component is fetched and saved, then configured."""
+    session = await sessions.required(request)
+    form = await render.checked_form(request, session)
+    url = render.text(form, "url").strip()
+    try:
+        found = await _fetched(sessions.platform_of(request), session.account.id, url)
+    except errors.SluiceError as exc:
+        context = {"error": exc, "url": url}
+        return render.page(request, "source_pick.html", context, session=session, status=400)
+    return render.redirect(f"/sources?action=create&component={quote(found.id)}")
 
 
 @router.post("/sources")
