@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from urllib.parse import quote
 
 import httpx
@@ -268,3 +269,52 @@ def test_the_test_request_form_and_another_accounts_source(
         == 404
     )
     other.close()
+
+
+PAGE_SERVER = """export default {
+  name: "Page server",
+  version: "0.0.1",
+  props: { http: { type: "$.interface.http", customResponse: true } },
+  async run() {
+    const script = `(async () => {
+      let out, jar;
+      try {
+        const r = await fetch("/v1/users/me", { credentials: "include" });
+        out = "read " + r.status + " " + (await r.text()).slice(0, 60);
+      } catch (e) { out = "blocked " + e.name; }
+      try { jar = "cookies " + document.cookie; } catch (e) { jar = "no cookies"; }
+      document.title = "done|" + out + "|" + jar;
+    })();`;
+    await this.http.respond({
+      status: 200,
+      headers: { "Content-Type": "text/html", "Set-Cookie": "sluice_session=planted; Path=/" },
+      body: `<!doctype html><title>start</title><script>${script}</script>`,
+    });
+  },
+};
+"""
+
+
+def test_a_page_an_endpoint_serves_cannot_act_as_the_signed_in_user(
+    page: Page, server: Server
+) -> None:
+    """Endpoints answer on the web UI's origin. A page one serves runs sandboxed, in an origin
+    of its own: a signed-in visitor's session is neither readable nor usable by its script,
+    and the answer cannot replace the session cookie (login CSRF)."""
+    key = api_key(page, "sandbox")
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        made = client.post(
+            "/v1/sources",
+            json={"component_code": PAGE_SERVER},
+            headers={"Authorization": f"Bearer {key}"},
+        )
+    assert made.status_code == 200, made.text
+    endpoint = made.json()["data"]["endpoint_url"]
+    page.goto(endpoint)
+    expect(page).to_have_title(re.compile(r"^done\|"))
+    _, fetched, jar = page.title().split("|")
+    assert fetched.startswith("blocked"), fetched  # not "read 200 {…the user…}"
+    assert jar == "no cookies"
+    # Still signed in as the owner, with the session the browser had.
+    page.goto("/sources")
+    expect(page.get_by_role("heading", name="Sources")).to_be_visible()
