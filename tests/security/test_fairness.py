@@ -15,9 +15,11 @@ import pytest_asyncio
 import sqlalchemy as sa
 
 from sluice.api.app import create_app
+from sluice.domain import limits
 from sluice.domain.states import JobKind
 from sluice.engine.jobs import Finish, JobWorker
 from sluice.platform import Platform
+from sluice.runtime import protocol
 from sluice.runtime.protocol import Result
 from sluice.storage import jobs, runs, sources
 from sluice.storage.jobs import Job
@@ -190,6 +192,40 @@ async def test_a_flood_of_emits_fails_at_the_cap(attacker: Api) -> None:
     # The first ones, in order (the newest 100 are listed), nothing past the cap.
     assert [e["i"] for e in await _events(attacker, flood_id)] == list(range(cap - 100, cap))
     assert "EMIT_LIMIT" in await _log_text(attacker, flood_id)
+
+
+#: Three 4 MB events: 12 MB of results from one invocation.
+BIG_EMITS = """
+export default {
+  name: "Big emits",
+  version: "0.0.1",
+  async run() { for (let i = 0; i < 3; i++) this.$emit({ i, pad: "x".repeat(4 * 1024 * 1024) }); },
+};
+"""
+
+
+async def test_results_past_the_payload_limit_fail_the_invocation(attacker: Api) -> None:
+    """Events of any size used to be decoded and stored (a few 10 MB emits grew the database
+    by their size per run). Now results over 8 MB fail with PAYLOAD_LIMIT, keeping none."""
+    big_id, _ = await _deploy(attacker, BIG_EMITS)
+    response = await attacker.client.post(f"/v1/sources/{big_id}/run", json={})
+    assert response.status_code == 200, response.text
+    data = response.json()["data"]
+    assert data["ok"] is False and data["error"]["code"] == "PAYLOAD_LIMIT", data["error"]
+    assert data["emitted"] == []
+    assert await _events(attacker, big_id) == []
+    assert "PAYLOAD_LIMIT" in await _log_text(attacker, big_id)
+
+
+def test_a_forged_result_keeps_the_log_caps() -> None:
+    """User code can write to its runner's socket itself, so the runner's log caps (1,000
+    lines of 16 KB) are kept again where Python decodes a result."""
+    line = {"ts": 1, "level": "info", "msg": "y" * 1_000_000, "step": "s" * 10_000}
+    result = protocol.decode_result({"ok": True, "logs": [line] * 5000 + ["not a line"]})
+    assert len(result.logs) == limits.MAX_LOGS
+    assert all(len(entry["msg"]) <= limits.MAX_LOG_CHARS for entry in result.logs)
+    assert "step" not in result.logs[0]  # a step id that long is no step's
+    assert result.logs[-1]["msg"].startswith("[sluice] 4002 log entries dropped")
 
 
 async def test_a_store_over_max_db_bytes_is_refused(attacker: Api) -> None:

@@ -47,6 +47,10 @@ STATUS: dict[type[errors.SluiceError], int] = {
     errors.DeliveryFailed: 502,
     errors.NotReady: 503,
     errors.InternalError: 500,
+    # Never answered in practice: the client is gone (nginx's 499 is not a status to send).
+    errors.ClientDisconnected: 400,
+    # The CLI's own, raised in the client; reaching the server would be a bug.
+    errors.CliError: 500,
 }
 
 _HTTP_CODES = {

@@ -22,6 +22,14 @@ from typing import Any
 
 EMIT_LIMIT = "EMIT_LIMIT"
 DB_LIMIT = "DB_LIMIT"
+PAYLOAD_LIMIT = "PAYLOAD_LIMIT"
+
+#: Log lines kept per invocation, and characters per line: the Node runner's own caps
+#: (``runtime/js/invocation.mjs``), checked again here against a runner that does not keep
+#: them (user code can write to the runner's socket itself).
+MAX_LOGS = 1000
+MAX_LOG_CHARS = 16 * 1024
+_LOG_FIELDS = {"ts": 32, "level": 16, "step": 200}
 
 
 def _error(name: str, code: str, message: str) -> dict[str, Any]:
@@ -44,6 +52,58 @@ def cap_emits(
         EMIT_LIMIT,
         f"the invocation called $emit more than {cap} times (the limit per invocation); "
         f"the first {cap} were kept",
+    )
+
+
+def cap_logs(logs: list[Any]) -> list[dict[str, Any]]:
+    """The first ``MAX_LOGS`` lines of ``logs`` (a last line says how many were dropped), each
+    ``{ts, level, msg, step}`` with ``msg`` cut to ``MAX_LOG_CHARS``; anything else dropped.
+
+    >>> capped = cap_logs([{"level": "info", "msg": "x" * 20_000, "extra": 1}] * 1001)
+    >>> len(capped), len(capped[0]["msg"]) <= MAX_LOG_CHARS, "extra" in capped[0]
+    (1000, True, False)
+    >>> capped[-1]["msg"]
+    '[sluice] 2 log entries dropped (at most 1000 per invocation)'
+    """
+    kept: list[dict[str, Any]] = []
+    for line in logs[: MAX_LOGS - 1] if len(logs) > MAX_LOGS else logs:
+        if not isinstance(line, dict):
+            continue
+        msg = line.get("msg")
+        msg = msg if isinstance(msg, str) else str(msg)
+        if len(msg) > MAX_LOG_CHARS:
+            cut = len(msg) - MAX_LOG_CHARS + 40
+            msg = f"{msg[: MAX_LOG_CHARS - 40]}… [{cut} characters truncated]"
+        entry: dict[str, Any] = {"msg": msg}
+        for name, size in _LOG_FIELDS.items():
+            value = line.get(name)
+            number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if number or (isinstance(value, str) and len(value) <= size):
+                entry[name] = value
+        entry.setdefault("level", "info")
+        kept.append(entry)
+    if len(logs) > MAX_LOGS:
+        dropped = len(logs) - (MAX_LOGS - 1)
+        msg = f"[sluice] {dropped} log entries dropped (at most {MAX_LOGS} per invocation)"
+        kept.append({"ts": kept[-1].get("ts", 0) if kept else 0, "level": "warn", "msg": msg})
+    return kept
+
+
+def payload_error(size: int, max_bytes: int) -> dict[str, Any] | None:
+    """The error of an invocation whose results (emits, exports, logs, return value) take
+    ``size`` bytes, over ``max_bytes`` (Pipedream's "Function Payload Limit Exceeded");
+    None within it.
+
+    >>> payload_error(10, 10), payload_error(11, 10)["code"]
+    (None, 'PAYLOAD_LIMIT')
+    """
+    if size <= max_bytes:
+        return None
+    return _error(
+        "PayloadLimitError",
+        PAYLOAD_LIMIT,
+        f"the invocation's results (emits, exports, logs and return value) are {size} bytes, "
+        f"over the limit of {max_bytes} bytes; none of them were kept",
     )
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict, cast
 
-from sluice.domain import text
+from sluice.domain import limits, text
 from sluice.errors import OversizedLine
 
 log = logging.getLogger(__name__)
@@ -75,6 +75,11 @@ class Result:
         return cls(ok=False, error={"name": "Error", "code": code, "message": message})
 
 
+#: A ``result`` line longer than this is not used: the invocation fails with
+#: ``PAYLOAD_LIMIT`` (Pipedream: logs, exports and event 6 MB combined, "Function Payload Limit
+#: Exceeded"). Checked on the line, so a runner that forges its own results cannot pass it.
+MAX_RESULT_BYTES = 8 * 1024 * 1024
+
 # Runner codes (docs/runner-protocol.md); anything else is the user's error name or code.
 TIMEOUT = "TIMEOUT"
 OUT_OF_MEMORY = "OUT_OF_MEMORY"
@@ -106,7 +111,7 @@ def decode_result(message: dict[str, Any]) -> Result:
         exports=dict(message.get("exports") or {}),
         flow_exit=message.get("flow_exit"),
         sends=list(message.get("sends") or []),
-        logs=list(message.get("logs") or []),
+        logs=limits.cap_logs(list(message.get("logs") or [])),
         error=message.get("error"),
         steps=list(message.get("steps") or []),
         duration_ms=float(message.get("duration_ms") or 0.0),

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from sluice import errors
+from sluice.domain import limits
 from sluice.errors import OversizedLine
 from sluice.runtime import protocol
 from sluice.runtime.egress import EgressProxy
@@ -282,7 +283,11 @@ class Runner:
             self._store_tasks.add(task)
             task.add_done_callback(self._store_tasks.discard)
         elif message.get("type") == "result" and not future.done():
-            future.set_result(protocol.decode_result(message))
+            over = limits.payload_error(len(line), protocol.MAX_RESULT_BYTES)
+            if over is not None:
+                future.set_result(Result(ok=False, error=over))
+            else:
+                future.set_result(protocol.decode_result(message))
 
     async def _answer_store(self, message: dict[str, Any], on_store: StoreCallback | None) -> None:
         """One data store call of user code, answered with a ``store_result`` (its value, or
