@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import secrets
 import socket
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import pytest_asyncio
 
@@ -365,3 +369,51 @@ async def test_egress_goes_through_the_proxy_only_where_allowed(
     assert value["fetchNo"][0] == "EGRESS_REFUSED", value
     assert value["httpNo"][0] == "EGRESS_REFUSED", value
     assert len(hits) == 2 and all(b"127.0.0.1" in h for h in hits)
+
+
+def test_descriptors_the_server_inherits_stay_out_of_the_jail(tmp_path: Path) -> None:
+    """A real ``sluice serve`` (on uvloop, which ignores ``close_fds``) started with an open
+    descriptor of its parent's: every account's runner used to inherit it into the jail."""
+    sluice = str(Path(sys.executable).with_name("sluice"))
+    read_end, write_end = os.pipe()
+    os.dup2(write_end, 777)  # inheritable, as a shell's pipe is
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "SLUICE_DATA_DIR": str(tmp_path), "SLUICE_PORT": str(port)}
+    env["SLUICE_SANDBOX"] = "on"
+    proc = subprocess.Popen(
+        [sluice, "serve", "--host", "127.0.0.1"],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+        pass_fds=(777,),
+    )
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if "Application startup complete" in line:
+                break
+        made = subprocess.run(
+            [sluice, "accounts", "create", "--name", "fds", "--data-dir", str(tmp_path)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        key = json.loads(made.stdout)["api_key"]
+        code = _source("return fs.readdirSync('/proc/self/fd').map(Number);")
+        headers = {"Authorization": f"Bearer {key}"}
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=headers, timeout=60) as c:
+            created = c.post("/v1/sources", json={"component_code": code})
+            assert created.status_code == 200, created.text
+            ran = c.post(f"/v1/sources/{created.json()['data']['id']}/run", json={"event": {}})
+        assert ran.status_code == 200, ran.text
+        fds = ran.json()["data"]["value"]
+        assert 777 not in fds, fds
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        if proc.stderr is not None:
+            proc.stderr.close()
+        for fd in (read_end, write_end, 777):
+            os.close(fd)

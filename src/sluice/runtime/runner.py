@@ -113,6 +113,7 @@ class Runner:
             argv = self.sandbox.command(jail, node_argv, filter_fd)
             env = {}
         try:
+            _no_strays(keep={theirs.fileno(), filter_fd})
             self._proc = await asyncio.create_subprocess_exec(
                 *argv,
                 stdin=asyncio.subprocess.DEVNULL,
@@ -383,3 +384,14 @@ def _tree_rss(pid: int) -> int:
                 children = Path(f"/proc/{p}/task/{task}/children").read_text().split()
                 todo.extend(int(c) for c in children)
     return total
+
+
+def _no_strays(keep: set[int | None]) -> None:
+    """Mark every descriptor of this process but ``keep`` close-on-exec: uvloop ignores
+    ``close_fds``, so one the server inherited (a pipe of the shell that started it) would
+    otherwise be open in every account's jail."""
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd > 2 and fd not in keep:
+            with contextlib.suppress(OSError):  # the listing's own descriptor, closed by now
+                os.set_inheritable(fd, False)
