@@ -9,6 +9,8 @@ import pytest
 
 from sluice import errors
 from sluice.api.app import create_app
+from sluice.clock import FakeClock
+from sluice.engine.logins import LOGIN_BURST, Logins
 from sluice.platform import Platform
 from sluice.web import session as sessions
 from tests.conftest import Api
@@ -82,3 +84,49 @@ async def test_registry_search(api: Api) -> None:
     assert found == {"data": []}
     bad = await api.client.get("/v1/components/registry", params={"type": "widget"})
     assert bad.status_code == 400
+
+
+async def test_wrong_passwords_are_throttled_per_username_and_address(platform: Platform) -> None:
+    """Ten wrong passwords for one username from one address, then one a minute (on a fake
+    clock); another address is not locked out, and a right password clears the count."""
+    name = f"guess-{secrets.token_hex(3)}"
+    account, _ = await platform.create_account(name, None)
+    await platform.logins.set_password(account.id, "long enough password")
+    clock = FakeClock()
+    logins = Logins(platform.db, platform.settings, clock)
+    for _ in range(LOGIN_BURST):
+        with pytest.raises(errors.Unauthorized):
+            await logins.login(name, "wrong password!", client="192.0.2.1")
+    with pytest.raises(errors.RateLimited) as refused:
+        await logins.login(name.upper(), "long enough password", client="192.0.2.1")
+    assert refused.value.retry_after_seconds == 60 and "try again in 60 s" in refused.value.message
+    assert await logins.login(name, "long enough password", client="192.0.2.2")
+    clock.advance(seconds=60)  # one more try a minute
+    with pytest.raises(errors.Unauthorized):
+        await logins.login(name, "wrong password!", client="192.0.2.1")
+    with pytest.raises(errors.RateLimited):
+        await logins.login(name, "long enough password", client="192.0.2.1")
+    clock.advance(seconds=60)
+    assert await logins.login(name, "long enough password", client="192.0.2.1")
+    for _ in range(LOGIN_BURST):  # counted from zero again
+        with pytest.raises(errors.Unauthorized):
+            await logins.login(name, "wrong password!", client="192.0.2.1")
+
+
+async def test_the_login_page_answers_429_when_throttled(platform: Platform) -> None:
+    name = f"page-{secrets.token_hex(3)}"
+    account, _ = await platform.create_account(name, None)
+    await platform.logins.set_password(account.id, "long enough password")
+    transport = httpx.ASGITransport(app=create_app(platform=platform))
+    origin = "http://sluice.test"
+    async with httpx.AsyncClient(transport=transport, base_url=origin) as browser:
+        form = {"username": name, "password": "wrong password!"}
+        answers = [
+            (await browser.post("/login", data=form, headers={"Origin": origin})).status_code
+            for _ in range(LOGIN_BURST + 1)
+        ]
+        assert answers == [401] * LOGIN_BURST + [429]
+        right = {"username": name, "password": "long enough password"}
+        last = await browser.post("/login", data=right, headers={"Origin": origin})
+        assert last.status_code == 429 and 0 < int(last.headers["retry-after"]) <= 60
+        assert "too many wrong passwords" in last.text

@@ -11,11 +11,19 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sluice import errors, passwords
 from sluice.clock import Clock
 from sluice.config import Settings
+from sluice.domain import http_events
+from sluice.domain.http_events import Bucket
 from sluice.storage import accounts, sessions
 from sluice.storage.accounts import Account, KeyInfo
 
 #: How long a browser stays logged in without logging in again.
 SESSION_TTL_S = 14 * 24 * 3600
+#: Wrong passwords for one username from one address: this many at once, then one a minute.
+#: Keyed by both, so guessing from one address cannot lock the user out from another.
+LOGIN_BURST = 10
+LOGIN_RATE = 1 / 60
+#: Usernames and addresses remembered at most (a spray of names must not grow memory).
+MAX_REMEMBERED = 10_000
 
 
 def _checked(password: str) -> str:
@@ -36,6 +44,7 @@ class Logins:
         self.db = db
         self.settings = settings
         self.clock = clock
+        self._failed: dict[tuple[str, str], Bucket] = {}
 
     def _now_s(self) -> int:
         return self.clock.now_ms() // 1000
@@ -50,19 +59,43 @@ class Logins:
         async with self.db.begin() as conn:
             await accounts.set_password_hash(conn, account_id, password_hash)
 
-    async def login(self, identifier: str, password: str) -> str:
-        """A session token for the account whose username or e-mail and password match."""
+    async def login(self, identifier: str, password: str, *, client: str = "") -> str:
+        """A session token for the account whose username or e-mail and password match
+        (``client``: the address the attempt came from, for the wrong-password throttle)."""
+        key, now_ms = (identifier.strip().lower(), client), self.clock.now_ms()
+        held = self._failed.get(key)
+        taken, wait_ms = http_events.take(held, now_ms, rate=LOGIN_RATE, burst=LOGIN_BURST)
+        if held is not None and wait_ms:
+            raise errors.RateLimited(
+                "too many wrong passwords for this username from your address; try again in "
+                f"{-(-wait_ms // 1000)} s",
+                retry_after_seconds=-(-wait_ms // 1000),
+            )
         async with self.db.connect() as conn:
             found = await accounts.find_login(conn, identifier.strip())
         # The same work whether or not the account exists: no timing oracle for usernames.
         stored = found[1] if found else passwords.DUMMY_HASH
         ok = await asyncio.to_thread(passwords.verify, stored, password[: passwords.MAX_LENGTH])
         if found is None or not ok:
+            self._remember(key, taken, now_ms)
             raise errors.Unauthorized("wrong username, e-mail or password")
+        self._failed.pop(key, None)
         async with self.db.begin() as conn:
             return await sessions.create(
                 conn, found[0].id, now_s=self._now_s(), ttl_s=SESSION_TTL_S
             )
+
+    def _remember(self, key: tuple[str, str], bucket: Bucket, now_ms: int) -> None:
+        self._failed[key] = bucket
+        if len(self._failed) > MAX_REMEMBERED:  # forget the refilled, then the oldest
+            for old in [k for k, b in self._failed.items() if self._refilled(b, now_ms)]:
+                del self._failed[old]
+            while len(self._failed) > MAX_REMEMBERED:
+                del self._failed[next(iter(self._failed))]
+
+    @staticmethod
+    def _refilled(bucket: Bucket, now_ms: int) -> bool:
+        return http_events.is_full(bucket, now_ms, rate=LOGIN_RATE, burst=LOGIN_BURST)
 
     async def session_account(self, token: str) -> Account | None:
         async with self.db.connect() as conn:

@@ -70,13 +70,18 @@ async def login(request: Request) -> Response:
         raise errors.Forbidden("cross-origin request refused")
     form = await request.form()
     identifier = render.text(form, "username")
+    client = request.client.host if request.client else ""
     try:
         token = await sessions.platform_of(request).logins.login(
-            identifier, render.text(form, "password")
+            identifier, render.text(form, "password"), client=client
         )
-    except errors.Unauthorized as exc:
+    except (errors.Unauthorized, errors.RateLimited) as exc:
         context = {"values": {"username": identifier}, "error": exc}
-        return render.page(request, "login.html", context, status=401)
+        status = 429 if isinstance(exc, errors.RateLimited) else 401
+        refused = render.page(request, "login.html", context, status=status)
+        if isinstance(exc, errors.RateLimited):
+            refused.headers["Retry-After"] = str(exc.retry_after_seconds)
+        return refused
     response = render.redirect("/sources")
     sessions.set_cookie(request, response, token, SESSION_TTL_S)
     return response
