@@ -502,3 +502,69 @@ async def test_any_v1_json_is_stored_or_refused(
         assert got["name"] == (name or "w").strip()
         assert got["steps"][0]["code"] == STEP + " // " + line
         await api.client.delete(f"/v1/workflows/{workflow['id']}")
+
+
+DEEP = r"""
+export default {
+  name: "Deep",
+  version: "0.0.1",
+  props: { http: "$.interface.http" },
+  async run(event) {
+    const nest = (n) => { let v = 1; for (let i = 0; i < n; i++) v = [v]; return v; };
+    this.$emit(event.body && event.body.depth ? nest(event.body.depth) : JSON.parse(event.bodyRaw));
+  },
+};
+"""
+
+
+async def test_values_nested_too_deep_by_user_code_fail_the_run_at_once(
+    api: Api, public: httpx.AsyncClient
+) -> None:
+    """User code can build values deeper than any input may be. 3,000 levels made Python's
+    parser give up on the runner's line: the run hung, the account's runner was restarted and
+    the request's job failed after five tries. 300 levels were stored, and every listing of the
+    source's events answered 500 from then on. Now both fail the run with DEPTH_LIMIT."""
+    source_id, path = await deploy(api, component_code=DEEP)
+    for depth in (300, 3000):
+        run = await api.client.post(
+            f"/v1/sources/{source_id}/run", json={"event": {"body": {"depth": depth}}}
+        )
+        assert run.status_code == 200, run.text
+        error = run.json()["data"]["error"]
+        assert error["code"] == "DEPTH_LIMIT" and "128 levels" in error["message"], error
+    raw = "[" * 3000 + "]" * 3000  # through the public endpoint: the source parses bodyRaw
+    answer = await public.post(path, content=raw, headers={"Content-Type": "text/plain"})
+    assert answer.status_code == 200
+    await api.platform.jobs.drain()
+    assert await unfinished_jobs(api, source_id) == []  # done, not retried
+    assert await events(api, source_id) == []
+    logs = (await api.client.get(f"/v1/sources/{source_id}/logs")).json()["data"]
+    assert sum("DEPTH_LIMIT" in line["msg"] for line in logs) == 3
+
+
+async def test_a_data_store_value_nested_too_deep_is_refused_in_user_code(api: Api) -> None:
+    assert (await api.client.post("/v1/data_stores", json={"name": "deep"})).status_code in (
+        200,
+        409,
+    )
+    action = (
+        'export default { name: "Deep store", version: "0.0.1", type: "action",\n'
+        '  props: { store: { type: "data_store" }, depth: { type: "integer" } },\n'
+        "  async run() {\n"
+        "    let v = 1; for (let i = 0; i < this.depth; i++) v = [v];\n"
+        '    try { await this.store.set("k", v); return "stored"; }\n'
+        "    catch (e) { return String(e.message); }\n"
+        "  } };\n"
+    )
+    for depth in (300, 5000):
+        ran = await api.client.post(
+            "/v1/actions/run",
+            json={
+                "component_code": action,
+                "configured_props": {"store": "deep", "depth": depth},
+            },
+        )
+        assert ran.status_code == 200, ran.text
+        assert "deeper than 128 levels" in str(ran.json()["data"]["ret"]), ran.text
+    records = await api.client.get("/v1/data_stores/deep/records")
+    assert records.status_code == 200 and records.json()["data"] == []

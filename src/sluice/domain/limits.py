@@ -23,6 +23,7 @@ from typing import Any
 EMIT_LIMIT = "EMIT_LIMIT"
 DB_LIMIT = "DB_LIMIT"
 PAYLOAD_LIMIT = "PAYLOAD_LIMIT"
+DEPTH_LIMIT = "DEPTH_LIMIT"
 
 #: Log lines kept per invocation, and characters per line: the Node runner's own caps
 #: (``runtime/js/invocation.mjs``), checked again here against a runner that does not keep
@@ -104,6 +105,17 @@ def payload_error(size: int, max_bytes: int) -> dict[str, Any] | None:
         PAYLOAD_LIMIT,
         f"the invocation's results (emits, exports, logs and return value) are {size} bytes, "
         f"over the limit of {max_bytes} bytes; none of them were kept",
+    )
+
+
+def depth_error(max_depth: int) -> dict[str, Any]:
+    """The error of an invocation whose results nest arrays and objects deeper than
+    ``max_depth`` levels: storage and the API could not give them back."""
+    return _error(
+        "DepthLimitError",
+        DEPTH_LIMIT,
+        f"the invocation's results nest arrays and objects deeper than {max_depth} levels; "
+        "none of them were kept",
     )
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict, cast
@@ -79,6 +80,8 @@ class Result:
 #: ``PAYLOAD_LIMIT`` (Pipedream: logs, exports and event 6 MB combined, "Function Payload Limit
 #: Exceeded"). Checked on the line, so a runner that forges its own results cannot pass it.
 MAX_RESULT_BYTES = 8 * 1024 * 1024
+#: Levels a result wraps a user's value in (``steps`` → record → ``exports`` → name → value).
+_WRAPPING = 4
 
 # Runner codes (docs/runner-protocol.md); anything else is the user's error name or code.
 TIMEOUT = "TIMEOUT"
@@ -102,6 +105,9 @@ def encode(message: dict[str, Any]) -> bytes:
 
 
 def decode_result(message: dict[str, Any]) -> Result:
+    # The message's own levels (a step record's exports, an emit's event) come on top.
+    if text.too_deep(message, text.MAX_DEPTH + _WRAPPING):
+        return Result(ok=False, error=limits.depth_error(text.MAX_DEPTH))
     return Result(
         ok=bool(message.get("ok")),
         value=message.get("value"),
@@ -116,6 +122,23 @@ def decode_result(message: dict[str, Any]) -> Result:
         steps=list(message.get("steps") or []),
         duration_ms=float(message.get("duration_ms") or 0.0),
     )
+
+
+_HEAD = re.compile(rb'^\{"type":"(result|store)","id":(\d+)(?:,"req":(\d+))?')
+
+
+def too_deep_answer(line: bytes) -> dict[str, Any] | None:
+    """A stand-in for a ``result`` or ``store`` line that nests deeper than Python's parser
+    goes (its head is read as the runner writes it): the invocation fails with
+    ``DEPTH_LIMIT``, the store call is refused. None for anything else."""
+    head = _HEAD.match(line[:120])
+    if head is None:
+        return None
+    kind, request_id, req = head.group(1).decode(), int(head.group(2)), head.group(3)
+    if kind == "result":
+        error = limits.depth_error(text.MAX_DEPTH)
+        return {"type": kind, "id": request_id, "ok": False, "error": error}
+    return {"type": kind, "id": request_id, "req": int(req or 0), "too_deep": True}
 
 
 def decode_response(message: dict[str, Any]) -> Response:

@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from sluice import errors
-from sluice.domain import limits
+from sluice.domain import limits, text
 from sluice.errors import OversizedLine
 from sluice.runtime import protocol
+from sluice.runtime import sandbox as sandbox_rules
 from sluice.runtime.egress import EgressProxy
 from sluice.runtime.port import RespondCallback, StoreCallback
 from sluice.runtime.protocol import LineChannel, Result
@@ -113,7 +114,7 @@ class Runner:
             argv = self.sandbox.command(jail, node_argv, filter_fd)
             env = {}
         try:
-            _no_strays(keep={theirs.fileno(), filter_fd})
+            sandbox_rules.no_strays(keep={theirs.fileno(), filter_fd})
             self._proc = await asyncio.create_subprocess_exec(
                 *argv,
                 stdin=asyncio.subprocess.DEVNULL,
@@ -270,6 +271,9 @@ class Runner:
         try:
             message = json.loads(line)
             entry = self._pending.get(int(message["id"]))
+        except RecursionError:  # user code's values nest deeper than Python's parser goes
+            message = protocol.too_deep_answer(line)
+            entry = self._pending.get(int(message["id"])) if message else None
         except (ValueError, KeyError, TypeError):
             log.error("runner %s sent an unreadable line: %.200r", self.name, line)
             return
@@ -302,6 +306,8 @@ class Runner:
             if on_store is None:
                 raise errors.InvalidRequest("data stores are not available to this invocation")
             request = message.get("request")
+            if message.get("too_deep") or text.too_deep(request, text.MAX_DEPTH + 2):
+                raise errors.InvalidRequest(f"values nest deeper than {text.MAX_DEPTH} levels")
             answer |= {
                 "ok": True,
                 "value": await on_store(request if isinstance(request, dict) else {}),
@@ -384,14 +390,3 @@ def _tree_rss(pid: int) -> int:
                 children = Path(f"/proc/{p}/task/{task}/children").read_text().split()
                 todo.extend(int(c) for c in children)
     return total
-
-
-def _no_strays(keep: set[int | None]) -> None:
-    """Mark every descriptor of this process but ``keep`` close-on-exec: uvloop ignores
-    ``close_fds``, so one the server inherited (a pipe of the shell that started it) would
-    otherwise be open in every account's jail."""
-    for name in os.listdir("/proc/self/fd"):
-        fd = int(name)
-        if fd > 2 and fd not in keep:
-            with contextlib.suppress(OSError):  # the listing's own descriptor, closed by now
-                os.set_inheritable(fd, False)

@@ -383,3 +383,14 @@ def _link_or_copy(src: str, dst: str) -> None:
         os.link(src, dst)
     except OSError:
         shutil.copy2(src, dst)
+
+
+def no_strays(keep: set[int | None]) -> None:
+    """Mark every descriptor of this process but ``keep`` close-on-exec: uvloop ignores
+    ``close_fds``, so one the server inherited (a pipe of the shell that started it) would
+    otherwise be open in every account's jail."""
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd > 2 and fd not in keep:
+            with contextlib.suppress(OSError):  # the listing's own descriptor, closed by now
+                os.set_inheritable(fd, False)
