@@ -568,3 +568,45 @@ async def test_a_data_store_value_nested_too_deep_is_refused_in_user_code(api: A
         assert "deeper than 128 levels" in str(ran.json()["data"]["ret"]), ran.text
     records = await api.client.get("/v1/data_stores/deep/records")
     assert records.status_code == 200 and records.json()["data"] == []
+
+
+async def test_huge_intervals_and_ttls_are_400s_never_500s_or_hangs(api: Api) -> None:
+    """A timer interval or a TTL past a 64-bit count of milliseconds was a 500 (OverflowError
+    on save), and in user code a TTL of 1e17 never answered (the run timed out)."""
+    huge = 9223372036854775807
+    timer = (
+        'export default { name: "Tick", version: "1", props: { timer: "$.interface.timer" },'
+        " async run() {} };"
+    )
+    made = await api.client.post(
+        "/v1/sources",
+        json={"component_code": timer, "configured_props": {"timer": {"intervalSeconds": huge}}},
+    )
+    body = assert_error(made, 400, "invalid_props")
+    assert "ten years" in body["error"], body
+    workflow = await api.client.post(
+        "/v1/workflows",
+        json={
+            "name": "t",
+            "trigger": {"type": "timer", "intervalSeconds": huge},
+            "steps": [{"name": "s", "code": "export default { async run() {} }"}],
+        },
+    )
+    assert workflow.status_code == 400, workflow.text
+    assert (await api.client.post("/v1/data_stores", json={"name": "ttl"})).status_code in (
+        200,
+        409,
+    )
+    put = await api.client.put("/v1/data_stores/ttl/records/k", json={"value": 1, "ttl": 1e30})
+    assert assert_error(put, 400, "invalid_request")["field"] == "ttl"
+    action = (
+        'export default { name: "Ttl", version: "1", type: "action",'
+        ' props: { store: { type: "data_store" } },'
+        ' async run() { try { await this.store.set("k", 1, { ttl: 1e17 }); return "set"; }'
+        " catch (e) { return e.message; } } };"
+    )
+    ran = await api.client.post(
+        "/v1/actions/run", json={"component_code": action, "configured_props": {"store": "ttl"}}
+    )
+    assert ran.status_code == 200, ran.text
+    assert "ten years" in ran.json()["data"]["ret"], ran.text

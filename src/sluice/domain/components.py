@@ -299,6 +299,10 @@ def option_values(options: list[Any]) -> list[Any]:
     return [o["value"] if isinstance(o, dict) else o for o in options]
 
 
+#: Ten years: far past any schedule, far short of overflowing a 64-bit count of milliseconds.
+MAX_INTERVAL_SECONDS = 10 * 365 * 24 * 3600
+
+
 def check_timer_value(
     value: Any, where: str, error: type[InvalidRequest] = InvalidComponent
 ) -> dict[str, Any]:
@@ -310,9 +314,11 @@ def check_timer_value(
     if interval is not None and cron is not None:
         raise error("a timer has intervalSeconds or cron, not both", field=where)
     if interval is not None:
-        if not _is_int(interval) or interval < 1:
+        if not _is_int(interval) or not 1 <= interval <= MAX_INTERVAL_SECONDS:
             raise error(
-                "intervalSeconds must be a positive integer", field=f"{where}.intervalSeconds"
+                f"intervalSeconds must be a positive integer, at most {MAX_INTERVAL_SECONDS} "
+                "(ten years)",
+                field=f"{where}.intervalSeconds",
             )
         return {"intervalSeconds": interval, "cron": None}
     if cron is not None:

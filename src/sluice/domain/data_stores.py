@@ -46,12 +46,28 @@ def check_key(key: Any) -> str:
     return key
 
 
+#: The longest TTL and timer interval: ten years, in seconds (far past any use, far short of
+#: overflowing a 64-bit count of milliseconds).
+MAX_SECONDS = 10 * 365 * 24 * 3600
+
+
 def check_ttl(ttl: Any) -> float | None:
-    """Seconds (a positive number), or None: no expiry."""
+    """Seconds (a positive number up to ten years), or None: no expiry.
+
+    >>> check_ttl(60), check_ttl(None)
+    (60.0, None)
+    >>> check_ttl(1e30)
+    Traceback (most recent call last):
+    sluice.errors.InvalidRequest: ttl is at most 315360000 seconds (ten years), or null
+    """
     if ttl is None:
         return None
-    if isinstance(ttl, bool) or not isinstance(ttl, int | float) or ttl <= 0:
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not ttl > 0:
         raise errors.InvalidRequest("ttl is a positive number of seconds, or null", field="ttl")
+    if ttl > MAX_SECONDS:
+        raise errors.InvalidRequest(
+            f"ttl is at most {MAX_SECONDS} seconds (ten years), or null", field="ttl"
+        )
     return float(ttl)
 
 

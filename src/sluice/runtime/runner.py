@@ -317,6 +317,10 @@ class Runner:
                 "ok": False,
                 "error": {"name": "DataStoreError", "code": exc.code, "message": exc.message},
             }
+        except Exception:  # a bug: user code gets an answer, never a hang
+            log.exception("runner %s: a data store call failed", self.name)
+            failed = "the data store call failed in Sluice; it has been logged"
+            answer |= {"ok": False, "error": {"name": "DataStoreError", "message": failed}}
         if self._writer is None or not self.alive:
             return
         with contextlib.suppress(ConnectionError, RuntimeError):
