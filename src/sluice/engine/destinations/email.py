@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sluice import errors
-from sluice.engine.destinations.config import invalid, mapping, string
+from sluice.engine.destinations.config import mapping, string
 from sluice.engine.mailer import Mailer
 
 
@@ -19,11 +19,11 @@ class EmailSend:
 
 def check_email(config: object) -> EmailSend:
     """Validate a ``$.send.email`` config: ``subject``, ``text`` and ``html``, all optional
-    strings (as in Pipedream); the subject must be one line."""
+    strings (as in Pipedream). The subject is one line: line breaks in it become spaces (a
+    header cannot hold them; the default error e-mail's subject quotes the error's code, which
+    user code chooses)."""
     cfg = mapping("email", config)
-    subject = string("email", cfg, "subject", default="")
-    if "\r" in subject or "\n" in subject:
-        raise invalid("email", "subject", "must be one line (no CR or LF)")
+    subject = " ".join(string("email", cfg, "subject", default="").splitlines())
     text = string("email", cfg, "text", default="")
     html = string("email", cfg, "html") if cfg.get("html") is not None else None
     return EmailSend(subject, text, html)
