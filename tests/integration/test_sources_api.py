@@ -222,6 +222,8 @@ export default { name: "Thrower", version: "1",
     assert run["ok"] is False and run["error"]["code"] == "TypeError"
     assert "Cannot read properties of null" in run["error"]["message"]
     assert "/components/" not in run["error"]["stack"]
+    # Sluice's own frames (its runtime's files and where they live) are never shown.
+    assert "runtime/js" not in run["error"]["stack"] and ".mjs:" in run["error"]["stack"]
     assert len(run["emitted"]) == 1
     logs_page = (await api.client.get(f"/v1/sources/{source['id']}/logs")).json()["data"]
     assert any(entry["level"] == "error" and "TypeError" in entry["msg"] for entry in logs_page)

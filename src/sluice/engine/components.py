@@ -37,6 +37,7 @@ from sluice.engine import fetch, outbound
 from sluice.runtime import protocol
 from sluice.runtime.deps import DependencyStore
 from sluice.runtime.port import Invocation, Runner
+from sluice.runtime.sandbox import JS_DIR
 from sluice.storage import components as store
 from sluice.storage.components import SavedComponent
 
@@ -364,9 +365,12 @@ def load_error(result: protocol.Result, directory: Path) -> errors.SluiceError:
 
 
 def scrub_paths(text: str, directory: Path) -> str:
-    """Show component files by their relative path, never the server's directories."""
-    text = text.replace(f"file://{directory}/", "").replace(f"{directory}/", "")
-    return text
+    """Show component files by their relative path, never the server's directories; the
+    frames of Sluice's own runtime are left out (as a workflow step's are)."""
+    runtime = (str(JS_DIR), str(JS_DIR.resolve()))
+    lines = [line for line in text.split("\n") if not any(r in line for r in runtime)]
+    text = "\n".join(lines)
+    return text.replace(f"file://{directory}/", "").replace(f"{directory}/", "")
 
 
 def _first_location(stack: str, directory: Path) -> str | None:
