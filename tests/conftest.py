@@ -106,7 +106,9 @@ class Api:
 async def account_client(
     platform: Platform, username: str, email: str | None = None, *, is_admin: bool = False
 ) -> AsyncIterator[Api]:
-    account, key = await platform.create_account(username, email, is_admin=is_admin)
+    # Usernames name one account each: fixtures made again on one platform need their own.
+    unique = f"{username}-{secrets.token_hex(3)}"
+    account, key = await platform.create_account(unique, email, is_admin=is_admin)
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(
             app=create_app(platform=platform), raise_app_exceptions=False
@@ -120,7 +122,9 @@ async def account_client(
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def api(platform: Platform) -> AsyncIterator[Api]:
-    async with account_client(platform, f"user-{secrets.token_hex(3)}", "u@example.com") as a:
+    name = f"user-{secrets.token_hex(3)}"
+    # An address of its own: no two accounts share one (a login names an account by it).
+    async with account_client(platform, name, f"u-{name}@example.com") as a:
         yield a
 
 

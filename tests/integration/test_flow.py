@@ -5,6 +5,7 @@ database while runs wait (their ``resume`` jobs are durable)."""
 from __future__ import annotations
 
 import contextlib
+import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,7 +85,8 @@ async def setup(
 ) -> tuple[str, str]:
     """An account and a workflow of ``steps``: (api key, workflow id)."""
     async with opened(settings, clock, "") as s:
-        _account, key = await s.platform.create_account("flow", "flow@example.com")
+        name = f"flow-{secrets.token_hex(3)}"
+        _account, key = await s.platform.create_account(name, f"{name}@example.com")
         s.client.headers["Authorization"] = f"Bearer {key}"
         body = {"name": "flow", "trigger": {"type": "manual"}, "steps": steps}
         response = await s.client.post("/v1/workflows", json=body)

@@ -70,13 +70,15 @@ async def jailed(
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def attacker(jailed: Platform) -> AsyncIterator[Api]:
-    async with account_client(jailed, f"mallory-{secrets.token_hex(3)}", "m@example.com") as a:
+    name = f"mallory-{secrets.token_hex(3)}"
+    async with account_client(jailed, name, f"{name}@example.com") as a:
         yield a
 
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def victim(jailed: Platform) -> AsyncIterator[Api]:
-    async with account_client(jailed, f"alice-{secrets.token_hex(3)}", "a@example.com") as a:
+    name = f"alice-{secrets.token_hex(3)}"
+    async with account_client(jailed, name, f"{name}@example.com") as a:
         yield a
 
 

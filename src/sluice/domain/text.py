@@ -208,6 +208,22 @@ def storable_results(
     return kept, writes, deletes, reasons
 
 
+def check_email_address(value: str, field: str = "email") -> None:
+    """Refuse what is not an e-mail address (one ``@`` between two non-empty parts, no space or
+    control character, at most 320 characters): ``ada@example.com`` passes, ``notanemail``
+    does not."""
+    local, at, domain = value.partition("@")
+    if (
+        not at
+        or not local
+        or not domain.strip(".")
+        or "@" in domain
+        or len(value) > 320
+        or any(c.isspace() or ord(c) < 32 or c == "\x7f" for c in value)
+    ):
+        raise InvalidRequest("email must be an address such as ada@example.com", field=field)
+
+
 def check_name(value: Any, field: str, max_chars: int) -> None:
     """Refuse a user-given name or path that storage or a file system cannot take: longer
     than ``max_chars``, or holding a control character or a lone surrogate."""

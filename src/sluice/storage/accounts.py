@@ -15,7 +15,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from sluice import ids
+from sluice import errors, ids
+from sluice.domain import text
 from sluice.storage.tables import accounts, api_keys
 
 KEY_PREFIX = "slk"
@@ -34,9 +35,41 @@ def from_row(row: Any) -> Account:
     return Account(row.id, row.username, row.email, bool(row.is_admin), row.created_at)
 
 
+async def _refuse_taken(
+    conn: AsyncConnection, names: dict[str, str | None], account_id: str | None = None
+) -> None:
+    """``Conflict`` when another account's username or e-mail is one of ``names`` (``{field:
+    value}``), compared without case: a login names an account by either, so two accounts
+    sharing one would lock the newer one out."""
+    wanted = {field: v.strip().lower() for field, v in names.items() if v}
+    if not wanted:
+        return
+    values = list(wanted.values())
+    query = sa.select(sa.func.lower(accounts.c.username), sa.func.lower(accounts.c.email)).where(
+        sa.or_(
+            sa.func.lower(accounts.c.username).in_(values),
+            sa.func.lower(accounts.c.email).in_(values),
+        )
+    )
+    if account_id is not None:
+        query = query.where(accounts.c.id != account_id)
+    taken = {v for row in (await conn.execute(query)).all() for v in row if v}
+    for field, value in wanted.items():
+        if value in taken:
+            raise errors.Conflict(
+                f"{field} {names[field]!r} is taken: another account's username or e-mail",
+                field=field,
+            )
+
+
 async def create(
     conn: AsyncConnection, *, username: str, email: str | None, now_s: int, is_admin: bool = False
 ) -> Account:
+    if email is not None:
+        text.check_email_address(email)
+    if username.strip().lower() == (email or "").strip().lower():
+        raise errors.InvalidRequest("username and e-mail must differ", field="username")
+    await _refuse_taken(conn, {"username": username, "email": email})
     account = Account(ids.new_id("u"), username, email, is_admin, now_s)
     await conn.execute(
         accounts.insert().values(
@@ -91,6 +124,9 @@ def _hash(secret: str) -> str:
 
 
 async def set_email(conn: AsyncConnection, account_id: str, email: str | None) -> None:
+    if email is not None:
+        text.check_email_address(email)
+        await _refuse_taken(conn, {"email": email}, account_id)
     await conn.execute(accounts.update().where(accounts.c.id == account_id).values(email=email))
 
 
