@@ -237,11 +237,28 @@ export default { name: "Deactivating", version: "1", props: { db: "$.service.db"
 """
     source = await deploy(api, code)
     await api.client.post(f"/v1/sources/{source['id']}/run", json={})
-    assert (await api.client.delete(f"/v1/sources/{source['id']}")).status_code == 200
+    deleted = await api.client.delete(f"/v1/sources/{source['id']}")
+    assert deleted.status_code == 200 and deleted.json() == {}
     assert_error(await api.client.get(f"/v1/sources/{source['id']}"), 404, "not_found")
     assert_error(
         await api.client.get(f"/v1/sources/{source['id']}/event_summaries"), 404, "not_found"
     )
+
+
+async def test_a_source_whose_deactivate_hook_throws_is_still_deleted(api: Api) -> None:
+    """The spec's Delete runs the hook, then deletes: a hook that always throws (a remote
+    webhook that is gone) used to make the source impossible to delete."""
+    code = """
+export default { name: "Stuck", version: "1",
+  hooks: { async deactivate() { throw new Error("remote webhook gone"); } },
+  async run() {} };
+"""
+    source = await deploy(api, code)
+    deleted = await api.client.delete(f"/v1/sources/{source['id']}")
+    assert deleted.status_code == 200, deleted.text
+    [warning] = deleted.json()["warnings"]
+    assert "remote webhook gone" in warning and "deleted anyway" in warning
+    assert_error(await api.client.get(f"/v1/sources/{source['id']}"), 404, "not_found")
 
 
 async def test_timer_source_gets_its_schedule_and_a_timer_event(api: Api) -> None:

@@ -47,8 +47,8 @@ async def read(source_id: str, account: AccountDep, platform: PlatformDep) -> di
 
 @router.delete("/v1/sources/{source_id}")
 async def delete(source_id: str, account: AccountDep, platform: PlatformDep) -> dict[str, Any]:
-    await platform.sources.delete(account.id, source_id)
-    return {}
+    hook_failed = await platform.sources.delete(account.id, source_id)
+    return {"warnings": [hook_failed]} if hook_failed else {}
 
 
 @router.post("/v1/sources/{source_id}/run")

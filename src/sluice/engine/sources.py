@@ -336,9 +336,9 @@ class Sources:
                 )
 
     def _encrypt(self, deployment_id: str, secrets: dict[str, Any]) -> dict[str, str]:
+        aad = secret_aad
         return {
-            name: self.cipher.encrypt(json.dumps(value), secret_aad(deployment_id, name))
-            for name, value in secrets.items()
+            k: self.cipher.encrypt(json.dumps(v), aad(deployment_id, k)) for k, v in secrets.items()
         }
 
     async def get(self, owner_id: str, deployment_id: str) -> Deployment:
@@ -367,21 +367,26 @@ class Sources:
         )
 
     def _default_event(self, deployment: Deployment, component: SavedComponent) -> Any:
-        for prop in component.configurable_props:
-            if prop["type"] == rules.TIMER:
-                timer = deployment.configured_props.get(prop["name"]) or {}
-                return {
-                    "timestamp": self.clock.now_ms() // 1000,
-                    "interval_seconds": timer.get("intervalSeconds"),
-                }
-        return {}
+        timers = [p["name"] for p in component.configurable_props if p["type"] == rules.TIMER]
+        if not timers:
+            return {}
+        interval = (deployment.configured_props.get(timers[0]) or {}).get("intervalSeconds")
+        return {"timestamp": self.clock.now_ms() // 1000, "interval_seconds": interval}
 
-    async def delete(self, owner_id: str, deployment_id: str) -> None:
+    async def delete(self, owner_id: str, deployment_id: str) -> str | None:
+        """The spec's Delete: ``deactivate`` runs, then the source goes, even when the hook
+        throws (what it threw is returned): else such a source could never be deleted."""
         deployment = await self.get(owner_id, deployment_id)
         component = await self.components.by_id(deployment.component_id)
+        failed = None
         if deployment.active:
-            await self._hook(deployment, component, "deactivate")
+            try:
+                await self._hook(deployment, component, "deactivate")
+            except errors.HookFailed as exc:
+                failed = f"{exc.message}; the source was deleted anyway"
+                log.warning("source %s: %s", deployment.id, failed)
         await self._remove(deployment)
+        return failed
 
     async def _remove(self, deployment: Deployment) -> None:
         async with self.db.begin() as conn:
