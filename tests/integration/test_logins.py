@@ -130,3 +130,61 @@ async def test_the_login_page_answers_429_when_throttled(platform: Platform) -> 
         last = await browser.post("/login", data=right, headers={"Origin": origin})
         assert last.status_code == 429 and 0 < int(last.headers["retry-after"]) <= 60
         assert "too many wrong passwords" in last.text
+
+
+async def test_usernames_and_addresses_name_one_account(platform: Platform, api: Api) -> None:
+    """A login names an account by username or e-mail: a second account with the same one
+    (in either field, in any case) could never log in, and taking another's address locked
+    its owner out."""
+    name = f"uniq-{secrets.token_hex(3)}"
+    first, _ = await platform.create_account(name, f"{name}@example.com")
+    for username, email in [
+        (name.upper(), None),
+        (f"{name}@example.com", None),
+        (f"other-{name}", f"{name.upper()}@EXAMPLE.com"),
+        (f"other-{name}", name),
+    ]:
+        with pytest.raises((errors.Conflict, errors.InvalidRequest)):
+            await platform.create_account(username, email)
+    with pytest.raises(errors.InvalidRequest):
+        await platform.create_account(f"x-{name}", "notanemail")
+    taken = await api.client.put("/v1/users/me", json={"email": f"{name}@example.com"})
+    assert taken.status_code == 409 and taken.json()["field"] == "email", taken.text
+    bad = await api.client.put("/v1/users/me", json={"email": "not an address"})
+    assert bad.status_code == 400
+    mine = await api.client.put("/v1/users/me", json={"email": f"me-{name}@example.com"})
+    assert mine.status_code == 200, mine.text
+    again = await api.client.put("/v1/users/me", json={"email": f"me-{name}@example.com"})
+    assert again.status_code == 200  # its own address is not "taken"
+    assert first.email == f"{name}@example.com"
+
+
+async def test_a_link_followed_before_logging_in_is_where_the_login_goes(
+    platform: Platform,
+) -> None:
+    """The spec's deploy address, opened signed out, came back to the sources list after the
+    login: the deploy was lost. Only a path on this server is followed."""
+    name = f"next-{secrets.token_hex(3)}"
+    account, _ = await platform.create_account(name, None)
+    await platform.logins.set_password(account.id, "long enough password")
+    transport = httpx.ASGITransport(app=create_app(platform=platform))
+    origin = "http://sluice.test"
+    async with httpx.AsyncClient(transport=transport, base_url=origin) as browser:
+        opened = await browser.get("/sources?action=create&key=http-new-requests")
+        assert opened.status_code == 303
+        assert opened.headers["location"] == (
+            "/login?next=%2Fsources%3Faction%3Dcreate%26key%3Dhttp-new-requests"
+        )
+        form = await browser.get(opened.headers["location"])
+        assert 'name="next" value="/sources?action=create&amp;key=http-new-requests"' in form.text
+        body = {"username": name, "password": "long enough password"}
+        for given, goes_to in [
+            ("/sources?action=create&key=http-new-requests", None),
+            ("//evil.example/x", "/sources"),
+            ("https://evil.example/", "/sources"),
+        ]:
+            logged_in = await browser.post(
+                "/login", data={**body, "next": given}, headers={"Origin": origin}
+            )
+            assert logged_in.status_code == 303
+            assert logged_in.headers["location"] == (goes_to or given)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
+from urllib.parse import urlencode
 
 from fastapi import FastAPI, Request
 from fastapi.staticfiles import StaticFiles
@@ -31,7 +32,11 @@ async def _login_required(request: Request, _exc: Exception) -> Response:
     platform = sessions.platform_of(request)
     if await platform.logins.needs_owner():
         return render.redirect("/setup")
-    return render.redirect("/login")
+    if request.method != "GET":
+        return render.redirect("/login")
+    # Back to this page after the login (the spec's deploy addresses are links to follow).
+    wanted = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    return render.redirect("/login?" + urlencode({"next": wanted}))
 
 
 def install(app: FastAPI, settings: Settings) -> None:

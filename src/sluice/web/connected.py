@@ -27,7 +27,7 @@ router = APIRouter(include_in_schema=False)
 CREDENTIAL = "cred."  # a catalog key app's field: cred.<name>
 
 
-def _return_to(value: str | None) -> str | None:
+def local_path(value: str | None) -> str | None:
     """A path on this server, never another host (browsers read ``//x`` and ``/\\x`` as one)."""
     if not value or not value.startswith("/") or value.startswith("//"):
         return None
@@ -47,7 +47,7 @@ def here(request: Request) -> str | None:
         if (url.scheme, url.netloc) != (request.url.scheme, request.headers.get("host", "")):
             return None
     query = [(k, v) for k, v in parse_qsl(url.query) if k not in ("account_id", "app")]
-    return _return_to(url.path + ("?" + urlencode(query) if query else ""))
+    return local_path(url.path + ("?" + urlencode(query) if query else ""))
 
 
 def _back(return_to: str, account_id: str, app: str) -> str:
@@ -83,7 +83,7 @@ async def accounts(
         session.account.id,
         (app or "").strip(),
         connected=account_id,
-        return_to=_return_to(return_to),
+        return_to=local_path(return_to),
     )
     return render.page(request, "accounts.html", context, session=session)
 
@@ -104,7 +104,7 @@ async def connect(request: Request) -> Response:
     platform = sessions.platform_of(request)
     app = render.text(form, "app").strip()
     name = render.text(form, "name").strip() or None
-    return_to = _return_to(render.text(form, "return_to"))
+    return_to = local_path(render.text(form, "return_to"))
     app_def = await platform.catalog.find(app) if app else None
     credentials = _credentials(form, app_def)
     try:
@@ -149,7 +149,7 @@ async def start(request: Request) -> Response:
     platform = sessions.platform_of(request)
     app = render.text(form, "app").strip()
     name = render.text(form, "name").strip() or None
-    return_to = _return_to(render.text(form, "return_to"))
+    return_to = local_path(render.text(form, "return_to"))
     found = await platform.catalog.find(app) if app else None
     if found is None or found.auth_type != "oauth" or not found.connectable:
         # The add form says what the app needs (its fields, or an operator's client id).

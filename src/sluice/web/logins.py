@@ -7,7 +7,7 @@ from starlette.responses import Response
 
 from sluice import errors
 from sluice.platform import SESSION_TTL_S
-from sluice.web import render
+from sluice.web import connected, render
 from sluice.web import session as sessions
 
 router = APIRouter(include_in_schema=False)
@@ -61,7 +61,8 @@ async def setup(request: Request) -> Response:
 async def login_form(request: Request) -> Response:
     if await sessions.platform_of(request).logins.needs_owner():
         return render.redirect("/setup")
-    return render.page(request, "login.html", {"values": {}})
+    wanted = connected.local_path(request.query_params.get("next"))
+    return render.page(request, "login.html", {"values": {}, "next": wanted})
 
 
 @router.post("/login")
@@ -71,18 +72,19 @@ async def login(request: Request) -> Response:
     form = await request.form()
     identifier = render.text(form, "username")
     client = request.client.host if request.client else ""
+    wanted = connected.local_path(render.text(form, "next") or None)
     try:
         token = await sessions.platform_of(request).logins.login(
             identifier, render.text(form, "password"), client=client
         )
     except (errors.Unauthorized, errors.RateLimited) as exc:
-        context = {"values": {"username": identifier}, "error": exc}
+        context = {"values": {"username": identifier}, "error": exc, "next": wanted}
         status = 429 if isinstance(exc, errors.RateLimited) else 401
         refused = render.page(request, "login.html", context, status=status)
         if isinstance(exc, errors.RateLimited):
             refused.headers["Retry-After"] = str(exc.retry_after_seconds)
         return refused
-    response = render.redirect("/sources")
+    response = render.redirect(wanted or "/sources")
     sessions.set_cookie(request, response, token, SESSION_TTL_S)
     return response
 
