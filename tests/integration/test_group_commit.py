@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from sluice.engine.commit import SourceResults
+from sluice.domain.outcomes import SourceResults
 from sluice.platform import Platform
 from sluice.storage import database, events, jobs
 from tests.conftest import Api

@@ -317,6 +317,53 @@ async def test_forwarding_never_loops(api: Api) -> None:
     assert sorted(r["context"]["hops"][-1] for r in g_runs) == sorted([a["id"], b["id"]])
 
 
+RELAY = """
+export default { name: "Relay", version: "1",
+  async run(event) { this.$emit({ n: ((event && event.n) || 0) + 1 }); } };
+"""
+
+
+async def test_sources_subscribed_in_a_ring_stop(api: Api) -> None:
+    """Two sources each listening to the other's emits, and a workflow whose $.send.emit
+    feeds a source that feeds it back: each used to run until deleted (thousands of runs in
+    seconds). Now a delivery never goes back to a listener the event went through."""
+    a, b = [
+        (await api.client.post("/v1/sources", json={"component_code": RELAY, "name": n})).json()[
+            "data"
+        ]
+        for n in ("ring-a", "ring-b")
+    ]
+    for emitter, listener in ((a, b), (b, a)):
+        params = {"emitter_id": emitter["id"], "listener_id": listener["id"]}
+        assert (await api.client.post("/v1/subscriptions", params=params)).status_code == 200
+    ran = await api.client.post(f"/v1/sources/{a['id']}/run", json={"event": {"n": 0}})
+    assert ran.status_code == 200, ran.text
+    await api.platform.jobs.drain()  # returns: the ring ends
+
+    async def events(source: dict[str, Any]) -> list[Any]:
+        url = f"/v1/sources/{source['id']}/event_summaries"
+        page = (await api.client.get(url, params={"expand": "event"})).json()["data"]
+        return [item["event"]["n"] for item in page]
+
+    # a (by hand) emits 1 → b emits 2 → a emits 3, whose delivery to b (on its way) stops.
+    assert (await events(a), await events(b)) == ([3, 1], [2])
+
+    relay = (await api.client.post("/v1/sources", json={"component_code": RELAY})).json()["data"]
+    wf = await create(
+        api,
+        [step("out", "async run({ steps, $ }) { $.send.emit({ n: 10 }); }")],
+        name="ring-wf",
+        trigger={"type": "source", "source_id": relay["id"]},
+    )
+    params = {"emitter_id": wf["id"], "listener_id": relay["id"]}
+    assert (await api.client.post("/v1/subscriptions", params=params)).status_code == 200
+    await run(api, wf["id"], {})
+    await api.platform.jobs.drain()
+    runs = (await api.client.get(f"/v1/workflows/{wf['id']}/runs")).json()
+    assert runs["page_info"]["total_count"] == 1  # the relay's emit does not run it again
+    assert await events(relay) == [11]
+
+
 async def test_the_global_error_workflow_mails_once_per_code(api: Api) -> None:
     me = (await api.client.get("/v1/users/me/error_workflow")).json()["data"]["workflow_id"]
     assert me and me.startswith("p_")

@@ -165,3 +165,40 @@ def source_failure(
     error = runner_error if runner_error is not None else db_error
     lines = [error_line(e) for e in (runner_error, db_error) if e is not None]
     return error, lines
+
+
+#: A stored event: ``(channel, payload, meta)``.
+Item = tuple[str, Any, dict[str, Any]]
+
+
+# ---- a source invocation's results, to store -------------------------------------------------
+
+
+@dataclass
+class SourceResults:
+    """What a source's invocation left, ready to store (limits applied, text storable)."""
+
+    invocation_id: str
+    emits: list[dict[str, Any]]
+    db_writes: dict[str, Any]
+    db_deletes: list[str]
+    logs: list[dict[str, Any]]
+    #: The runner's error, if the invocation failed there.
+    error: dict[str, Any] | None
+    #: Builds the ``$errors`` event of a failed ``run()`` (None: not a run, nothing to say).
+    error_event: Callable[[dict[str, Any]], Any] | None = None
+    #: A delivery's chain of listeners (an ``emit`` job's ``hops``): its emits do not go back
+    #: to one of them, so sources subscribed in a ring stop. None: not a delivery.
+    hops: list[str] | None = None
+
+
+@dataclass
+class SourceStored:
+    """What one source transaction wrote."""
+
+    event_ids: list[str]
+    items: list[Item]
+    dropped: list[str]
+    lines: list[dict[str, Any]]
+    #: The invocation's error: the runner's, or a limit's found in the transaction.
+    error: dict[str, Any] | None

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from sqlalchemy.engine import Connection
@@ -26,6 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sluice.clock import Clock
 from sluice.config import Settings
 from sluice.domain import dedupe, error_events, limits, outcomes, routing, states, text
+from sluice.domain.outcomes import Item, SourceResults, SourceStored
 from sluice.domain.states import JobKind, RunStatus
 from sluice.engine import broker
 from sluice.engine.broker import Broker
@@ -38,37 +38,8 @@ from sluice.storage.sources import Deployment
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-#: A stored event: ``(channel, payload, meta)``.
-Item = tuple[str, Any, dict[str, Any]]
 #: Sends performed by a ``send`` job after the run is stored; the others are stored with it.
 DEFERRED_SENDS = ("http", "email", "s3")
-
-
-@dataclass
-class SourceResults:
-    """What a source's invocation left, ready to store (limits applied, text storable)."""
-
-    invocation_id: str
-    emits: list[dict[str, Any]]
-    db_writes: dict[str, Any]
-    db_deletes: list[str]
-    logs: list[dict[str, Any]]
-    #: The runner's error, if the invocation failed there.
-    error: dict[str, Any] | None
-    #: Builds the ``$errors`` event of a failed ``run()`` (None: not a run, nothing to say).
-    error_event: Callable[[dict[str, Any]], Any] | None = None
-
-
-@dataclass
-class SourceStored:
-    """What one source transaction wrote."""
-
-    event_ids: list[str]
-    items: list[Item]
-    dropped: list[str]
-    lines: list[dict[str, Any]]
-    #: The invocation's error: the runner's, or a limit's found in the transaction.
-    error: dict[str, Any] | None
 
 
 class _Batch:
@@ -208,7 +179,11 @@ class Commit:
             current = sources.lock_sync(conn, deployment.id)
             if current is None:
                 return None  # deleted while it ran: nothing to keep
-            batch = _Batch(conn, deployment.owner_id, deployment.id, now_ms)
+            chain = None if results.hops is None else [*results.hops, deployment.id]
+            hops_max = self.settings.max_hops
+            batch = _Batch(
+                conn, deployment.owner_id, deployment.id, now_ms, chain=chain, max_hops=hops_max
+            )
             db_error = self._source_db(conn, deployment.id, results)
             error, error_lines = outcomes.source_failure(results.error, db_error)
             decision = dedupe.apply(strategy, current.dedupe_state, results.emits, now_ms)
@@ -338,10 +313,9 @@ class Commit:
             # did not come from it (the store as it is now, under this transaction).
             state = runs.step_states_sync(conn, [step_id]).get(step_id, {})
             if limits.check_db(state, writes, deletes, self.settings.max_db_bytes):
+                extra = {"action": "db_limit", "workflow": workflow_id, "step": step_id}
                 log.warning(
-                    "step %s's db writes are over max_db_bytes: not saved",
-                    step_id,
-                    extra={"action": "db_limit", "workflow": workflow_id, "step": step_id},
+                    "step %s's db writes are over max_db_bytes: not saved", step_id, extra=extra
                 )
                 continue
             runs.write_step_state_sync(conn, workflow_id, step_id, writes, deletes)

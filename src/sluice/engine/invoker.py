@@ -27,7 +27,8 @@ from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain import components as rules
 from sluice.domain import error_events, limits, states, text
-from sluice.engine.commit import Commit, SourceResults
+from sluice.domain.outcomes import SourceResults
+from sluice.engine.commit import Commit
 from sluice.engine.components import Components, scrub_paths
 from sluice.engine.credentials import CREDENTIAL_ERRORS, Credentials
 from sluice.engine.data_stores import DataStores
@@ -103,6 +104,7 @@ class Invoker:
         snapshot: dict[str, Any] | None = None,
         also: Finish | None = None,
         timeout_seconds: float | None = None,
+        hops: list[str] | None = None,
     ) -> Outcome:
         """``call`` is ``{"kind": "run", "event": …}`` or ``{"kind": "hook", "hook": …}``.
 
@@ -140,7 +142,7 @@ class Invoker:
                 return self.error_event(deployment, invocation_id, event, error)
 
         return await self.persist(
-            deployment, component, invocation_id, result, also, error_event=failed_run
+            deployment, component, invocation_id, result, also, error_event=failed_run, hops=hops
         )
 
     def _invocation(
@@ -230,6 +232,7 @@ class Invoker:
         also: Finish | None = None,
         *,
         error_event: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        hops: list[str] | None = None,
     ) -> Outcome:
         """Keep what the invocation did (``engine/commit.py``), after the limits: emits past
         the cap are dropped and fail it; a db write the worker refused keeps none. ``also``
@@ -258,7 +261,7 @@ class Invoker:
             deployment,
             component.shape.get("dedupe"),
             SourceResults(
-                invocation_id, emits, db_writes, db_deletes, logs, result.error, error_event
+                invocation_id, emits, db_writes, db_deletes, logs, result.error, error_event, hops
             ),
             also,
         )

@@ -39,7 +39,9 @@ class EmitJobs:
             )
             return  # the worker marks the job done
         payload = job.payload or {}
+        # The listeners the event went through: its emits never go back to one of them.
+        hops = [str(h) for h in payload.get("hops") or []]
         # A crashed runner raises RunnerCrashed: the job worker runs the delivery again.
         await self.invoker.invoke(
-            listener, {"kind": "run", "event": payload.get("event")}, also=finish
+            listener, {"kind": "run", "event": payload.get("event")}, also=finish, hops=hops
         )
