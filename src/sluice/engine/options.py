@@ -121,8 +121,8 @@ async def node_values(
     unknown_ok: bool = False,
 ) -> dict[str, Any]:
     """Values configured so far as Node takes them: app props' connected accounts resolved to
-    ``{$auth}``; a name that is not a prop is refused, or (``unknown_ok``: a prop
-    ``additionalProps()`` may add) passed as it is."""
+    ``{$auth}`` (an app whose ``auth_type`` is none needs none: ``{}``); a name that is not a
+    prop is refused, or (``unknown_ok``: a prop ``additionalProps()`` may add) passed as it is."""
     known = {p["name"]: p for p in props}
     values: dict[str, Any] = {}
     for name, value in configured.items():
@@ -135,6 +135,8 @@ async def node_values(
             values[name] = value
             continue
         account = value.get("authProvisionId") if isinstance(value, dict) else None
+        if account is None and await credentials.catalog.auth_free([prop]):
+            continue  # an app that takes no account: Node gives its $auth as {}
         found = await credentials.auth(owner_id, account) if isinstance(account, str) else None
         if found is None or found[0] != prop.get("app"):
             raise errors.InvalidProps(

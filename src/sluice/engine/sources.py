@@ -125,12 +125,7 @@ class Sources:
                 "(actions run as workflow steps)",
                 field="component_id",
             )
-        configured = prop_rules.check_configured(
-            await self.dynamic.props_for(owner_id, component, request.configured_props),
-            request.configured_props,
-            max_bytes=self.settings.max_prop_bytes,
-            min_timer_interval_seconds=self.settings.timer_min_interval_seconds,
-        )
+        configured = await self._configured(owner_id, component, request.configured_props)
         async with self.db.begin() as conn:
             await self._check_apps(conn, owner_id, configured)
             deployment = await self._insert(conn, owner_id, component, request, configured)
@@ -231,12 +226,7 @@ class Sources:
     ) -> Deployment:
         """The deployment with the new code and props, checked (nothing stored yet)."""
         values = self._values_for_update(current, new, request)
-        configured = prop_rules.check_configured(
-            await self.dynamic.props_for(owner_id, new, values),
-            values,
-            max_bytes=self.settings.max_prop_bytes,
-            min_timer_interval_seconds=self.settings.timer_min_interval_seconds,
-        )
+        configured = await self._configured(owner_id, new, values)
         async with self.db.connect() as conn:
             await self._check_apps(conn, owner_id, configured)
         has_http = any(p["type"] == rules.HTTP for p in new.configurable_props)
@@ -245,6 +235,19 @@ class Sources:
             configured_props=configured.plain,
             secret_props=self._encrypt(current.id, configured.secret),
             endpoint_id=(current.endpoint_id or ids.random_token(20).lower()) if has_http else None,
+        )
+
+    async def _configured(
+        self, owner_id: str, component: SavedComponent, values: Any
+    ) -> prop_rules.Configured:
+        """``values`` checked against the full prop list (``additionalProps()`` included)."""
+        props = await self.dynamic.props_for(owner_id, component, values)
+        return prop_rules.check_configured(
+            props,
+            values,
+            max_bytes=self.settings.max_prop_bytes,
+            min_timer_interval_seconds=self.settings.timer_min_interval_seconds,
+            auth_free=await self.dynamic.catalog.auth_free(props),
         )
 
     async def _activate(
