@@ -21,14 +21,14 @@ from sluice.domain import components as rules
 from sluice.domain import props as prop_rules
 from sluice.domain import registry as registry_rules
 from sluice.domain import schedules, text
-from sluice.engine import dynamic_props
+from sluice.engine import source_props
 from sluice.engine.components import ComponentInput, Components
 from sluice.engine.directory import EndpointDirectory
 from sluice.engine.dynamic_props import DynamicProps
 from sluice.engine.invoker import Invoker, Outcome, secret_aad, worker_key
 from sluice.runtime.port import Runner
-from sluice.storage import apps, database, events, sources, subscriptions, timers
 from sluice.storage import components as component_store
+from sluice.storage import database, events, sources, subscriptions, timers
 from sluice.storage.components import SavedComponent
 from sluice.storage.sources import Deployment
 
@@ -125,10 +125,10 @@ class Sources:
                 "(actions run as workflow steps)",
                 field="component_id",
             )
-        configured = await self._configured(owner_id, component, request.configured_props)
+        props, configured = await self._configured(owner_id, component, request.configured_props)
         async with self.db.begin() as conn:
-            await self._check_apps(conn, owner_id, configured)
-            deployment = await self._insert(conn, owner_id, component, request, configured)
+            await source_props.check_apps(conn, self.cipher, owner_id, configured)
+            deployment = await self._insert(conn, owner_id, component, request, configured, props)
         hooks = ["deploy", "activate"] if request.active else ["deploy"]
         try:
             for hook in hooks:
@@ -153,25 +153,31 @@ class Sources:
         component: SavedComponent,
         request: DeployRequest,
         configured: prop_rules.Configured,
+        props: list[dict[str, Any]],
     ) -> Deployment:
-        """The new deployment's row and its timer (hooks run after the commit)."""
+        """The new deployment's row and its timer (hooks run after the commit); ``props``
+        the full list (an HTTP interface ``additionalProps()`` adds gets an endpoint too)."""
         name = request.name or component.name
         if not isinstance(name, str) or not name.strip():
             raise errors.InvalidRequest("name must be a non-empty string", field="name")
         text.check_name(name, "name", NAME_CHARS)
         now_s = self.clock.now_ms() // 1000
         deployment_id = ids.new_id("dc")
-        has_http = any(p["type"] == rules.HTTP for p in component.configurable_props)
+        endpoint_id = ids.random_token(20).lower() if source_props.has_http(props) else None
+        url = self.invoker.endpoint_url(endpoint_id)
         deployment = Deployment(
             id=deployment_id,
             owner_id=owner_id,
             component_id=component.id,
             name=name,
             name_slug="",
-            configured_props=configured.plain,
+            configured_props={
+                **configured.plain,
+                **source_props.added_endpoints(component, props, url),
+            },
             secret_props=self._encrypt(deployment_id, configured.secret),
             active=request.active,
-            endpoint_id=ids.random_token(20).lower() if has_http else None,
+            endpoint_id=endpoint_id,
             dedupe_state=None,
             created_at=now_s,
             updated_at=now_s,
@@ -225,24 +231,33 @@ class Sources:
         self, owner_id: str, current: Deployment, new: SavedComponent, request: UpdateRequest
     ) -> Deployment:
         """The deployment with the new code and props, checked (nothing stored yet)."""
-        values = self._values_for_update(current, new, request)
-        configured = await self._configured(owner_id, new, values)
+        values = source_props.values_for_update(
+            self.cipher,
+            current,
+            new,
+            request.configured_props,
+            self.invoker.endpoint_url(current.endpoint_id),
+        )
+        props, configured = await self._configured(owner_id, new, values)
         async with self.db.connect() as conn:
-            await self._check_apps(conn, owner_id, configured)
-        has_http = any(p["type"] == rules.HTTP for p in new.configurable_props)
+            await source_props.check_apps(conn, self.cipher, owner_id, configured)
+        endpoint_id = None
+        if source_props.has_http(props):
+            endpoint_id = current.endpoint_id or ids.random_token(20).lower()
+        url = self.invoker.endpoint_url(endpoint_id)
         return current.with_changes(
             component_id=new.id,
-            configured_props=configured.plain,
+            configured_props={**configured.plain, **source_props.added_endpoints(new, props, url)},
             secret_props=self._encrypt(current.id, configured.secret),
-            endpoint_id=(current.endpoint_id or ids.random_token(20).lower()) if has_http else None,
+            endpoint_id=endpoint_id,
         )
 
     async def _configured(
         self, owner_id: str, component: SavedComponent, values: Any
-    ) -> prop_rules.Configured:
-        """``values`` checked against the full prop list (``additionalProps()`` included)."""
+    ) -> tuple[list[dict[str, Any]], prop_rules.Configured]:
+        """The full prop list (``additionalProps()`` included), ``values`` checked against it."""
         props = await self.dynamic.props_for(owner_id, component, values)
-        return prop_rules.check_configured(
+        return props, prop_rules.check_configured(
             props,
             values,
             max_bytes=self.settings.max_prop_bytes,
@@ -279,31 +294,6 @@ class Sources:
             now_ms=self.clock.now_ms(),
         )
 
-    def _values_for_update(
-        self, current: Deployment, new: SavedComponent, request: UpdateRequest
-    ) -> dict[str, Any]:
-        """The values to check: the request's, or the current ones that the new code still
-        has; a secret prop left out keeps its stored value."""
-        known = {p["name"] for p in new.configurable_props}
-        if dynamic_props.is_dynamic(new):
-            # Values of props additionalProps() added: checked against what it adds now.
-            known |= set(current.configured_props) | set(current.secret_props)
-        secrets = {
-            name: json.loads(self.cipher.decrypt(token, secret_aad(current.id, name)))
-            for name, token in current.secret_props.items()
-        }
-        if request.configured_props is not None:
-            values = dict(request.configured_props)
-        else:
-            values = {k: v for k, v in current.configured_props.items() if k in known}
-        for name, value in secrets.items():
-            if name in known and name not in values:
-                values[name] = value
-        for prop in new.configurable_props:
-            if prop["type"] in (rules.HTTP, rules.DB):
-                values.pop(prop["name"], None)
-        return values
-
     async def list(
         self, owner_id: str, *, limit: int, before: str | None, after: str | None
     ) -> sources.Page:
@@ -321,22 +311,6 @@ class Sources:
                 field=f"hooks.{hook}",
                 details={"error": error, "logs": outcome.result.logs},
             )
-
-    async def _check_apps(
-        self, conn: AsyncConnection, owner_id: str, configured: prop_rules.Configured
-    ) -> None:
-        for prop, (account_id, app) in configured.apps.items():
-            account = await apps.get(conn, self.cipher, owner_id, account_id)
-            if account is None:
-                raise errors.InvalidProps(
-                    f"prop {prop!r}: connected account {account_id} not found",
-                    field=f"configured_props.{prop}",
-                )
-            if account.app != app:
-                raise errors.InvalidProps(
-                    f"prop {prop!r} needs a {app} account; {account_id} is a {account.app} account",
-                    field=f"configured_props.{prop}",
-                )
 
     def _encrypt(self, deployment_id: str, secrets: dict[str, Any]) -> dict[str, str]:
         return {

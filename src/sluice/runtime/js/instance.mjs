@@ -156,9 +156,11 @@ function deepFreeze(value) {
   return value;
 }
 
+// `{endpoint}` for an interface of the component's props; `{endpoint_url}` (Pipedream's stored
+// form) for one additionalProps() added, whose value is stored with the deployment.
 function makeHttp(configured, inv) {
   return {
-    endpoint: isObject(configured) ? configured.endpoint : undefined,
+    endpoint: isObject(configured) ? (configured.endpoint ?? configured.endpoint_url) : undefined,
     respond(response) {
       inv.respond(response);
       return Promise.resolve();
