@@ -3,6 +3,7 @@
 // directly: every side effect goes through the invocation object `inv` (see worker.mjs).
 
 import { makeDataStore } from "./datastore.mjs";
+import { makeHttpRequest } from "./httprequest.mjs";
 import { serializeForDb, toJsonSafe } from "./jsonsafe.mjs";
 import { isObject, resolveProp } from "./props.mjs";
 
@@ -91,6 +92,10 @@ function assignProps(state, props) {
         break;
       case "data_store":
         self[name] = makeDataStore(has ? configured[name] : null, state.inv, name);
+        break;
+      case "http_request":
+        self[name] = makeHttpRequest(has ? configured[name] : undefined, def.default);
+        state.values[name] = self[name];
         break;
       default: {
         const value = has ? coerce(def.type, configured[name]) : cloneDefault(def.default);
