@@ -18,6 +18,7 @@ from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.engine.components import Components, load_error, scrub_paths
 from sluice.engine.credentials import Credentials
+from sluice.engine.data_stores import DataStores
 from sluice.runtime import protocol
 from sluice.runtime.port import Invocation, Runner
 from sluice.storage.components import SavedComponent
@@ -49,9 +50,12 @@ class Options:
         settings: Settings,
         *,
         credentials: Credentials,
+        stores: DataStores | None = None,
     ) -> None:
         self.db = db
         self.credentials = credentials
+        #: Answers the data_store calls of options() (the caller's stores, never the owner's).
+        self.stores = stores
         self.pool = pool
         self.components = components
         self.cipher = cipher
@@ -96,6 +100,7 @@ class Options:
                     "props": values,
                     "db": {},
                 },
+                on_store=self.stores.runner_call(owner_id) if self.stores else None,
             )
         )
         if not result.ok:

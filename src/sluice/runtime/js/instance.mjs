@@ -92,6 +92,8 @@ function assignProps(state, props) {
         break;
       case "data_store":
         self[name] = makeDataStore(has ? configured[name] : null, state.inv, name);
+        // Props after it read it too: data_stores' `key` options take `({ dataStore })`.
+        state.values[name] = self[name];
         break;
       case "http_request":
         self[name] = makeHttpRequest(has ? configured[name] : undefined, def.default);
