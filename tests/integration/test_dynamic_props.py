@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import sqlalchemy as sa
+
+from sluice.storage.tables import timers
 from tests.conftest import Api
 from tests.integration.test_api_basics import assert_error
 
@@ -260,3 +263,48 @@ async def test_an_http_interface_from_additional_props_gets_an_endpoint(api: Api
     assert "endpoint_url" not in plain.json()["data"]
     assert "http" not in plain.json()["data"]["configured_props"]
     assert (await api.client.post(f"/e/{endpoint_id}", json={})).status_code == 404
+
+
+TICKING = """
+export default {
+  name: "Ticking", version: "0.0.1",
+  props: { mode: { type: "string", reloadProps: true } },
+  async additionalProps() {
+    return this.mode === "poll" ? { timer: { type: "$.interface.timer", default: { intervalSeconds: 120 } } } : {};
+  },
+  async run() {},
+};
+"""
+
+
+async def timer_of(api: Api, source_id: str) -> int | None:
+    async with api.platform.db.connect() as conn:
+        row = (
+            await conn.execute(
+                sa.select(timers.c.interval_seconds).where(timers.c.deployment_id == source_id)
+            )
+        ).first()
+    return None if row is None else int(row[0])
+
+
+async def test_a_timer_from_additional_props_is_scheduled(api: Api) -> None:
+    deployed = await api.client.post(
+        "/v1/sources",
+        json={
+            "component_code": TICKING,
+            "configured_props": {"mode": "poll", "timer": {"intervalSeconds": 90}},
+        },
+    )
+    assert deployed.status_code == 200, deployed.text
+    source = deployed.json()["data"]["id"]
+    assert await timer_of(api, source) == 90
+    for body, expected in (
+        ({"name": "renamed"}, 90),
+        ({"active": False}, None),
+        ({"active": True}, 90),
+        ({"configured_props": {"mode": "poll"}}, 120),
+        ({"configured_props": {"mode": "plain"}}, None),
+    ):
+        updated = await api.client.put(f"/v1/sources/{source}", json=body)
+        assert updated.status_code == 200, updated.text
+        assert await timer_of(api, source) == expected, body

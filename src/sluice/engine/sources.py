@@ -21,7 +21,7 @@ from sluice.domain import components as rules
 from sluice.domain import props as prop_rules
 from sluice.domain import registry as registry_rules
 from sluice.domain import schedules, text
-from sluice.engine import source_props
+from sluice.engine import dynamic_props, source_props
 from sluice.engine.components import ComponentInput, Components
 from sluice.engine.directory import EndpointDirectory
 from sluice.engine.dynamic_props import DynamicProps
@@ -183,7 +183,7 @@ class Sources:
             updated_at=now_s,
         )
         deployment = await sources.with_free_slug(conn, deployment, name, sources.insert)
-        await self._sync_timer(conn, deployment, component)
+        await self._sync_timer(conn, deployment, props)
         return deployment
 
     async def update(self, owner_id: str, deployment_id: str, request: UpdateRequest) -> Deployment:
@@ -202,9 +202,11 @@ class Sources:
                 )
         replacing = new.id != old.id or request.configured_props is not None
         active = current.active if request.active is None else request.active
-        updated = current
+        updated, props = current, new.configurable_props
         if replacing:
-            updated = await self._replaced(owner_id, current, new, request)
+            updated, props = await self._replaced(owner_id, current, new, request)
+        elif active and dynamic_props.is_dynamic(new):  # a timer additionalProps() adds
+            props = await self._props_now(owner_id, current, new)
         if request.name is not None and request.name != current.name:
             if not request.name.strip():
                 raise errors.InvalidRequest("name must be a non-empty string", field="name")
@@ -219,7 +221,7 @@ class Sources:
                 updated = await sources.with_free_slug(conn, updated, updated.name, sources.update)
             else:
                 await sources.update(conn, updated)
-            await self._sync_timer(conn, updated, new)
+            await self._sync_timer(conn, updated, props)
         self.directory.forget(current.endpoint_id)
         if replacing:
             await self.pool.evict(owner_id, f"{current.id}:*")
@@ -229,8 +231,9 @@ class Sources:
 
     async def _replaced(
         self, owner_id: str, current: Deployment, new: SavedComponent, request: UpdateRequest
-    ) -> Deployment:
-        """The deployment with the new code and props, checked (nothing stored yet)."""
+    ) -> tuple[Deployment, list[dict[str, Any]]]:
+        """The deployment with the new code and props, checked (nothing stored yet), and the
+        full prop list."""
         values = source_props.values_for_update(
             self.cipher,
             current,
@@ -245,12 +248,21 @@ class Sources:
         if source_props.has_http(props):
             endpoint_id = current.endpoint_id or ids.random_token(20).lower()
         url = self.invoker.endpoint_url(endpoint_id)
-        return current.with_changes(
+        replaced = current.with_changes(
             component_id=new.id,
             configured_props={**configured.plain, **source_props.added_endpoints(new, props, url)},
             secret_props=self._encrypt(current.id, configured.secret),
             endpoint_id=endpoint_id,
         )
+        return replaced, props
+
+    async def _props_now(
+        self, owner_id: str, current: Deployment, component: SavedComponent
+    ) -> list[dict[str, Any]]:
+        """The full prop list for the source's stored values (``additionalProps()`` run)."""
+        url = self.invoker.endpoint_url(current.endpoint_id)
+        values = source_props.values_for_update(self.cipher, current, component, None, url)
+        return await self.dynamic.props_for(owner_id, component, values)
 
     async def _configured(
         self, owner_id: str, component: SavedComponent, values: Any
@@ -275,21 +287,21 @@ class Sources:
             async with self.db.begin() as conn:
                 inactive = updated.with_changes(active=False)
                 await sources.update(conn, inactive)
-                await self._sync_timer(conn, inactive, component)
+                await self._sync_timer(conn, inactive, component.configurable_props)
             self.directory.forget(endpoint_id)
             exc.message += "; the source was updated and left inactive"
             raise
 
     async def _sync_timer(
-        self, conn: AsyncConnection, deployment: Deployment, component: SavedComponent
+        self, conn: AsyncConnection, deployment: Deployment, props: list[dict[str, Any]]
     ) -> None:
+        """The source's timer as its timer prop says; ``props`` the full prop list (a timer
+        ``additionalProps()`` adds is scheduled too)."""
         await timers.sync(
             conn,
             deployment_id=deployment.id,
             owner_id=deployment.owner_id,
-            schedule=schedules.configured_timer(
-                component.configurable_props, deployment.configured_props
-            ),
+            schedule=schedules.configured_timer(props, deployment.configured_props),
             active=deployment.active,
             now_ms=self.clock.now_ms(),
         )
