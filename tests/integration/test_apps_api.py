@@ -110,3 +110,81 @@ async def test_key_app_credentials_are_checked_against_its_fields(api: Api) -> N
     # Slack has no client here yet: the error says who sets it.
     unset = await api.client.post("/v1/apps/github/connect", json={})
     assert unset.status_code == 409 and "client id" in unset.json()["error"]
+
+
+#: Shaped like Pipedream's "Create a Source" example (the RSS source: an `rss` app prop, a feed
+#: URL and a timer, deployed with no account) and helper_functions' actions.
+FEED = """
+const rss = { type: "app", app: "rss", methods: { auth() { return this.$auth; } } };
+export default {
+  name: "Feed", version: "0.0.1",
+  props: { rss, url: { type: "string" }, timer: { type: "$.interface.timer" } },
+  async run() { return { auth: this.rss.auth(), url: this.url }; },
+};
+"""
+HELPER = """
+const helper_functions = { type: "app", app: "helper_functions", propDefinitions: {
+  pick: { type: "string", async options() { return [JSON.stringify(this.$auth)]; } } } };
+export default {
+  name: "Pick", key: "pick-helper", version: "0.0.1", type: "action",
+  props: { helper_functions, pick: { propDefinition: [helper_functions, "pick"] },
+           slack: { type: "app", app: "slack", optional: true } },
+  async run() { return { auth: this.helper_functions.$auth, pick: this.pick }; },
+};
+"""
+
+
+async def test_apps_without_auth_need_no_connected_account(api: Api) -> None:
+    assert (await api.client.get("/v1/apps/rss")).json()["data"]["auth_type"] == "none"
+    deployed = await api.client.post(
+        "/v1/sources",
+        json={
+            "component_code": FEED,
+            "configured_props": {
+                "url": "https://rss.example/feed",
+                "timer": {"intervalSeconds": 60},
+            },
+        },
+    )
+    assert deployed.status_code == 200, deployed.text
+    source = deployed.json()["data"]
+    ran = (await api.client.post(f"/v1/sources/{source['id']}/run", json={})).json()["data"]
+    assert ran["ok"] and ran["value"] == {"auth": {}, "url": "https://rss.example/feed"}, ran
+
+    saved = await api.client.post("/v1/components", json={"component_code": HELPER})
+    assert saved.status_code == 200, saved.text
+    for given in ({}, {"helper_functions": {}}):
+        listed = await api.client.post(
+            "/v1/components/pick-helper/props/pick/options", json={"configured_props": given}
+        )
+        assert listed.status_code == 200, listed.text
+        assert listed.json()["data"]["options"] == ["{}"]
+    action = await api.client.post(
+        "/v1/actions/run", json={"component_key": "pick-helper", "configured_props": {"pick": "p"}}
+    )
+    assert action.status_code == 200, action.text
+    assert action.json()["data"]["ret"] == {"auth": {}, "pick": "p"}
+    workflow = await api.client.post(
+        "/v1/workflows",
+        json={
+            "trigger": {"type": "manual"},
+            "steps": [{"name": "pick", "action": "pick-helper", "props": {"pick": "q"}}],
+        },
+    )
+    assert workflow.status_code == 200, workflow.text
+    run = await api.client.post(f"/v1/workflows/{workflow.json()['data']['id']}/runs", json={})
+    assert run.json()["data"]["steps"][0]["return_value"] == {"auth": {}, "pick": "q"}, run.text
+    # An app that authenticates still needs an account of that app.
+    slack = await api.client.post(
+        "/v1/actions/run",
+        json={
+            "component_key": "pick-helper",
+            "configured_props": {"pick": "p", "slack": {"authProvisionId": "apn_nope"}},
+        },
+    )
+    assert slack.status_code == 400 and slack.json()["field"] == "configured_props.slack"
+    required = await api.client.post(
+        "/v1/sources",
+        json={"component_code": FEED.replace('"rss"', '"slack"'), "configured_props": {"url": "u"}},
+    )
+    assert required.status_code == 400 and "connected slack account" in required.json()["error"]

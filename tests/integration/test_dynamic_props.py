@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import sqlalchemy as sa
+
+from sluice.storage.tables import timers
 from tests.conftest import Api
 from tests.integration.test_api_basics import assert_error
 
@@ -209,3 +212,99 @@ async def test_workflow_action_steps_take_added_props(api: Api) -> None:
         },
     )
     assert assert_error(unknown, 400, "invalid_props")["field"] == "steps[0].props.bearer"
+
+
+#: Shaped like the registry's webhook sources whose interface depends on a setting: the HTTP
+#: interface comes from additionalProps(), and activate() registers this.http.endpoint.
+HOOKED = """
+export default {
+  name: "Hooked", version: "0.0.1",
+  props: { db: "$.service.db", mode: { type: "string", reloadProps: true } },
+  async additionalProps() {
+    return this.mode === "webhook" ? { http: { type: "$.interface.http" } } : {};
+  },
+  hooks: { async activate() { this.db.set("registered", this.http?.endpoint ?? null); } },
+  async run(event) {
+    this.$emit({ registered: this.db.get("registered"), endpoint: this.http?.endpoint ?? null,
+                 body: event.body ?? null });
+  },
+};
+"""
+
+
+async def test_an_http_interface_from_additional_props_gets_an_endpoint(api: Api) -> None:
+    deployed = await api.client.post(
+        "/v1/sources", json={"component_code": HOOKED, "configured_props": {"mode": "webhook"}}
+    )
+    assert deployed.status_code == 200, deployed.text
+    source = deployed.json()["data"]
+    url = source["endpoint_url"]
+    assert url and source["configured_props"]["http"] == {"endpoint_url": url}
+    endpoint_id = url.rsplit("/", 1)[1]
+    sent = await api.client.post(f"/e/{endpoint_id}", json={"n": 1})
+    assert sent.status_code == 200, sent.text
+    await api.platform.jobs.drain()
+    events = await api.client.get(f"/v1/sources/{source['id']}/event_summaries?expand=event")
+    assert events.json()["data"][0]["event"] == {
+        "registered": url,
+        "endpoint": url,
+        "body": {"n": 1},
+    }
+    # An update keeps the endpoint; one whose additionalProps() no longer adds it drops it.
+    kept = await api.client.put(
+        f"/v1/sources/{source['id']}",
+        json={"name": "renamed", "configured_props": {"mode": "webhook"}},
+    )
+    assert kept.status_code == 200 and kept.json()["data"]["endpoint_url"] == url, kept.text
+    plain = await api.client.put(
+        f"/v1/sources/{source['id']}", json={"configured_props": {"mode": "plain"}}
+    )
+    assert plain.status_code == 200, plain.text
+    assert "endpoint_url" not in plain.json()["data"]
+    assert "http" not in plain.json()["data"]["configured_props"]
+    assert (await api.client.post(f"/e/{endpoint_id}", json={})).status_code == 404
+
+
+TICKING = """
+export default {
+  name: "Ticking", version: "0.0.1",
+  props: { mode: { type: "string", reloadProps: true } },
+  async additionalProps() {
+    return this.mode === "poll" ? { timer: { type: "$.interface.timer", default: { intervalSeconds: 120 } } } : {};
+  },
+  async run() {},
+};
+"""
+
+
+async def timer_of(api: Api, source_id: str) -> int | None:
+    async with api.platform.db.connect() as conn:
+        row = (
+            await conn.execute(
+                sa.select(timers.c.interval_seconds).where(timers.c.deployment_id == source_id)
+            )
+        ).first()
+    return None if row is None else int(row[0])
+
+
+async def test_a_timer_from_additional_props_is_scheduled(api: Api) -> None:
+    deployed = await api.client.post(
+        "/v1/sources",
+        json={
+            "component_code": TICKING,
+            "configured_props": {"mode": "poll", "timer": {"intervalSeconds": 90}},
+        },
+    )
+    assert deployed.status_code == 200, deployed.text
+    source = deployed.json()["data"]["id"]
+    assert await timer_of(api, source) == 90
+    for body, expected in (
+        ({"name": "renamed"}, 90),
+        ({"active": False}, None),
+        ({"active": True}, 90),
+        ({"configured_props": {"mode": "poll"}}, 120),
+        ({"configured_props": {"mode": "plain"}}, None),
+    ):
+        updated = await api.client.put(f"/v1/sources/{source}", json=body)
+        assert updated.status_code == 200, updated.text
+        assert await timer_of(api, source) == expected, body

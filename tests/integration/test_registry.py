@@ -121,3 +121,34 @@ export default {{
     assert mine["value"] == "caller"
     theirs = (await admin.client.get("/v1/data_stores/cache/records/who")).json()["data"]
     assert theirs["value"] == "admin"
+
+
+async def test_a_data_store_keys_dropdown_lists_the_callers_keys(admin: Api, api: Api) -> None:
+    """data_stores' `key` options (`dataStore.keys()` of the `dataStore` prop) list the store of
+    the account asking, never the one of the admin who published the action."""
+    key = f"data_stores-forget-{admin.account_id[-6:].lower()}"
+    action = f"""
+const app = {{ type: "app", app: "data_stores", propDefinitions: {{
+  dataStore: {{ type: "data_store", label: "Data Store" }},
+  key: {{ type: "string", label: "Key", async options({{ dataStore }}) {{ return dataStore.keys(); }} }},
+}} }};
+export default {{
+  key: "{key}", name: "Forget {key[-6:]}", version: "0.0.1", type: "action",
+  props: {{ app, dataStore: {{ propDefinition: [app, "dataStore"] }},
+           key: {{ propDefinition: [app, "key", ({{ dataStore }}) => ({{ dataStore }})] }} }},
+  async run() {{ await this.dataStore.delete(this.key); }},
+}};
+"""
+    assert (await publish(admin, action)).status_code == 200
+    for owner, record in ((admin, "admins-key"), (api, "callers-key")):
+        made = await owner.client.post("/v1/data_stores", json={"name": "cache"})
+        assert made.status_code in (200, 409), made.text
+        put = await owner.client.put(f"/v1/data_stores/cache/records/{record}", json={"value": 1})
+        assert put.status_code == 200, put.text
+
+    listed = await api.client.post(
+        f"/v1/components/{key}/props/key/options",
+        json={"configured_props": {"dataStore": "cache"}},
+    )
+    assert listed.status_code == 200, listed.text
+    assert listed.json()["data"]["options"] == ["callers-key"]

@@ -92,7 +92,7 @@ async def test_deploy_run_and_read_events(api: Api) -> None:
     assert newest["id"] == f"{newest['indexed_at_ms']}-{newest['id'].split('-')[1]}"
     assert page["page_info"]["start_cursor"] == events[0]["id"]
     assert page["page_info"]["end_cursor"] == events[-1]["id"]
-    # Without expand the payload is left out; pagination with before/limit.
+    # Without expand an event under 1 KB comes whole too; pagination with before/limit.
     short = (
         await api.client.get(
             f"/v1/sources/{source['id']}/event_summaries",
@@ -100,7 +100,34 @@ async def test_deploy_run_and_read_events(api: Api) -> None:
         )
     ).json()
     assert [e["id"] for e in short["data"]] == [events[1]["id"]]
-    assert "event" not in short["data"][0]
+    assert short["data"][0]["event"] == events[1]["event"]
+    assert "truncated" not in short["data"][0]
+
+
+BIG = """
+export default {
+  name: "Big", version: "0.0.1",
+  async run() { this.$emit({ title: "t", body: "é".repeat(5000), tail: 1 }, { summary: "big" }); },
+};
+"""
+
+
+async def test_events_over_1kb_are_cut_unless_expanded(api: Api) -> None:
+    """Pipedream: "The event data for events larger than 1KB may get truncated … pass
+    ?expand=event" for the full event."""
+    source = await deploy(api, BIG)
+    assert (await api.client.post(f"/v1/sources/{source['id']}/run", json={})).status_code == 200
+    summaries = f"/v1/sources/{source['id']}/event_summaries"
+    (item,) = (await api.client.get(summaries)).json()["data"]
+    assert item["truncated"] is True and item["metadata"]["summary"] == "big"
+    event = item["event"]
+    # The small fields whole, the large one cut (in whatever key order the database keeps).
+    assert event["title"] == "t" and event["tail"] == 1
+    assert event["body"].startswith("éé") and event["body"].endswith("…")
+    assert len(json.dumps(event, ensure_ascii=False, separators=(",", ":")).encode()) <= 1024
+    (full,) = (await api.client.get(summaries, params={"expand": "event"})).json()["data"]
+    assert full["event"] == {"title": "t", "body": "é" * 5000, "tail": 1}
+    assert "truncated" not in full
 
 
 async def test_secrets_are_encrypted_at_rest_and_never_logged(api: Api) -> None:

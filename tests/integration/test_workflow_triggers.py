@@ -429,6 +429,9 @@ async def test_sends(api: Api, loopback_sends: Any) -> None:
         )
     ).json()
     assert [e["event"] for e in alerts["data"]] == [{"raw_event": {"legacy": True}}]
+    # Without expand the same events (under 1 KB: whole).
+    plain = await api.client.get(f"/v1/workflows/{workflow['id']}/event_summaries")
+    assert [e["event"] for e in plain.json()["data"]] == [{"raw_event": {"order": 9}}]
     runs = (await api.client.get(f"/v1/workflows/{listener['id']}/runs")).json()["data"]
     assert [r["steps"][0]["return_value"] for r in runs] == [{"order": 9}]
     assert runs[0]["context"]["source_type"] == "EMIT"

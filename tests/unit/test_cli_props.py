@@ -61,3 +61,30 @@ def test_a_bad_assignment_says_how_to_write_it() -> None:
 def test_missing_lists_required_props_without_value_in_order() -> None:
     names = [p["name"] for p in props.missing(DEFS, {"n": 1})]
     assert names == ["s", "tags", "slack", "channel"]
+
+
+class Catalog:
+    """The API's ``GET /v1/apps/{slug}``, for ``configure``: rss takes no account."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def get(self, path: str, **params: object) -> object:
+        self.asked.append(path)
+        if path == "/v1/apps/rss":
+            return {"data": {"name_slug": "rss", "auth_type": "none"}}
+        if path == "/v1/apps/slack":
+            return {"data": {"name_slug": "slack", "auth_type": "oauth"}}
+        raise CliError("no app", code="not_found", status=404)
+
+
+def test_an_app_that_takes_no_account_is_not_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("sys.stdin.isatty", lambda: False)
+    defs = [{"name": "rss", "type": "app", "app": "rss"}, {"name": "url", "type": "string"}]
+    api = Catalog()
+    assert props.configure(api, {"configurable_props": defs}, {"url": "u"}) == {"url": "u"}
+    assert api.asked == ["/v1/apps/rss"]
+    for app in ("slack", "unknown"):
+        app_defs = [{"name": "a", "type": "app", "app": app}]
+        with pytest.raises(CliError, match="missing required props: a"):
+            props.configure(Catalog(), {"configurable_props": app_defs}, {})

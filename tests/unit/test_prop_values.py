@@ -97,3 +97,16 @@ def test_size_limit() -> None:
 def test_label_value_wrapped_values() -> None:
     out = props.check_configured(DEFS[:1], {"n": {"__lv": {"label": "Three", "value": 3}}})
     assert out.plain["n"] == {"__lv": {"label": "Three", "value": 3}}
+
+
+@pytest.mark.parametrize("value", [None, {}, {"authProvisionId": None}])
+def test_an_app_without_auth_needs_no_account(value: object) -> None:
+    defs = [{"name": "app", "type": "app", "app": "rss"}]
+    values = {} if value is None else {"app": value}
+    with pytest.raises(InvalidProps, match="authProvisionId"):
+        props.check_configured(defs, values)
+    out = props.check_configured(defs, values, auth_free={"rss"})
+    assert out.apps == {} and out.plain == {}
+    # An account named all the same is checked as any app's.
+    named = props.check_configured(defs, {"app": {"authProvisionId": "apn_1"}}, auth_free={"rss"})
+    assert named.apps == {"app": ("apn_1", "rss")}

@@ -80,3 +80,12 @@ def test_bad_values_are_passed_on_for_the_platform_to_name() -> None:
         "extra": "{not json",
         "timer": {"intervalSeconds": 9},
     }
+
+
+def test_an_app_that_takes_no_account_is_not_required() -> None:
+    definitions = [
+        {"name": "rss", "type": "app", "app": "rss"},
+        {"name": "slack", "type": "app", "app": "slack"},
+    ]
+    by_name = {f.name: f for f in props.fields(definitions, {})}
+    assert by_name["rss"].required is False and by_name["slack"].required is True

@@ -9,6 +9,7 @@ from typing import Any
 
 from sluice.domain import apps as app_rules
 from sluice.domain import components as rules
+from sluice.domain import previews
 from sluice.platform import (
     Account,
     ActionRun,
@@ -339,13 +340,14 @@ def data_store_record(key: str, value: Any) -> dict[str, Any]:
 
 
 def event_summary(e: Event, *, expand: bool) -> dict[str, Any]:
-    """An item of ``…/event_summaries``: Pipedream's ``{id, indexed_at_ms, metadata}``, with the
-    payload as ``event`` when expanded."""
+    """An item of ``…/event_summaries``: Pipedream's ``{id, indexed_at_ms, event, metadata}``;
+    ``event`` whole when expanded, else cut past 1 KB (then ``truncated: true``)."""
     meta = {"emitter_id": e.emitter_id, "emit_id": e.emit_id, "name": e.channel}
     meta.update({k: v for k, v in e.meta.items() if k in ("id", "summary", "ts")})
-    item: dict[str, Any] = {"id": e.id, "indexed_at_ms": e.ts_ms, "metadata": meta}
-    if expand:
-        item["event"] = e.payload
+    event, cut = (e.payload, False) if expand else previews.preview(e.payload)
+    item: dict[str, Any] = {"id": e.id, "indexed_at_ms": e.ts_ms, "event": event, "metadata": meta}
+    if cut:
+        item["truncated"] = True
     return item
 
 

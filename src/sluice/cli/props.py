@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Collection
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -96,8 +97,11 @@ def _app_value(prop: dict[str, Any] | None, value: Any) -> Any:
     return value
 
 
-def missing(definitions: list[dict[str, Any]], values: dict[str, Any]) -> list[dict[str, Any]]:
-    """The required props without a value, in the component's order."""
+def missing(
+    definitions: list[dict[str, Any]], values: dict[str, Any], auth_free: Collection[str] = ()
+) -> list[dict[str, Any]]:
+    """The required props without a value, in the component's order; an app prop of an app
+    in ``auth_free`` (one that takes no connected account) is not required."""
     return [
         p
         for p in definitions
@@ -105,7 +109,19 @@ def missing(definitions: list[dict[str, Any]], values: dict[str, Any]) -> list[d
         and not p.get("optional")
         and "default" not in p
         and p["name"] not in values
+        and not (p.get("type") == "app" and p.get("app") in auth_free)
     ]
+
+
+def _auth_free(api: Client, definitions: list[dict[str, Any]], seen: dict[str, bool]) -> set[str]:
+    """The apps of these props' app props that take no connected account (``auth_type``
+    ``none`` in the catalog); each app asked once (``seen``)."""
+    for slug in {str(p.get("app")) for p in definitions if p.get("type") == "app"} - set(seen):
+        try:
+            seen[slug] = api.get(f"/v1/apps/{segment(slug)}")["data"].get("auth_type") == "none"
+        except CliError:
+            seen[slug] = False  # not in the catalog: an account is asked for
+    return {slug for slug, free in seen.items() if free}
 
 
 def configure(api: Client, component: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
@@ -119,7 +135,8 @@ def configure(api: Client, component: dict[str, Any], values: dict[str, Any]) ->
     if any(p.get("reloadProps") for p in definitions):
         definitions = reload(api, component, values)
     started = False
-    while todo := missing(definitions, values):
+    seen: dict[str, bool] = {}
+    while todo := missing(definitions, values, _auth_free(api, missing(definitions, values), seen)):
         if not sys.stdin.isatty():
             shown = ", ".join(_describe(p) for p in todo)
             example = todo[0]["name"]

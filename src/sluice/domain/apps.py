@@ -101,8 +101,9 @@ def _builtin(slug: str, name: str, auth_type: str, **rest: Any) -> App:
 
 
 #: The apps of the components Sluice ships and imports (``@pipedream/slack``,
-#: ``@pipedream/helper_functions``, the ``http`` interface), and well-known providers with
-#: their public endpoints pre-filled: an operator adds only a client id and secret.
+#: ``@pipedream/helper_functions``, ``@pipedream/data_stores``, ``@pipedream/rss``, the ``http``
+#: interface), and well-known providers with their public endpoints pre-filled: an operator
+#: adds only a client id and secret.
 BUILTIN: tuple[App, ...] = (
     _builtin(
         "http",
@@ -116,6 +117,20 @@ BUILTIN: tuple[App, ...] = (
         "Helper Functions",
         "none",
         description="Pre-built functions for common workflow tasks.",
+        categories=("Developer Tools",),
+    ),
+    _builtin(
+        "data_stores",
+        "Data Stores",
+        "none",
+        description="The account's key-value data stores.",
+        categories=("Developer Tools",),
+    ),
+    _builtin(
+        "rss",
+        "RSS",
+        "none",
+        description="Read public RSS and Atom feeds.",
         categories=("Developer Tools",),
     ),
     _builtin(

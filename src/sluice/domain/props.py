@@ -9,13 +9,15 @@ it has (an object given to a ``string`` prop stays an object, text that is not J
 ``object`` prop stays text), because registry components rely on it (helper_functions'
 convert-object-to-json-string takes an object in a string prop; export-variables validates its
 own object prop). Refused are only what Pipedream refuses: a required prop without a value, a
-prop the component does not have, an app prop without a connected account; plus Sluice's
-limits (the value's size, a timer's schedule). docs/api.md, "Configured values".
+prop the component does not have, an app prop without a connected account (unless its app
+takes none: ``auth_free``, the apps whose ``auth_type`` is ``none``, whose ``$auth`` is ``{}``);
+plus Sluice's limits (the value's size, a timer's schedule). docs/api.md, "Configured values".
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +44,7 @@ def check_configured(
     *,
     max_bytes: int = 65_536,
     min_timer_interval_seconds: int = schedules.DEFAULT_MIN_INTERVAL_SECONDS,
+    auth_free: Collection[str] = (),
 ) -> Configured:
     values = _known_values(props, values)
     out = Configured()
@@ -60,7 +63,7 @@ def check_configured(
             out.plain[name] = _timer(raw, where, min_timer_interval_seconds)
             continue
         if typ == "app":
-            account = _app_account(prop, value if present else None, where)
+            account = _app_account(prop, value if present else None, where, auth_free)
             if account is not None:
                 out.apps[name] = (account, str(prop.get("app")))
                 out.plain[name] = {"authProvisionId": account}
@@ -105,12 +108,17 @@ def _timer(raw: Any, where: str, min_interval_seconds: int) -> dict[str, Any]:
     return {k: v for k, v in timer.items() if v is not None or k == "cron"}
 
 
-def _app_account(prop: dict[str, Any], value: Any, where: str) -> str | None:
+def _app_account(
+    prop: dict[str, Any], value: Any, where: str, auth_free: Collection[str]
+) -> str | None:
     """The connected account id an app prop's value names (``None`` when left out, if the
-    prop is optional)."""
+    prop is optional or its app takes no account)."""
     name = prop["name"]
+    if prop.get("app") in auth_free and isinstance(value, dict):
+        value = value.get("authProvisionId")  # {} or {"authProvisionId": null}: no account
+        value = None if value is None else {"authProvisionId": value}
     if value is None:
-        if not prop.get("optional"):
+        if not prop.get("optional") and prop.get("app") not in auth_free:
             raise InvalidProps(
                 f"prop {name!r} needs a connected {prop.get('app')} account: "
                 '{"authProvisionId": "apn_..."}',

@@ -73,21 +73,14 @@ class Actions:
             )
         if steps is not None and not isinstance(steps, dict):
             raise errors.InvalidRequest("steps must be an object", field="steps")
+        props = await self.dynamic.props_for(owner_id, component, configured_props)
         configured = prop_rules.check_configured(
-            await self.dynamic.props_for(owner_id, component, configured_props),
+            props,
             configured_props,
             max_bytes=self.settings.max_prop_bytes,
+            auth_free=await self.dynamic.catalog.auth_free(props),
         )
-        values: dict[str, Any] = {**configured.plain, **configured.secret}
-        for prop, (account_id, app) in configured.apps.items():
-            found = await self.credentials.auth(owner_id, account_id)
-            if found is None or found[0] != app:
-                raise errors.InvalidProps(
-                    f"prop {prop!r} needs a connected {app} account; {account_id} is not one"
-                    " of this account's",
-                    field=f"configured_props.{prop}",
-                )
-            values[prop] = {"$auth": found[1]}
+        values = await self._values(owner_id, configured)
         entry = await self.components.materialize(component)
         run = ActionRun(ids.random_token(27), Result(ok=False))
         try:
@@ -115,3 +108,17 @@ class Actions:
         if run.result.error and run.result.error.get("stack"):
             run.result.error["stack"] = scrub_paths(run.result.error["stack"], entry.parent)
         return run
+
+    async def _values(self, owner_id: str, configured: prop_rules.Configured) -> dict[str, Any]:
+        """The values Node takes: app props' accounts (``owner_id``'s) as ``{$auth}``."""
+        values: dict[str, Any] = {**configured.plain, **configured.secret}
+        for prop, (account_id, app) in configured.apps.items():
+            found = await self.credentials.auth(owner_id, account_id)
+            if found is None or found[0] != app:
+                raise errors.InvalidProps(
+                    f"prop {prop!r} needs a connected {app} account; {account_id} is not one"
+                    " of this account's",
+                    field=f"configured_props.{prop}",
+                )
+            values[prop] = {"$auth": found[1]}
+        return values

@@ -4,6 +4,7 @@ registered or edited over them (``storage/catalog.py``), and the apps of importe
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Literal
 
 import sqlalchemy as sa
@@ -45,6 +46,13 @@ class AppCatalog:
         if found is None:
             raise errors.NotFound(f"no app {slug!r} in the catalog (GET /v1/apps lists them)")
         return found
+
+    async def auth_free(self, props: Iterable[dict[str, Any]]) -> frozenset[str]:
+        """The apps of ``props``' app props that take no connected account (``auth_type``
+        ``none``): such a prop needs no account, and its ``$auth`` is ``{}``."""
+        slugs = {str(p.get("app")) for p in props if p.get("type") == "app"}
+        found = [await self.find(slug) for slug in sorted(slugs)]
+        return frozenset(a.name_slug for a in found if a is not None and a.auth_type == "none")
 
     async def client_secret(self, slug: str) -> str | None:
         async with self.db.connect() as conn:

@@ -53,6 +53,8 @@ class DynamicProps:
         self.settings = settings
         #: App props' ``$auth``, so additionalProps() can call the app's API.
         self.credentials = credentials
+        #: Which app props need no connected account (apps whose ``auth_type`` is none).
+        self.catalog = credentials.catalog
 
     async def reload(
         self, owner_id: str, component: SavedComponent, configured: dict[str, Any]

@@ -18,6 +18,7 @@ from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.engine.components import Components, load_error, scrub_paths
 from sluice.engine.credentials import Credentials
+from sluice.engine.data_stores import DataStores
 from sluice.runtime import protocol
 from sluice.runtime.port import Invocation, Runner
 from sluice.storage.components import SavedComponent
@@ -49,9 +50,12 @@ class Options:
         settings: Settings,
         *,
         credentials: Credentials,
+        stores: DataStores | None = None,
     ) -> None:
         self.db = db
         self.credentials = credentials
+        #: Answers the data_store calls of options() (the caller's stores, never the owner's).
+        self.stores = stores
         self.pool = pool
         self.components = components
         self.cipher = cipher
@@ -96,6 +100,7 @@ class Options:
                     "props": values,
                     "db": {},
                 },
+                on_store=self.stores.runner_call(owner_id) if self.stores else None,
             )
         )
         if not result.ok:
@@ -121,8 +126,8 @@ async def node_values(
     unknown_ok: bool = False,
 ) -> dict[str, Any]:
     """Values configured so far as Node takes them: app props' connected accounts resolved to
-    ``{$auth}``; a name that is not a prop is refused, or (``unknown_ok``: a prop
-    ``additionalProps()`` may add) passed as it is."""
+    ``{$auth}`` (an app whose ``auth_type`` is none needs none: ``{}``); a name that is not a
+    prop is refused, or (``unknown_ok``: a prop ``additionalProps()`` may add) passed as it is."""
     known = {p["name"]: p for p in props}
     values: dict[str, Any] = {}
     for name, value in configured.items():
@@ -135,6 +140,8 @@ async def node_values(
             values[name] = value
             continue
         account = value.get("authProvisionId") if isinstance(value, dict) else None
+        if account is None and await credentials.catalog.auth_free([prop]):
+            continue  # an app that takes no account: Node gives its $auth as {}
         found = await credentials.auth(owner_id, account) if isinstance(account, str) else None
         if found is None or found[0] != prop.get("app"):
             raise errors.InvalidProps(

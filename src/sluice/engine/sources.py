@@ -21,14 +21,14 @@ from sluice.domain import components as rules
 from sluice.domain import props as prop_rules
 from sluice.domain import registry as registry_rules
 from sluice.domain import schedules, text
-from sluice.engine import dynamic_props
+from sluice.engine import dynamic_props, source_props
 from sluice.engine.components import ComponentInput, Components
 from sluice.engine.directory import EndpointDirectory
 from sluice.engine.dynamic_props import DynamicProps
 from sluice.engine.invoker import Invoker, Outcome, secret_aad, worker_key
 from sluice.runtime.port import Runner
-from sluice.storage import apps, database, events, sources, subscriptions, timers
 from sluice.storage import components as component_store
+from sluice.storage import database, events, sources, subscriptions, timers
 from sluice.storage.components import SavedComponent
 from sluice.storage.sources import Deployment
 
@@ -125,15 +125,10 @@ class Sources:
                 "(actions run as workflow steps)",
                 field="component_id",
             )
-        configured = prop_rules.check_configured(
-            await self.dynamic.props_for(owner_id, component, request.configured_props),
-            request.configured_props,
-            max_bytes=self.settings.max_prop_bytes,
-            min_timer_interval_seconds=self.settings.timer_min_interval_seconds,
-        )
+        props, configured = await self._configured(owner_id, component, request.configured_props)
         async with self.db.begin() as conn:
-            await self._check_apps(conn, owner_id, configured)
-            deployment = await self._insert(conn, owner_id, component, request, configured)
+            await source_props.check_apps(conn, self.cipher, owner_id, configured)
+            deployment = await self._insert(conn, owner_id, component, request, configured, props)
         hooks = ["deploy", "activate"] if request.active else ["deploy"]
         try:
             for hook in hooks:
@@ -158,31 +153,37 @@ class Sources:
         component: SavedComponent,
         request: DeployRequest,
         configured: prop_rules.Configured,
+        props: list[dict[str, Any]],
     ) -> Deployment:
-        """The new deployment's row and its timer (hooks run after the commit)."""
+        """The new deployment's row and its timer (hooks run after the commit); ``props``
+        the full list (an HTTP interface ``additionalProps()`` adds gets an endpoint too)."""
         name = request.name or component.name
         if not isinstance(name, str) or not name.strip():
             raise errors.InvalidRequest("name must be a non-empty string", field="name")
         text.check_name(name, "name", NAME_CHARS)
         now_s = self.clock.now_ms() // 1000
         deployment_id = ids.new_id("dc")
-        has_http = any(p["type"] == rules.HTTP for p in component.configurable_props)
+        endpoint_id = ids.random_token(20).lower() if source_props.has_http(props) else None
+        url = self.invoker.endpoint_url(endpoint_id)
         deployment = Deployment(
             id=deployment_id,
             owner_id=owner_id,
             component_id=component.id,
             name=name,
             name_slug="",
-            configured_props=configured.plain,
+            configured_props={
+                **configured.plain,
+                **source_props.added_endpoints(component, props, url),
+            },
             secret_props=self._encrypt(deployment_id, configured.secret),
             active=request.active,
-            endpoint_id=ids.random_token(20).lower() if has_http else None,
+            endpoint_id=endpoint_id,
             dedupe_state=None,
             created_at=now_s,
             updated_at=now_s,
         )
         deployment = await sources.with_free_slug(conn, deployment, name, sources.insert)
-        await self._sync_timer(conn, deployment, component)
+        await self._sync_timer(conn, deployment, props)
         return deployment
 
     async def update(self, owner_id: str, deployment_id: str, request: UpdateRequest) -> Deployment:
@@ -201,9 +202,11 @@ class Sources:
                 )
         replacing = new.id != old.id or request.configured_props is not None
         active = current.active if request.active is None else request.active
-        updated = current
+        updated, props = current, new.configurable_props
         if replacing:
-            updated = await self._replaced(owner_id, current, new, request)
+            updated, props = await self._replaced(owner_id, current, new, request)
+        elif active and dynamic_props.is_dynamic(new):  # a timer additionalProps() adds
+            props = await self._props_now(owner_id, current, new)
         if request.name is not None and request.name != current.name:
             if not request.name.strip():
                 raise errors.InvalidRequest("name must be a non-empty string", field="name")
@@ -218,7 +221,7 @@ class Sources:
                 updated = await sources.with_free_slug(conn, updated, updated.name, sources.update)
             else:
                 await sources.update(conn, updated)
-            await self._sync_timer(conn, updated, new)
+            await self._sync_timer(conn, updated, props)
         self.directory.forget(current.endpoint_id)
         if replacing:
             await self.pool.evict(owner_id, f"{current.id}:*")
@@ -228,23 +231,50 @@ class Sources:
 
     async def _replaced(
         self, owner_id: str, current: Deployment, new: SavedComponent, request: UpdateRequest
-    ) -> Deployment:
-        """The deployment with the new code and props, checked (nothing stored yet)."""
-        values = self._values_for_update(current, new, request)
-        configured = prop_rules.check_configured(
-            await self.dynamic.props_for(owner_id, new, values),
+    ) -> tuple[Deployment, list[dict[str, Any]]]:
+        """The deployment with the new code and props, checked (nothing stored yet), and the
+        full prop list."""
+        values = source_props.values_for_update(
+            self.cipher,
+            current,
+            new,
+            request.configured_props,
+            self.invoker.endpoint_url(current.endpoint_id),
+        )
+        props, configured = await self._configured(owner_id, new, values)
+        async with self.db.connect() as conn:
+            await source_props.check_apps(conn, self.cipher, owner_id, configured)
+        endpoint_id = None
+        if source_props.has_http(props):
+            endpoint_id = current.endpoint_id or ids.random_token(20).lower()
+        url = self.invoker.endpoint_url(endpoint_id)
+        replaced = current.with_changes(
+            component_id=new.id,
+            configured_props={**configured.plain, **source_props.added_endpoints(new, props, url)},
+            secret_props=self._encrypt(current.id, configured.secret),
+            endpoint_id=endpoint_id,
+        )
+        return replaced, props
+
+    async def _props_now(
+        self, owner_id: str, current: Deployment, component: SavedComponent
+    ) -> list[dict[str, Any]]:
+        """The full prop list for the source's stored values (``additionalProps()`` run)."""
+        url = self.invoker.endpoint_url(current.endpoint_id)
+        values = source_props.values_for_update(self.cipher, current, component, None, url)
+        return await self.dynamic.props_for(owner_id, component, values)
+
+    async def _configured(
+        self, owner_id: str, component: SavedComponent, values: Any
+    ) -> tuple[list[dict[str, Any]], prop_rules.Configured]:
+        """The full prop list (``additionalProps()`` included), ``values`` checked against it."""
+        props = await self.dynamic.props_for(owner_id, component, values)
+        return props, prop_rules.check_configured(
+            props,
             values,
             max_bytes=self.settings.max_prop_bytes,
             min_timer_interval_seconds=self.settings.timer_min_interval_seconds,
-        )
-        async with self.db.connect() as conn:
-            await self._check_apps(conn, owner_id, configured)
-        has_http = any(p["type"] == rules.HTTP for p in new.configurable_props)
-        return current.with_changes(
-            component_id=new.id,
-            configured_props=configured.plain,
-            secret_props=self._encrypt(current.id, configured.secret),
-            endpoint_id=(current.endpoint_id or ids.random_token(20).lower()) if has_http else None,
+            auth_free=await self.dynamic.catalog.auth_free(props),
         )
 
     async def _activate(
@@ -257,49 +287,24 @@ class Sources:
             async with self.db.begin() as conn:
                 inactive = updated.with_changes(active=False)
                 await sources.update(conn, inactive)
-                await self._sync_timer(conn, inactive, component)
+                await self._sync_timer(conn, inactive, component.configurable_props)
             self.directory.forget(endpoint_id)
             exc.message += "; the source was updated and left inactive"
             raise
 
     async def _sync_timer(
-        self, conn: AsyncConnection, deployment: Deployment, component: SavedComponent
+        self, conn: AsyncConnection, deployment: Deployment, props: list[dict[str, Any]]
     ) -> None:
+        """The source's timer as its timer prop says; ``props`` the full prop list (a timer
+        ``additionalProps()`` adds is scheduled too)."""
         await timers.sync(
             conn,
             deployment_id=deployment.id,
             owner_id=deployment.owner_id,
-            schedule=schedules.configured_timer(
-                component.configurable_props, deployment.configured_props
-            ),
+            schedule=schedules.configured_timer(props, deployment.configured_props),
             active=deployment.active,
             now_ms=self.clock.now_ms(),
         )
-
-    def _values_for_update(
-        self, current: Deployment, new: SavedComponent, request: UpdateRequest
-    ) -> dict[str, Any]:
-        """The values to check: the request's, or the current ones that the new code still
-        has; a secret prop left out keeps its stored value."""
-        known = {p["name"] for p in new.configurable_props}
-        if dynamic_props.is_dynamic(new):
-            # Values of props additionalProps() added: checked against what it adds now.
-            known |= set(current.configured_props) | set(current.secret_props)
-        secrets = {
-            name: json.loads(self.cipher.decrypt(token, secret_aad(current.id, name)))
-            for name, token in current.secret_props.items()
-        }
-        if request.configured_props is not None:
-            values = dict(request.configured_props)
-        else:
-            values = {k: v for k, v in current.configured_props.items() if k in known}
-        for name, value in secrets.items():
-            if name in known and name not in values:
-                values[name] = value
-        for prop in new.configurable_props:
-            if prop["type"] in (rules.HTTP, rules.DB):
-                values.pop(prop["name"], None)
-        return values
 
     async def list(
         self, owner_id: str, *, limit: int, before: str | None, after: str | None
@@ -318,22 +323,6 @@ class Sources:
                 field=f"hooks.{hook}",
                 details={"error": error, "logs": outcome.result.logs},
             )
-
-    async def _check_apps(
-        self, conn: AsyncConnection, owner_id: str, configured: prop_rules.Configured
-    ) -> None:
-        for prop, (account_id, app) in configured.apps.items():
-            account = await apps.get(conn, self.cipher, owner_id, account_id)
-            if account is None:
-                raise errors.InvalidProps(
-                    f"prop {prop!r}: connected account {account_id} not found",
-                    field=f"configured_props.{prop}",
-                )
-            if account.app != app:
-                raise errors.InvalidProps(
-                    f"prop {prop!r} needs a {app} account; {account_id} is a {account.app} account",
-                    field=f"configured_props.{prop}",
-                )
 
     def _encrypt(self, deployment_id: str, secrets: dict[str, Any]) -> dict[str, str]:
         aad = secret_aad

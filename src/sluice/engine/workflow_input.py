@@ -258,6 +258,7 @@ class WorkflowChecks:
                 ],
                 given,
                 max_bytes=self.settings.max_prop_bytes,
+                auth_free=await self.dynamic.catalog.auth_free(every),
             )
         except errors.SluiceError as exc:
             if exc.field and exc.field.startswith("configured_props"):

@@ -140,7 +140,9 @@ class Platform(Services):
             sources=run.sources,
             actions=run.actions,
             dynamic_props=run.dynamic,
-            options=Options(db, pool, components, cipher, settings, credentials=credentials),
+            options=Options(
+                db, pool, components, cipher, settings, credentials=credentials, stores=run.stores
+            ),
             registry_imports=RegistryImports(
                 db,
                 components,

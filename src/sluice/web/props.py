@@ -15,9 +15,18 @@ from typing import Any
 
 from starlette.datastructures import FormData
 
+from sluice.domain import apps as app_rules
+
 #: Props the platform provides: no input (the endpoint, the db, hooks).
 PROVIDED = frozenset({"$.interface.http", "$.service.db", "alert", "$.interface.apphook"})
 TIMER = "$.interface.timer"
+
+
+def _takes_no_account(app: Any) -> bool:
+    """A built-in app whose ``auth_type`` is none (``rss``, ``http``, …): its app props need
+    no connected account, so the form does not require one (docs/apps.md)."""
+    found = app_rules.BUILTIN_BY_SLUG.get(str(app))
+    return found is not None and found.auth_type == "none"
 
 
 @dataclass(frozen=True)
@@ -38,6 +47,8 @@ class Field:
 
     @property
     def required(self) -> bool:
+        if self.widget == "app" and _takes_no_account(self.prop.get("app")):
+            return False
         return not self.prop.get("optional") and "default" not in self.prop
 
     @property

@@ -3,6 +3,7 @@
 // directly: every side effect goes through the invocation object `inv` (see worker.mjs).
 
 import { makeDataStore } from "./datastore.mjs";
+import { makeHttpRequest } from "./httprequest.mjs";
 import { serializeForDb, toJsonSafe } from "./jsonsafe.mjs";
 import { isObject, resolveProp } from "./props.mjs";
 
@@ -91,6 +92,12 @@ function assignProps(state, props) {
         break;
       case "data_store":
         self[name] = makeDataStore(has ? configured[name] : null, state.inv, name);
+        // Props after it read it too: data_stores' `key` options take `({ dataStore })`.
+        state.values[name] = self[name];
+        break;
+      case "http_request":
+        self[name] = makeHttpRequest(has ? configured[name] : undefined, def.default);
+        state.values[name] = self[name];
         break;
       default: {
         const value = has ? coerce(def.type, configured[name]) : cloneDefault(def.default);
@@ -156,9 +163,11 @@ function deepFreeze(value) {
   return value;
 }
 
+// `{endpoint}` for an interface of the component's props; `{endpoint_url}` (Pipedream's stored
+// form) for one additionalProps() added, whose value is stored with the deployment.
 function makeHttp(configured, inv) {
   return {
-    endpoint: isObject(configured) ? configured.endpoint : undefined,
+    endpoint: isObject(configured) ? (configured.endpoint ?? configured.endpoint_url) : undefined,
     respond(response) {
       inv.respond(response);
       return Promise.resolve();
