@@ -150,6 +150,23 @@ async def test_immediate_respond_answers_before_the_run_ends(
     assert [s["return_value"] for s in runs[0]["steps"]] == [None, 200]
 
 
+async def test_a_mention_of_respond_in_a_comment_or_string_answers_by_default(api: Api) -> None:
+    """Whether clients wait for $.respond is read from the steps' code when the trigger does
+    not say: a comment or a string naming it made every request a 400."""
+    quiet = await create(
+        api,
+        [
+            step(
+                "quiet",
+                "async run() { // TODO $.respond() once ready\n  return 'use $.respond( later'; }",
+            )
+        ],
+        trigger={"type": "http"},
+    )
+    response = await hit(api, quiet, json={})
+    assert response.status_code == 200, response.text
+
+
 async def test_http_trigger_without_respond_or_failing(api: Api) -> None:
     never = await create(
         api,

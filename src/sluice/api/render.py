@@ -102,6 +102,8 @@ def deployment(
                 configured[prop["name"]] = {"endpoint_url": endpoint_url}
     data: dict[str, Any] = {
         "id": d.id,
+        # Pipedream's REST docs name the owner user_id, its SDK owner_id: scripts read either.
+        "user_id": d.owner_id,
         "owner_id": d.owner_id,
         "component_id": d.component_id,
         "configured_props": configured,

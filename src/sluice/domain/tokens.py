@@ -179,3 +179,21 @@ class _Lexer:
         elif self.subst_depths and text == "}":
             self.subst_depths[-1] -= 1
         return self.add("punct", text, i, i + len(text))
+
+
+def calls_respond(src: str) -> bool:
+    """Whether code (not a comment or a string) calls ``$.respond(`` or ``$respond(``.
+
+    >>> calls_respond("async run({ $ }) { await $.respond({ status: 200 }); }")
+    True
+    >>> calls_respond('// TODO $.respond()\\nconst s = "$.respond(";')
+    False
+    """
+    toks = [t for t in tokenize(src) if t.kind in ("name", "punct")]
+    for i, tok in enumerate(toks):
+        follows = [t.text for t in toks[i + 1 : i + 4]]
+        if tok.text == "$" and follows == [".", "respond", "("]:
+            return True
+        if tok.text == "$respond" and follows[:1] == ["("]:
+            return True
+    return False

@@ -11,7 +11,6 @@ follow the trigger. The global error workflow an account starts with is
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from sluice import errors, ids
 from sluice.clock import Clock
 from sluice.config import Settings
 from sluice.crypto import Cipher
-from sluice.domain import error_workflow
+from sluice.domain import error_workflow, tokens
 from sluice.domain.routing import Link
 from sluice.engine.components import ComponentInput, Components
 from sluice.engine.credentials import CREDENTIAL_ERRORS, Credentials
@@ -31,8 +30,6 @@ from sluice.engine.workflow_input import WorkflowChecks, WorkflowInput, check_na
 from sluice.storage import database, runs, subscriptions, timers
 from sluice.storage import workflows as store
 from sluice.storage.workflows import Workflow
-
-_RESPOND = re.compile(r"\$\.?respond\s*\(")
 
 
 class Workflows:
@@ -246,7 +243,7 @@ class Workflows:
                     text = step["code"]
                 else:
                     text = (await self.components.by_id(step["component_id"])).code
-                if _RESPOND.search(text):
+                if tokens.calls_respond(text):
                     cached = True
                     break
             if len(self._responds) > 4096:
