@@ -263,6 +263,17 @@ async def test_globs_and_auto_subscriptions(api: Api) -> None:
     await run(api, later["id"], {})
     await api.platform.jobs.drain()
     assert len((await api.client.get(f"/v1/workflows/{listener['id']}/runs")).json()["data"]) == 2
+    # New sources too, as Pipedream's "every new workflow or event source": a source created
+    # afterwards had no subscription, and its errors reached no one.
+    code = 'export default { name: "Later", version: "1", async run() { null.boom; } };'
+    source = (await api.client.post("/v1/sources", json={"component_code": code})).json()["data"]
+    subs = (await api.client.get("/v1/users/me/subscriptions")).json()["data"]
+    assert {"emitter_id": source["id"], "listener_id": listener["id"], "event_name": "$errors"} in [
+        {k: s[k] for k in ("emitter_id", "listener_id", "event_name")} for s in subs
+    ]
+    await api.client.post(f"/v1/sources/{source['id']}/run", json={})
+    await api.platform.jobs.drain()
+    assert len((await api.client.get(f"/v1/workflows/{listener['id']}/runs")).json()["data"]) == 3
 
 
 async def test_subscription_errors(api: Api, other_api: Api) -> None:

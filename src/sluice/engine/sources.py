@@ -26,6 +26,7 @@ from sluice.engine.components import ComponentInput, Components
 from sluice.engine.directory import EndpointDirectory
 from sluice.engine.dynamic_props import DynamicProps
 from sluice.engine.invoker import Invoker, Outcome, secret_aad, worker_key
+from sluice.engine.subscriptions import auto_subscribe
 from sluice.runtime.port import Runner
 from sluice.storage import components as component_store
 from sluice.storage import database, events, sources, subscriptions, timers
@@ -184,6 +185,7 @@ class Sources:
         )
         deployment = await sources.with_free_slug(conn, deployment, name, sources.insert)
         await self._sync_timer(conn, deployment, props)
+        await auto_subscribe(conn, owner_id, deployment_id, now_s)
         return deployment
 
     async def update(self, owner_id: str, deployment_id: str, request: UpdateRequest) -> Deployment:

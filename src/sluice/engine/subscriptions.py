@@ -26,6 +26,15 @@ async def _must_exist(conn: AsyncConnection, owner_id: str, field: str, value: s
         raise errors.NotFound(f"{field}: source {value} not found", field=field)
 
 
+async def auto_subscribe(conn: AsyncConnection, owner_id: str, emitter_id: str, now_s: int) -> None:
+    """``POST /v1/auto_subscriptions``: a new workflow or source is subscribed to by the
+    listeners waiting for new ones (never by itself)."""
+    for listener_id, event_name in await subscriptions.auto_for(conn, owner_id):
+        if listener_id != emitter_id:
+            link = Link(emitter_id, listener_id, event_name)
+            await subscriptions.create(conn, owner_id, link, now_s=now_s)
+
+
 class Subscriptions:
     def __init__(self, db: AsyncEngine) -> None:
         self.db = db
@@ -33,11 +42,13 @@ class Subscriptions:
     async def create_auto(
         self, owner_id: str, listener_id: str, event_name: str, *, now_s: int
     ) -> subscriptions.AutoSubscription:
-        """Subscribe ``listener_id`` to ``event_name`` of every workflow created from now on."""
+        """Subscribe ``listener_id`` to ``event_name`` of every workflow and source created
+        from now on."""
         routing.check_link(routing.WORKFLOWS_GLOB, listener_id, event_name)
         if event_name != states.ERRORS:
             raise errors.InvalidRequest(
-                "event_name must be $errors: new workflows are subscribed for their errors",
+                "event_name must be $errors: new workflows and sources are subscribed for their "
+                "errors",
                 field="event_name",
             )
         async with self.db.begin() as conn:

@@ -26,6 +26,7 @@ from sluice.domain.routing import Link
 from sluice.engine.components import ComponentInput, Components
 from sluice.engine.credentials import CREDENTIAL_ERRORS, Credentials
 from sluice.engine.dynamic_props import DynamicProps
+from sluice.engine.subscriptions import auto_subscribe
 from sluice.engine.workflow_input import WorkflowChecks, WorkflowInput, check_name, step_secret_aad
 from sluice.storage import database, runs, subscriptions, timers
 from sluice.storage import workflows as store
@@ -127,7 +128,7 @@ class Workflows:
         async with self.db.begin() as conn:
             await store.insert(conn, workflow)
             await self._sync_trigger(conn, workflow, previous=None)
-            await self._auto_subscribe(conn, workflow, now_s)
+            await auto_subscribe(conn, workflow.owner_id, workflow.id, now_s)
         return workflow
 
     async def update(self, owner_id: str, workflow_id: str, body: WorkflowInput) -> Workflow:
@@ -215,15 +216,6 @@ class Workflows:
                 workflow.owner_id,
                 Link(trigger["source_id"], workflow.id, trigger.get("event_name") or ""),
                 now_s=now_s,
-            )
-
-    async def _auto_subscribe(self, conn: AsyncConnection, workflow: Workflow, now_s: int) -> None:
-        """``POST /v1/auto_subscriptions``: new workflows are subscribed to their listeners."""
-        for listener_id, event_name in await subscriptions.auto_for(conn, workflow.owner_id):
-            if listener_id == workflow.id:
-                continue
-            await subscriptions.create(
-                conn, workflow.owner_id, Link(workflow.id, listener_id, event_name), now_s=now_s
             )
 
     # ---- what a run needs -------------------------------------------------------------------
