@@ -167,6 +167,24 @@ async def test_a_mention_of_respond_in_a_comment_or_string_answers_by_default(ap
     assert response.status_code == 200, response.text
 
 
+async def test_an_invalid_respond_status_fails_the_step_and_reaches_errors(api: Api) -> None:
+    """The client got a 500 while the run was stored as a success: the error reached neither
+    $errors nor the global error workflow."""
+    bad = await create(
+        api,
+        [step("answer", "async run({ $ }) { await $.respond({ status: 600, body: 'x' }); }")],
+        trigger={"type": "http"},
+    )
+    response = await hit(api, bad, json={})
+    body = assert_error(response, 500, "workflow_failed")
+    assert "status must be an integer from 200 to 599, not 600" in body["error"], body
+    await api.platform.jobs.drain()
+    runs = (await api.client.get(f"/v1/workflows/{bad['id']}/runs")).json()["data"]
+    assert runs[0]["status"] == "error" and runs[0]["steps"][0]["error"]["name"] == "RangeError"
+    errors_page = await api.client.get(f"/v1/workflows/{bad['id']}/$errors/event_summaries")
+    assert len(errors_page.json()["data"]) == 1
+
+
 async def test_http_trigger_without_respond_or_failing(api: Api) -> None:
     never = await create(
         api,

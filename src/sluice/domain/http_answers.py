@@ -155,24 +155,24 @@ def answer(status: Any, headers: Any, body: Any, body_encoding: str | None) -> A
     if code is None:
         return Refusal(
             Unanswered.INVALID_STATUS,
-            f"the source called respond() with an invalid status {json.dumps(status)}: "
-            "a status must be an integer from 100 to 599",
+            f"respond() was called with an invalid status {json.dumps(status)}: a status is an "
+            "integer from 200 to 599 (1xx statuses cannot end an HTTP exchange)",
         )
     if code < 200:
         return Refusal(
             Unanswered.INVALID_STATUS,
-            f"the source called respond() with status {code}: a 1xx status is informational "
+            f"respond() was called with status {code}: a 1xx status is informational "
             "and cannot end an HTTP exchange; use 200 to 599",
         )
     pairs = _headers(headers)
     if isinstance(pairs, str):
         return Refusal(
-            Unanswered.INVALID_RESPONSE, f"the source called respond() with bad headers: {pairs}"
+            Unanswered.INVALID_RESPONSE, f"respond() was called with bad headers: {pairs}"
         )
     content = _body(body, body_encoding)
     if isinstance(content, str):
         return Refusal(
-            Unanswered.INVALID_RESPONSE, f"the source called respond() with a bad body: {content}"
+            Unanswered.INVALID_RESPONSE, f"respond() was called with a bad body: {content}"
         )
     data, content_type = content
     names = {name for name, _ in pairs}

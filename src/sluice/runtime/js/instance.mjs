@@ -163,6 +163,18 @@ function deepFreeze(value) {
   return value;
 }
 
+// A workflow's `$.respond` with a status no HTTP answer can have throws in its step, so the run
+// fails and its error reaches `$errors` (the client gets the workflow's 500). A source's
+// `respond()` keeps Sluice's own 500 `invalid_response_status` for its client.
+function checkStatus(response) {
+  if (!isObject(response) || response.status === undefined) return;
+  const s = response.status;
+  const n = typeof s === "string" && /^\s*\d+\s*$/.test(s) ? Number(s) : s;
+  if (!Number.isInteger(n) || n < 200 || n > 599) {
+    throw new RangeError(`$.respond(): status must be an integer from 200 to 599, not ${JSON.stringify(s)}`);
+  }
+}
+
 // `{endpoint}` for an interface of the component's props; `{endpoint_url}` (Pipedream's stored
 // form) for one additionalProps() added, whose value is stored with the deployment.
 function makeHttp(configured, inv) {
@@ -281,6 +293,7 @@ export function makeDollar(call, inv) {
       inv.exportValue(String(name), value);
     },
     respond(response) {
+      checkStatus(response);
       inv.respond(response);
       return Promise.resolve();
     },
