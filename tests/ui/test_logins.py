@@ -31,8 +31,8 @@ def test_first_visit_creates_the_owner_then_login_logout(browser: Browser, tmp_p
 
         page.get_by_role("button", name="Log out").click()
         expect(page).to_have_url(f"{server.url}/login")
-        page.goto("/sources")
-        expect(page).to_have_url(f"{server.url}/login")
+        page.goto("/sources")  # signed out: the login, then back to the page asked for
+        expect(page).to_have_url(f"{server.url}/login?next=%2Fsources")
         page.get_by_label("Username or e-mail").fill("ada@example.com")
         page.get_by_label("Password").fill("wrong password")
         page.get_by_role("button", name="Log in").click()
