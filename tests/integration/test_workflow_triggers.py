@@ -111,6 +111,14 @@ async def test_http_trigger_default_answer_runs_later(api: Api) -> None:
     assert len(runs) == 1
     assert runs[0]["steps"][0]["return_value"] == {"order": 1}
     assert runs[0]["event"]["method"] == "POST" and runs[0]["context"]["source_type"] == "HTTP"
+    # Pipedream's workflow HTTP event also has the URL called and the client's address.
+    assert runs[0]["event"]["url"] == workflow["endpoint_url"] + "/"
+    assert runs[0]["event"]["client_ip"] == "127.0.0.1"
+    url = workflow["endpoint_url"]
+    await api.client.post(url[url.index("/e/") :] + "/a/b?x=1", json={})
+    await api.platform.jobs.drain()
+    runs = (await api.client.get(f"/v1/workflows/{workflow['id']}/runs")).json()["data"]
+    assert runs[0]["event"]["url"] == workflow["endpoint_url"] + "/a/b?x=1"
 
 
 async def test_http_trigger_respond(api: Api) -> None:

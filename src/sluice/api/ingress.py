@@ -17,7 +17,7 @@ import logging
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
-from sluice import errors
+from sluice import errors, public_url
 from sluice.api import errors as api_errors
 from sluice.domain import http_answers, http_events
 from sluice.domain.http_answers import Answer, Refusal
@@ -120,8 +120,16 @@ async def _answer(
             query_string=scope.get("query_string", b"").decode("latin-1"),
             headers=headers,
             read_body=read_body,
+            origin=lambda: _origin(scope, platform),
         ),
     )
+
+
+def _origin(scope: Scope, platform: Platform) -> tuple[str, str]:
+    """The base URL the request came to and its client's address (``SLUICE_TRUSTED_PROXIES``'
+    forwarded headers applied)."""
+    base = public_url.base_url(scope, platform.settings.proxies)
+    return base.rstrip("/"), str((scope.get("client") or ("",))[0] or "")
 
 
 def _render(answer: Answer) -> Response:

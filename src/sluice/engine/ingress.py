@@ -83,6 +83,9 @@ class IncomingRequest:
     query_string: str
     headers: list[tuple[str, str]]
     read_body: Callable[[int], Awaitable[bytes]]
+    #: ``(base URL, client address)`` the request came with, its proxies' headers applied:
+    #: asked only for a workflow's event (Pipedream's ``url`` and ``client_ip``).
+    origin: Callable[[], tuple[str, str]] = lambda: ("", "")
 
 
 class Ingress:
@@ -118,6 +121,16 @@ class Ingress:
 
     # ---- requests ---------------------------------------------------------------------------
 
+    def _where(self, endpoint_id: str, request: IncomingRequest) -> dict[str, str]:
+        """A workflow event's ``url`` (the endpoint's URL as this request reached it, with its
+        path and query) and ``client_ip``."""
+        came_to, client = request.origin()
+        s = self.settings
+        base = s.endpoint_base_url or f"{(s.public_url or came_to or s.resolved_public_url)}/e/"
+        base = base if base.endswith("/") else base + "/"
+        query = f"?{request.query_string}" if request.query_string else ""
+        return {"url": base + endpoint_id + request.path + query, "client_ip": client}
+
     async def preflight(self, endpoint_id: str, headers: list[tuple[str, str]]) -> Answer:
         """A CORS preflight (``OPTIONS``): answered here, the source is not run."""
         await self.directory.find(endpoint_id)
@@ -141,6 +154,7 @@ class Ingress:
             event = http_events.build_event(
                 request.method, request.path, request.query_string, request.headers, raw
             )
+            event.update(self._where(endpoint_id, request))
             workflow = await self._workflow(endpoint)
             if await self.workflows.custom_response(workflow):
                 return await self._client_run(workflow, event)
