@@ -152,6 +152,10 @@ class AppConnect(_Body):
     )
 
 
+class EnvVarValue(_Body):
+    value: str
+
+
 class DataStoreCreate(_Body):
     name: str
 

@@ -208,6 +208,36 @@ def storable_results(
     return kept, writes, deletes, reasons
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
+#: An environment variable's value, at most (UTF-8 bytes): Pipedream's prop size.
+MAX_ENV_VALUE_BYTES = 64 * 1024
+
+
+def check_env_var(name: str, value: Any) -> None:
+    """An environment variable as ``process.env`` holds one: a name of letters, digits and
+    ``_`` (not starting with a digit, at most 100), a string value of at most 64 KB without NUL.
+
+    >>> check_env_var("API_TOKEN", "x")
+    >>> try:
+    ...     check_env_var("1X", "x")
+    ... except InvalidRequest as exc:
+    ...     print(exc.field)
+    name
+    """
+    if not _ENV_NAME.fullmatch(name):
+        raise InvalidRequest(
+            "an environment variable's name is letters, digits and _, not starting with a "
+            f"digit, at most 100 characters: {name[:120]!r}",
+            field="name",
+        )
+    if not isinstance(value, str):
+        raise InvalidRequest("value must be a string", field="value")
+    if "\x00" in value or len(value.encode("utf-8", "surrogatepass")) > MAX_ENV_VALUE_BYTES:
+        raise InvalidRequest(
+            f"value must be at most {MAX_ENV_VALUE_BYTES} bytes, without NUL", field="value"
+        )
+
+
 def check_email_address(value: str, field: str = "email") -> None:
     """Refuse what is not an e-mail address (one ``@`` between two non-empty parts, no space or
     control character, at most 320 characters): ``ada@example.com`` passes, ``notanemail``

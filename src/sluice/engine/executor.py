@@ -171,7 +171,8 @@ class Executor:
             if on_respond is not None:
                 on_respond(response)
 
-        result = refused or await self.pool.invoke(self._invocation(workflow, call), responded)
+        env = {} if refused else await self.workflows.env_vars.values(workflow.owner_id)
+        result = refused or await self.pool.invoke(self._invocation(workflow, call, env), responded)
         if before_commit is not None:
             await before_commit()
         if resumed is not None:
@@ -184,7 +185,7 @@ class Executor:
         )
         return RunOutcome(run if stored else None, result)
 
-    def _invocation(self, workflow: Workflow, call: dict[str, Any]) -> Invocation:
+    def _invocation(self, workflow: Workflow, call: dict[str, Any], env: Any) -> Invocation:
         return Invocation(
             owner_id=workflow.owner_id,
             worker_key=f"{workflow.id}:{workflow.deployment_id}",
@@ -192,6 +193,7 @@ class Executor:
             timeout_ms=int(self.settings.workflow_timeout_seconds * 1000),
             memory_mb=self.settings.memory_mb,
             call=call,  # lone surrogates become U+FFFD on the pipe (protocol.encode)
+            env=env,  # the account's environment variables: its code steps' process.env
             on_store=self.stores.runner_call(workflow.owner_id) if self.stores else None,
         )
 
@@ -278,6 +280,7 @@ class Executor:
             {
                 "id": step["id"],
                 "name": step["name"],
+                "kind": step["type"],  # an action's run() never sees process.env
                 "entry": str(await self.workflows.step_entry(step)),
                 "props": await self.workflows.step_props(workflow, step),
                 "timeout_ms": int(step_s * 1000),

@@ -26,6 +26,7 @@ from sluice.domain.routing import Link
 from sluice.engine.components import ComponentInput, Components
 from sluice.engine.credentials import CREDENTIAL_ERRORS, Credentials
 from sluice.engine.dynamic_props import DynamicProps
+from sluice.engine.env_vars import EnvVars
 from sluice.engine.subscriptions import auto_subscribe
 from sluice.engine.workflow_input import WorkflowChecks, WorkflowInput, check_name, step_secret_aad
 from sluice.storage import database, runs, subscriptions, timers
@@ -53,6 +54,8 @@ class Workflows:
         self.credentials = credentials
         self.components = components
         self.cipher = cipher
+        #: ``process.env`` of the workflows' code steps.
+        self.env_vars = EnvVars(db, cipher, clock)
         self.settings = settings
         self.clock = clock
         self._checks = WorkflowChecks(

@@ -1,6 +1,6 @@
 """The schema of accounts and what they connect: accounts, API keys, browser sessions,
-connected accounts (``$auth``), the app catalog and OAuth states. Part of ``tables.py``'s
-schema (same ``metadata``); migrations mirror it by hand."""
+connected accounts (``$auth``), the app catalog, OAuth states and environment variables. Part
+of ``tables.py``'s schema (same ``metadata``); migrations mirror it by hand."""
 
 from __future__ import annotations
 
@@ -124,4 +124,17 @@ oauth_states = sa.Table(
     # domain.oauth.browser_hash of the cookie of the browser that opened the start link; null
     # until one did. Only that browser's callback finishes the connection.
     sa.Column("browser_hash", Str(64)),
+)
+
+#: An account's environment variables (``process.env`` of its workflows' code steps), each
+#: value encrypted (bound to its account and name).
+env_vars = sa.Table(
+    "env_vars",
+    metadata,
+    sa.Column(
+        "owner_id", Str(40), sa.ForeignKey("accounts.id", ondelete="CASCADE"), primary_key=True
+    ),
+    sa.Column("name", Str(100), primary_key=True),
+    sa.Column("value", Txt, nullable=False),
+    sa.Column("updated_at", sa.BigInteger, nullable=False),
 )

@@ -15,6 +15,7 @@ from sluice.storage.account_tables import (
     apps,
     browser_sessions,
     connected_accounts,
+    env_vars,
     oauth_states,
 )
 from sluice.storage.columns import JSON, StoredJSON, Str, Txt, metadata
@@ -29,6 +30,7 @@ __all__ = [
     "apps",
     "browser_sessions",
     "connected_accounts",
+    "env_vars",
     "metadata",
     "oauth_states",
 ]

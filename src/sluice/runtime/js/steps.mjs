@@ -39,10 +39,14 @@ export async function runWorkflow(call, inv, serializeError, importStep) {
     };
     inv.beginStep(record, step.timeout_ms ?? null);
     const started = performance.now();
+    // The account's environment variables are for code steps: an action's props may name them
+    // ({{process.env.X}}, resolved here), its code never reads them (the requirement).
+    const env = inv.env;
     try {
-      const component = await loadStep(step, importStep);
       const raw = step.props ?? {};
       const props = resolveRefs(raw, steps, `step "${step.name}"`);
+      if (step.kind === "action") inv.env = {};
+      const component = await loadStep(step, importStep);
       checkResolved(component, raw, props, step.name);
       const state = await buildInstance(component, { props, db: step.db ?? {}, max_db_bytes: step.max_db_bytes }, inv);
       const self = state.self;
@@ -65,6 +69,8 @@ export async function runWorkflow(call, inv, serializeError, importStep) {
         record.status = "error";
         record.error = serializeError(err);
       }
+    } finally {
+      inv.env = env;
     }
     if (record.pause && record.status === "success") record.status = PAUSED[record.pause.kind];
     else delete record.pause;
