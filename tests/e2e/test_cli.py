@@ -435,3 +435,23 @@ def test_data_stores_from_the_command_line(cli: Cli) -> None:
     assert cli.ok("data-stores", "records", "cli-cache") == ""
     assert "Deleted cli-cache" in cli.ok("data-stores", "delete", "cli-cache")
     one_line_error(cli.run("data-stores", "records", "cli-cache"), "no data store")
+
+
+def test_environment_variables_from_the_command_line(cli: Cli) -> None:
+    assert "Set API_TOKEN" in cli.ok("env", "set", "API_TOKEN", "cli-s3cret")
+    piped = subprocess.run(
+        [SLUICE, "env", "set", "PIPED"],
+        env=cli.env,
+        input="from-stdin\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert piped.returncode == 0, piped.stderr
+    listed = cli.ok("env", "list")
+    assert "API_TOKEN" in listed and "PIPED" in listed and "cli-s3cret" not in listed
+    names = [v["name"] for v in json.loads(cli.ok("env", "list", "--json"))]
+    assert names == ["API_TOKEN", "PIPED"]
+    one_line_error(cli.run("env", "set", "1BAD", "x"), "letters, digits and _")
+    assert "Deleted PIPED" in cli.ok("env", "unset", "PIPED")
+    one_line_error(cli.run("env", "unset", "PIPED"), "no environment variable")

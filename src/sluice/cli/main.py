@@ -24,6 +24,7 @@ from sluice.cli import (
     components,
     data_stores,
     dev,
+    env,
     listing,
     login,
     render,
@@ -69,6 +70,7 @@ for module in (
     apps,
     data_stores,
     subscriptions,
+    env,
 ):
     module.register(app)
 
