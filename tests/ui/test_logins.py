@@ -108,3 +108,21 @@ def test_accounts_create_with_a_password_logs_in(browser: Browser, server: Serve
     page.goto("/workflows")
     expect(page.get_by_role("link", name="Global error workflow")).to_have_count(1)
     context.close()
+
+
+def test_environment_variables_are_set_listed_and_deleted(page: Page) -> None:
+    page.goto("/settings")
+    page.get_by_role("link", name="Environment variables").click()
+    page.get_by_label("Name").fill("UI_TOKEN")
+    page.get_by_label("Value").fill("ui-s3cret")
+    page.get_by_role("button", name="Set").click()
+    row = page.locator("tbody tr").filter(has=page.locator("code", has_text="UI_TOKEN"))
+    expect(row).to_have_count(1)
+    assert "ui-s3cret" not in page.content()  # never shown again
+    page.get_by_label("Name").fill("1BAD")
+    page.get_by_label("Name").evaluate("e => e.removeAttribute('pattern')")
+    page.get_by_role("button", name="Set").click()
+    expect(page.locator(".field-error")).to_contain_text("letters, digits and _")
+    page.once("dialog", lambda d: d.accept())
+    row.get_by_role("button", name="Delete").click()
+    expect(page.get_by_text("No environment variables yet.")).to_be_visible()

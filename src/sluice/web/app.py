@@ -18,6 +18,7 @@ from sluice.web import (
     catalog,
     connected,
     docs,
+    env_vars,
     logins,
     render,
     sources,
@@ -25,7 +26,7 @@ from sluice.web import (
 )
 from sluice.web import session as sessions
 
-ROUTERS = (logins, sources, action_steps, workflows, catalog, connected, docs)
+ROUTERS = (logins, sources, action_steps, workflows, catalog, connected, docs, env_vars)
 
 
 async def _login_required(request: Request, _exc: Exception) -> Response:
