@@ -148,3 +148,24 @@ async def test_openapi_is_served(api: Api) -> None:
 async def test_a_missing_body_says_so(api: Api) -> None:
     body = assert_error(await api.client.put("/v1/users/me"), 400, "invalid_request")
     assert body["error"] == "a JSON body is required"
+
+
+async def test_pipedreams_common_parameters(api: Api) -> None:
+    """``include``/``exclude`` pick an answer's fields; ``org_id``/``workspace_id`` in a POST
+    body are accepted (an account is its own workspace) and ignored."""
+    code = 'export default { name: "Fields", version: "1", async run() {} };'
+    made = await api.client.post(
+        "/v1/sources", json={"component_code": code, "org_id": "o_abc", "workspace_id": "o_abc"}
+    )
+    assert made.status_code == 200, made.text
+    source_id = made.json()["data"]["id"]
+    one = await api.client.get(f"/v1/sources/{source_id}", params={"include": "id,name"})
+    assert one.status_code == 200 and set(one.json()["data"]) == {"id", "name"}
+    listed = await api.client.get("/v1/users/me/sources", params={"exclude": "configured_props"})
+    items = listed.json()["data"]
+    assert items and all("configured_props" not in i and "id" in i for i in items)
+    assert "page_info" in listed.json()  # only data's objects are picked from
+    missing = await api.client.get("/v1/sources/dc_nothere", params={"include": "id"})
+    assert missing.status_code == 404 and missing.json()["code"] == "not_found"
+    unknown = await api.client.post("/v1/sources", json={"component_code": code, "orgid": "x"})
+    assert unknown.status_code == 400  # a typo is still an error

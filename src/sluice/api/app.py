@@ -22,6 +22,7 @@ from sluice.api import (
     data_stores,
     env_vars,
     errors,
+    fields,
     flow,
     ingress,
     oauth,
@@ -56,6 +57,8 @@ class App(FastAPI):
             await super().__call__(scope, receive, send)
             return
         send = _counted("api", send)
+        if (picked := fields.wanted(scope)) is not None:
+            send = fields.filtering(send, *picked)
         settings = self.state.platform.settings
         # The links this request's answer holds follow its URL (unless SLUICE_PUBLIC_URL).
         token = public_url.enter(scope, settings.proxies)

@@ -10,6 +10,11 @@ from pydantic import BaseModel, ConfigDict, Field
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    # Pipedream's common parameters, which its docs let a POST carry in its body: an account is
+    # its own workspace here, so they are accepted and ignored (never part of the value).
+    org_id: str | None = Field(None, exclude=True, description="Accepted and ignored.")
+    workspace_id: str | None = Field(None, exclude=True, description="Accepted and ignored.")
+
 
 class ComponentFiles(_Body):
     component_code: str | None = Field(None, description="The entry file's source code.")
