@@ -2,8 +2,9 @@
 
 Resource ids follow Pipedream's prefixes (``u_`` user, ``sc_`` saved component, ``dc_``
 deployed component, ``p_`` workflow, ``d_`` deployment, ``c_`` code cell, ``sub_``
-subscription, ``apn_`` connected account, ``app_`` app, ``ds_`` data store). The part after
-the prefix is random base62, so ids reveal nothing about creation order or about other accounts.
+subscription, ``apn_`` connected account, ``app_`` app, ``ds_`` data store, ``wh_`` webhook).
+The part after the prefix is random base62, so ids reveal nothing about creation order or about
+other accounts.
 
 Event ids are ``<epoch_ms>-<seq>`` (``1606370816223-0``): they sort by time, and the same
 string serves as the pagination cursor of event lists.
@@ -23,7 +24,7 @@ _BASE62 = bytes((_ALPHABET * 5)[:256], "ascii")
 _UNEVEN = bytes(range(248, 256))
 
 PREFIXES = frozenset(
-    {"u", "sc", "dc", "p", "d", "c", "sub", "apn", "app", "key", "hi", "ti", "job", "ds"}
+    {"u", "sc", "dc", "p", "d", "c", "sub", "apn", "app", "key", "hi", "ti", "job", "ds", "wh"}
 )
 
 

@@ -40,7 +40,7 @@ def test_an_explicit_self_link_on_a_named_channel_delivers() -> None:
         ("p_abc", "p_abc", "$errors", "listener_id", "its own errors"),
         ("dc_a", "dc_b", "$logs", "event_name", "not supported"),
         ("dc_a", "sc_abc", "", "listener_id", "saved component"),
-        ("dc_a", "wh_abc", "", "listener_id", "webhook"),
+        ("wh_abc", "dc_a", "", "emitter_id", "a webhook only listens"),
         ("dc_a", "dc_*", "", "listener_id", "deployed source"),
         ("dc_", "dc_a", "", "emitter_id", "dc_*"),
         ("hello", "dc_a", "", "emitter_id", "deployed source"),
@@ -69,6 +69,8 @@ def test_links_refused(emitter: str, listener: str, name: str, field: str, words
         ("p_a", "p_b", "alerts"),
         ("dc_a", "p_b", "$errors"),
         ("dc_*", "p_b", "$errors"),
+        ("dc_a", "wh_abc", ""),
+        ("p_*", "wh_abc", "$errors"),
     ],
 )
 def test_links_accepted(emitter: str, listener: str, name: str) -> None:

@@ -34,6 +34,7 @@ from sluice.api import (
     streams,
     subscriptions,
     users,
+    webhooks,
     workflows,
 )
 from sluice.clock import Clock
@@ -101,6 +102,7 @@ ROUTERS = (
     flow,
     data_stores,
     env_vars,
+    webhooks,
     registry,
     options,
     catalog,

@@ -101,9 +101,12 @@ def _check_end(field: str, value: str) -> None:
             "(p_…); actions run as workflow steps and neither emit nor listen",
             field=field,
         )
-    if value.startswith("wh_"):
-        raise errors.InvalidRequest(f"{field} {value}: webhooks are not supported yet", field=field)
+    if value.startswith("wh_") and field == "emitter_id":
+        raise errors.InvalidRequest(
+            f"{field} {value}: a webhook only listens (it receives events at its URL)", field=field
+        )
     ok = (value.startswith("dc_") and len(value) > 3) or (value.startswith("p_") and len(value) > 2)
+    ok = ok or (value.startswith("wh_") and len(value) > 3)
     if not ok or "*" in value:
         glob = (
             " or a glob: dc_* (every source) or p_* (every workflow)"
@@ -111,6 +114,7 @@ def _check_end(field: str, value: str) -> None:
             else ""
         )
         raise errors.InvalidRequest(
-            f"{field} {value!r} must be a deployed source (dc_…) or a workflow (p_…){glob}",
+            f"{field} {value!r} must be a deployed source (dc_…) or a workflow (p_…){glob}"
+            + (", or a webhook (wh_…)" if field == "listener_id" else ""),
             field=field,
         )

@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sluice import errors
 from sluice.domain import routing, states
 from sluice.domain.routing import Link
-from sluice.storage import sources, subscriptions, workflows
+from sluice.storage import sources, subscriptions, webhooks, workflows
 from sluice.storage.subscriptions import Subscription
 
 
@@ -22,6 +22,9 @@ async def _must_exist(conn: AsyncConnection, owner_id: str, field: str, value: s
     if value.startswith("p_"):
         if await workflows.get(conn, owner_id, value) is None:
             raise errors.NotFound(f"{field}: workflow {value} not found", field=field)
+    elif value.startswith("wh_"):
+        if await webhooks.get(conn, owner_id, value) is None:
+            raise errors.NotFound(f"{field}: webhook {value} not found", field=field)
     elif await sources.get(conn, owner_id, value) is None:
         raise errors.NotFound(f"{field}: source {value} not found", field=field)
 

@@ -26,6 +26,7 @@ from sluice.storage.events import Page as EventPage
 from sluice.storage.runs import Run
 from sluice.storage.sources import Deployment
 from sluice.storage.subscriptions import AutoSubscription, Subscription
+from sluice.storage.webhooks import Webhook
 from sluice.storage.workflows import Workflow
 
 __all__ = [
@@ -57,6 +58,7 @@ __all__ = [
     "Stream",
     "Subscription",
     "UpdateRequest",
+    "Webhook",
     "Workflow",
     "WorkflowInput",
     "check_sandbox",

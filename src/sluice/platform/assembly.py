@@ -55,6 +55,7 @@ from sluice.engine.runs import Runs
 from sluice.engine.scheduler import Scheduler
 from sluice.engine.sources import Sources
 from sluice.engine.subscriptions import Subscriptions
+from sluice.engine.webhooks import Webhooks
 from sluice.engine.workflows import Workflows
 from sluice.platform.services import Services
 from sluice.runtime.deps import DependencyStore
@@ -168,6 +169,7 @@ class Platform(Services):
             logins=Logins(db, settings, clock),
             pauses=Pauses(run.commit, clock),
             data_stores=run.stores,
+            webhooks=Webhooks(db, settings, clock),
         )
 
     @staticmethod
@@ -185,7 +187,9 @@ class Platform(Services):
                 reader, invoker, waiters, run_timeout_seconds=settings.http_source_timeout_seconds
             ),
             JobKind.TIMER: TimerJobs(reader, invoker, executor),
-            JobKind.EMIT: EmitJobs(invoker, executor),
+            JobKind.EMIT: EmitJobs(
+                invoker, executor, Webhooks(executor.db, settings, executor.clock)
+            ),
             JobKind.WORKFLOW: WorkflowJobs(executor, waiters),
             JobKind.SEND: sends,
             JobKind.RESUME: ResumeJobs(executor.db, executor),

@@ -42,6 +42,7 @@ from sluice.engine.scheduler import Scheduler
 from sluice.engine.sources import Sources
 from sluice.engine.streams import Stream
 from sluice.engine.subscriptions import Subscriptions
+from sluice.engine.webhooks import Webhooks
 from sluice.engine.workflows import Workflows
 from sluice.runtime.deps import DependencyStore
 from sluice.runtime.pool import RunnerPool
@@ -89,6 +90,7 @@ class Services:
     logins: Logins
     pauses: Pauses
     data_stores: DataStores
+    webhooks: Webhooks
     #: PostgreSQL: other processes' commits, pushed (None on SQLite).
     notifications: Notifications | None = None
 

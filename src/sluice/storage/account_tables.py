@@ -1,6 +1,6 @@
 """The schema of accounts and what they connect: accounts, API keys, browser sessions,
-connected accounts (``$auth``), the app catalog, OAuth states and environment variables. Part
-of ``tables.py``'s schema (same ``metadata``); migrations mirror it by hand."""
+connected accounts (``$auth``), the app catalog, OAuth states, environment variables and
+webhooks. Part of ``tables.py``'s schema (same ``metadata``); migrations mirror it by hand."""
 
 from __future__ import annotations
 
@@ -137,4 +137,21 @@ env_vars = sa.Table(
     sa.Column("name", Str(100), primary_key=True),
     sa.Column("value", Txt, nullable=False),
     sa.Column("updated_at", sa.BigInteger, nullable=False),
+)
+
+#: Pipedream's webhooks (``wh_…``): a URL that subscriptions deliver events to.
+webhooks = sa.Table(
+    "webhooks",
+    metadata,
+    sa.Column("id", Str(40), primary_key=True),
+    sa.Column(
+        "owner_id", Str(40), sa.ForeignKey("accounts.id", ondelete="CASCADE"), nullable=False
+    ),
+    sa.Column("url", Txt, nullable=False),
+    sa.Column("name", Str(200)),
+    sa.Column("description", Txt),
+    sa.Column("active", sa.Boolean, nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("updated_at", sa.BigInteger, nullable=False),
+    sa.Index("ix_webhooks_owner", "owner_id", "id"),
 )

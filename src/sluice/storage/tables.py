@@ -17,6 +17,7 @@ from sluice.storage.account_tables import (
     connected_accounts,
     env_vars,
     oauth_states,
+    webhooks,
 )
 from sluice.storage.columns import JSON, StoredJSON, Str, Txt, metadata
 
@@ -33,6 +34,7 @@ __all__ = [
     "env_vars",
     "metadata",
     "oauth_states",
+    "webhooks",
 ]
 
 saved_components = sa.Table(

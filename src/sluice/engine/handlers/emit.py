@@ -15,6 +15,7 @@ import logging
 from sluice.engine.executor import Executor
 from sluice.engine.invoker import Invoker
 from sluice.engine.jobs import Finish
+from sluice.engine.webhooks import Webhooks
 from sluice.storage import sources
 from sluice.storage.jobs import Job
 
@@ -22,13 +23,17 @@ log = logging.getLogger(__name__)
 
 
 class EmitJobs:
-    def __init__(self, invoker: Invoker, executor: Executor) -> None:
+    def __init__(self, invoker: Invoker, executor: Executor, webhooks: Webhooks) -> None:
         self.invoker = invoker
         self.executor = executor
+        self.webhooks = webhooks
 
     async def __call__(self, job: Job, finish: Finish) -> None:
         if job.target_id.startswith("p_"):
             await self.executor.handle_delivery(job, finish)
+            return
+        if job.target_id.startswith("wh_"):  # POSTed to its URL; the worker marks it done
+            await self.webhooks.deliver(job)
             return
         async with self.invoker.db.connect() as conn:
             listener = await sources.get(conn, job.owner_id, job.target_id)
