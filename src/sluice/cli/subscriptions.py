@@ -25,7 +25,11 @@ EmitterOpt = Annotated[
     ),
 ]
 ListenerOpt = Annotated[
-    str, typer.Option("--listener", help="The workflow (p_…) or source (dc_…) that receives them.")
+    str,
+    typer.Option(
+        "--listener",
+        help="The workflow (p_…), source (dc_…) or webhook (wh_…) that receives them.",
+    ),
 ]
 ChannelOpt = Annotated[
     str,
@@ -43,7 +47,8 @@ def register(main: typer.Typer) -> None:
 
 def _link(emitter: str, listener: str, channel: str) -> dict[str, Any]:
     for name, value in (("--emitter", emitter), ("--listener", listener)):
-        if not value.startswith(("dc_", "p_")):
+        kinds = ("dc_", "p_", "wh_") if name == "--listener" else ("dc_", "p_")
+        if not value.startswith(kinds):
             raise CliError(
                 f"{name} {value!r}: give a source id (dc_…) or a workflow id (p_…); "
                 "`sluice list` and `sluice workflows list` show them",
