@@ -292,7 +292,7 @@ class Runner:
             if over is not None:
                 future.set_result(Result(ok=False, error=over))
             else:
-                future.set_result(protocol.decode_result(message))
+                future.set_result(protocol.decode_result(message, line))
 
     async def _answer_store(self, message: dict[str, Any], on_store: StoreCallback | None) -> None:
         """One data store call of user code, answered with a ``store_result`` (its value, or
