@@ -12,7 +12,6 @@ import pytest
 import sqlalchemy as sa
 
 from sluice.domain import egress
-from sluice.domain.states import JobKind
 from sluice.platform import Platform
 from sluice.storage import jobs
 from sluice.storage.tables import jobs as jobs_table
@@ -29,11 +28,10 @@ export default { name: "Hooked", version: "1",
 @pytest.fixture
 def loopback_webhooks(platform: Platform) -> Any:
     """Deliveries may reach the test's loopback Gate (the egress policy refuses loopback)."""
-    handler = platform.jobs.handlers[JobKind.EMIT]
-    before = handler.webhooks.egress
-    handler.webhooks.egress = egress.EgressPolicy.parse("127.0.0.1:*")
+    before = platform.webhooks.egress
+    platform.webhooks.egress = egress.EgressPolicy.parse("127.0.0.1:*")
     yield
-    handler.webhooks.egress = before
+    platform.webhooks.egress = before
 
 
 async def test_events_are_posted_to_a_subscribed_webhook(

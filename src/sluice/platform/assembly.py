@@ -169,7 +169,7 @@ class Platform(Services):
             logins=Logins(db, settings, clock),
             pauses=Pauses(run.commit, clock),
             data_stores=run.stores,
-            webhooks=Webhooks(db, settings, clock),
+            webhooks=run.webhooks,
         )
 
     @staticmethod
@@ -180,6 +180,7 @@ class Platform(Services):
         executor: Executor,
         waiters: Waiters,
         sends: SendJobs,
+        webhooks: Webhooks,
     ) -> dict[str, Handler]:
         """The job worker's table: one handler per job kind (``engine/handlers/``)."""
         return {
@@ -187,9 +188,7 @@ class Platform(Services):
                 reader, invoker, waiters, run_timeout_seconds=settings.http_source_timeout_seconds
             ),
             JobKind.TIMER: TimerJobs(reader, invoker, executor),
-            JobKind.EMIT: EmitJobs(
-                invoker, executor, Webhooks(executor.db, settings, executor.clock)
-            ),
+            JobKind.EMIT: EmitJobs(invoker, executor, webhooks),
             JobKind.WORKFLOW: WorkflowJobs(executor, waiters),
             JobKind.SEND: sends,
             JobKind.RESUME: ResumeJobs(executor.db, executor),
@@ -259,6 +258,7 @@ class _Running:
     ingress: Ingress
     sources: Sources
     actions: Actions
+    webhooks: Webhooks
 
     @classmethod
     def build(
@@ -286,7 +286,8 @@ class _Running:
         executor = Executor(db, pool, workflows, commit, settings, clock, reader, stores=stores)
         waiters, enqueuer = Waiters(), Enqueuer(db, clock)
         sends = SendJobs(db, cipher, Mailer(settings), settings, clock, commit)
-        table = Platform._handlers(settings, reader, invoker, executor, waiters, sends)
+        webhooks = Webhooks(db, settings, clock)
+        table = Platform._handlers(settings, reader, invoker, executor, waiters, sends, webhooks)
         worker = Platform._worker(db, clock, settings, enqueuer, table)
         directory = EndpointDirectory(reader, components)
         client_runs = ClientRuns(executor, enqueuer, worker)
@@ -307,7 +308,7 @@ class _Running:
         return cls(
             deps, components, commit, catalog, credentials, stores, invoker, directory,
             workflows, executor, enqueuer, sends, dynamic, worker, client_runs, ingress, sources,
-            actions,
+            actions, webhooks,
         )  # fmt: skip
 
 
