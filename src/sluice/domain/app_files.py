@@ -8,7 +8,9 @@ an imported app is described from what can be read (pure functions over the text
 - ``name_slug``: the file's ``app: "<slug>"`` (else the file's name);
 - ``name``: from ``package.json``'s ``description``, ``"Pipedream Notion Components"`` →
   ``Notion`` (else the slug, in words);
-- ``auth_type``: ``oauth`` when it reads an OAuth field (``oauth_access_token``, …), ``keys``
+- ``auth_type``, read over the app file and every module it reaches by relative import (an
+  app file is often ``{...commonApp, type: "app", app: "brex"}``, its methods in
+  ``common-app.mjs``): ``oauth`` when they read an OAuth field (``oauth_access_token``, …), ``keys``
   when it reads other fields (they become the app's fields, each optional), ``none`` when it
   never mentions ``$auth``, and ``unknown`` when it uses ``$auth`` whole (passes it on).
 
@@ -18,6 +20,12 @@ an imported app is described from what can be read (pure functions over the text
 ...     "package.json": '{"description": "Pipedream Acme CRM Components"}'})
 >>> found.name_slug, found.name, found.auth_type, found.fields
 ('acme', 'Acme CRM', 'keys', ('api_key', 'region'))
+>>> app_file("@pipedream/brex", "0.1.1", {
+...     "brex.app.mjs": 'import commonApp from "./common-app.mjs";'
+...         ' export default { ...commonApp, type: "app", app: "brex" };',
+...     "common-app.mjs": 'export default { methods: { h() {'
+...         ' return `Bearer ${this.$auth.oauth_access_token}`; } } };'}).auth_type
+'oauth'
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from sluice.domain import registry
+from sluice.domain import packages, registry
 from sluice.domain.apps import OAUTH_FIELDS
 
 #: The auth type of an app whose file uses ``$auth`` in a way not read here.
@@ -63,12 +71,17 @@ def app_file(package: str, version: str, files: dict[str, str]) -> AppFile | Non
     slug = key.group(1) if key else path.split(".", 1)[0]
     if not _SLUG.match(slug):
         return None
-    fields = auth_fields(text)
+    # The app object is the app file's default export with what it spreads in: its $auth
+    # reads can sit in any module the app file imports (relative imports, inside the package).
+    reached = packages.component_files(files, path)
+    reached.pop("package.json", None)
+    code = "\n".join([text, *(t for p, t in reached.items() if p != path)])
+    fields = auth_fields(code)
     return AppFile(
         path=path,
         name_slug=slug,
         name=_name(files.get("package.json"), slug),
-        auth_type=auth_type(text, fields),
+        auth_type=auth_type(code, fields),
         fields=fields,
         package=f"{package}@{version}",
     )
