@@ -33,7 +33,11 @@ classes to HTTP statuses (``sluice.api.errors``).
     │       └── SeccompUnavailable  libseccomp is missing or refused the filter
     ├── DeliveryFailed            an e-mail could not be delivered
     ├── ClientDisconnected        an HTTP endpoint's client left before its body was read
-    ├── NotReady                  this process cannot work now (database, runner pool)
+    ├── NotReady                  this process cannot work now (database, runner pool); a
+    │   │                         503 with ``Retry-After``
+    │   ├── StorageUnavailable    the store cannot be written or reached now (disk full, I/O
+    │   │                         error, PostgreSQL down): nothing was stored
+    │   └── Overloaded            the account's backlog is older than the shedding bound
     ├── InternalError             a bug in Sluice
     └── CliError                  the CLI's own: one line the user must act on, with the code
                                   of the API's answer or the client's (``unreachable``…)
@@ -236,6 +240,26 @@ class NotReady(SluiceError):
     """Sluice is not ready."""
 
     code = "not_ready"
+    #: What ``Retry-After`` says, seconds.
+    retry_after_seconds: int = 5
+
+    def __init__(self, message: str | None = None, *, retry_after_seconds: int | None = None):
+        super().__init__(message)
+        if retry_after_seconds is not None:
+            self.retry_after_seconds = retry_after_seconds
+
+
+class StorageUnavailable(NotReady):
+    """The database cannot store this now (disk full, I/O error, or unreachable); nothing was
+    stored: retry later."""
+
+    code = "storage_unavailable"
+
+
+class Overloaded(NotReady):
+    """This account's work is queued for longer than this server allows; retry later."""
+
+    code = "overloaded"
 
 
 class InternalError(SluiceError):

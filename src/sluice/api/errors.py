@@ -46,6 +46,8 @@ STATUS: dict[type[errors.SluiceError], int] = {
     errors.RunnerUnavailable: 503,
     errors.DeliveryFailed: 502,
     errors.NotReady: 503,
+    errors.StorageUnavailable: 503,
+    errors.Overloaded: 503,
     errors.InternalError: 500,
     # Never answered in practice: the client is gone (nginx's 499 is not a status to send).
     errors.ClientDisconnected: 400,
@@ -128,10 +130,12 @@ async def _sluice_error(request: Request, exc: Exception) -> Response:
 def render(exc: errors.SluiceError) -> JSONResponse:
     """The answer to a ``SluiceError`` (also for the HTTP endpoints, served before routing)."""
     status = status_of(exc)
-    if status >= 500:
+    # Not ready (storage down or full, shedding load): logged where it is found, once per
+    # spell, not here per request (a flood of requests would be a flood of stack traces).
+    if status >= 500 and not isinstance(exc, errors.NotReady):
         log.error("request failed: %s", exc.message, exc_info=exc.__cause__ or exc)
     response = error_response(status, exc.message, exc.code, field=exc.field, details=exc.details)
-    if isinstance(exc, errors.RateLimited):
+    if isinstance(exc, errors.RateLimited | errors.NotReady):
         response.headers["Retry-After"] = str(exc.retry_after_seconds)
     return response
 

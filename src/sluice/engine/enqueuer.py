@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from sluice.clock import Clock
-from sluice.storage import database, job_batches
+from sluice.storage import database, faults, job_batches
 from sluice.storage.job_batches import NewJob
 
 OnId = Callable[[int], None]
@@ -124,8 +124,9 @@ class Enqueuer:
         try:
             raw = await conn.get_raw_connection()
             ids = await job_batches.add_batch_asyncpg(raw.driver_connection, rows, now_ms=now_ms)
-        except BaseException:
+        except BaseException as exc:
             await _discard(conn)  # a failed connection is not used again
+            faults.raise_if_unavailable(exc)  # asyncpg's own errors: not through SQLAlchemy
             raise
         self._idle.append((conn, time.monotonic()))
         return ids

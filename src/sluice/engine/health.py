@@ -24,7 +24,7 @@ async def ready(db: AsyncEngine, pool: RunnerPool) -> None:
     try:
         async with asyncio.timeout(CHECK_SECONDS), db.connect() as conn:
             await conn.execute(sa.text("SELECT 1"))
-    except (OSError, TimeoutError, sa.exc.SQLAlchemyError) as exc:
+    except (OSError, TimeoutError, sa.exc.SQLAlchemyError, errors.StorageUnavailable) as exc:
         log.warning("not ready: the database does not answer", extra={"action": "readyz"})
         raise errors.NotReady(f"the database does not answer: {type(exc).__name__}") from exc
     if not pool.usable:

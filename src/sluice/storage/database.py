@@ -23,6 +23,7 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from sluice import errors
+from sluice.storage import faults
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +58,10 @@ def create_engine(url: str) -> AsyncEngine:
             Path(database).parent.mkdir(parents=True, exist_ok=True)
         engine = create_async_engine(target, pool_size=1, max_overflow=0, pool_timeout=60)
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+        faults.install(engine.sync_engine)
         return engine
     engine = create_async_engine(target, pool_size=10, max_overflow=20)
+    faults.install(engine.sync_engine)
     event.listen(engine.sync_engine, "checkin", _checked_in)
     event.listen(engine.sync_engine, "checkout", _ping_if_idle)
     return engine
@@ -164,6 +167,7 @@ class Reader:
                 url, pool_size=2, max_overflow=2, connect_args={"check_same_thread": False}
             )
             event.listen(self._sync, "connect", _sqlite_reader_pragmas)
+            faults.install(self._sync)
         else:
             # No BEGIN and ROLLBACK around a read (two of its three round trips): at READ
             # COMMITTED each statement reads its own snapshot, in a transaction or not.
@@ -177,7 +181,8 @@ class Reader:
             self._inline = self._sync.connect().execution_options(isolation_level="AUTOCOMMIT")
         try:
             return fn(self._inline)
-        except _BUSY:
+        except _BUSY as exc:
+            faults.raise_if_unavailable(exc)
             return await asyncio.to_thread(_run_read_patiently, self._sync, fn)
 
     def dispose(self) -> None:
@@ -239,8 +244,16 @@ class Writer:
                 url, pool_size=1, max_overflow=0, connect_args={"check_same_thread": False}
             )
             event.listen(self._sync, "connect", _sqlite_pragmas)
+            faults.install(self._sync)
 
     async def __call__(self, fn: Callable[[Connection], T]) -> T:
+        try:
+            return await self._write(fn)
+        except Exception as exc:  # the driver's own cursor's errors too
+            faults.raise_if_unavailable(exc)
+            raise
+
+    async def _write(self, fn: Callable[[Connection], T]) -> T:
         if self._sync is not None:
             if self._inline is None:
                 self._inline = self._sync.connect()
