@@ -38,6 +38,7 @@ classes to HTTP statuses (``sluice.api.errors``).
     │   ├── StorageUnavailable    the store cannot be written or reached now (disk full, I/O
     │   │                         error, PostgreSQL down): nothing was stored
     │   └── Overloaded            the account's backlog is older than the shedding bound
+    ├── LeaseLost                 a job's claim was taken over: its results are not stored
     ├── InternalError             a bug in Sluice
     └── CliError                  the CLI's own: one line the user must act on, with the code
                                   of the API's answer or the client's (``unreachable``…)
@@ -260,6 +261,12 @@ class Overloaded(NotReady):
     """This account's work is queued for longer than this server allows; retry later."""
 
     code = "overloaded"
+
+
+class LeaseLost(SluiceError):
+    """This worker's lease on the job passed and another worker took it over."""
+
+    code = "lease_lost"
 
 
 class InternalError(SluiceError):

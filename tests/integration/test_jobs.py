@@ -116,7 +116,7 @@ async def test_a_dead_workers_job_runs_again_after_its_lease(platform: Platform,
     assert await _status(platform, job_id) == ("done", 2)
     # The dead worker coming back cannot mark it done a second time.
     async with platform.db.begin() as conn:
-        assert not await jobs.complete(conn, job_id, worker_id="dead", now_ms=clock.now_ms())
+        assert not await jobs.complete(conn, claimed[0], now_ms=clock.now_ms())
 
 
 async def test_concurrent_claims_never_share_a_job(platform: Platform, kind: str) -> None:
@@ -431,3 +431,128 @@ async def test_stop_queues_what_it_could_not_finish_again_at_once(
     after = JobWorker(platform.db, clock)  # the same instant: no lease to wait for
     after.handlers[kind] = record
     assert await after.drain() == 1 and ran == [job_id]
+
+
+async def _results(platform: Platform, kind: str) -> list[int]:
+    """The jobs of kind ``<kind>-result``: what the handlers below store with their done mark."""
+    async with platform.db.connect() as conn:
+        rows = await conn.execute(
+            sa.select(jobs_table.c.payload).where(jobs_table.c.kind == f"{kind}-result")
+        )
+        return sorted(int(row.payload["of"]) for row in rows)
+
+
+def _storing(platform: Platform, kind: str, worker: JobWorker) -> object:
+    """A transaction storing a job's result (a job of kind ``<kind>-result``) with its done
+    mark, as ``engine/commit.py`` stores a run with it."""
+
+    async def store(job: Job, finish: Finish) -> None:
+        def transaction(conn: sa.Connection) -> None:
+            jobs.enqueue_sync(
+                conn,
+                kind=f"{kind}-result",
+                owner_id="u_x",
+                target_id="dc_x",
+                payload={"of": job.id, "by": worker.worker_id},
+                now_ms=worker.clock.now_ms(),
+            )
+            finish(conn)
+
+        await worker.writer(transaction)
+
+    return store
+
+
+async def test_a_worker_that_stalled_past_its_lease_stores_nothing_twice(
+    platform: Platform, kind: str
+) -> None:
+    """Fencing: a worker stalls (SIGSTOP, a VM pause: no renewal) past its lease, another takes
+    its jobs over and stores their results; when the first wakes, its result for the job it
+    was running is refused with its done mark (rolled back together), and the job it had
+    claimed and not started is not started at all."""
+    import asyncio
+
+    clock = FakeClock()
+    stalled = JobWorker(platform.db, clock, WorkerConfig(lease_ms=30_000, concurrency=1))
+    store = _storing(platform, kind, stalled)
+    started, wake = asyncio.Event(), asyncio.Event()
+    ran: list[int] = []
+
+    async def stalling(job: Job, finish: Finish) -> None:
+        ran.append(job.id)
+        started.set()
+        await wake.wait()  # the stall: no heartbeat runs meanwhile
+        await store(job, finish)  # type: ignore[operator]
+
+    stalled.handlers[kind] = stalling
+    first, second = await _enqueue(platform, clock, kind, 2)
+    running = asyncio.create_task(stalled.run_once())  # claims both; runs one at a time
+    await started.wait()
+
+    clock.advance(seconds=31)
+    other = JobWorker(platform.db, clock, WorkerConfig(lease_ms=30_000))
+    other.handlers[kind] = _storing(platform, kind, other)  # type: ignore[assignment]
+    assert await other.run_once() == 2  # both taken over and stored
+
+    wake.set()
+    await running
+    assert ran == [first]  # the second, claimed before the stall, was never started
+    assert await _results(platform, kind) == [first, second]  # each stored once
+    assert await _status(platform, first) == ("done", 2)
+    assert await _status(platform, second) == ("done", 2)
+
+
+async def test_a_stalled_workers_failure_leaves_the_job_of_its_new_holder(
+    platform: Platform, kind: str
+) -> None:
+    """A worker whose lease passed cannot queue again, or fail, a job another worker holds or
+    finished: its retry is fenced like its results."""
+    import asyncio
+
+    clock = FakeClock()
+    stalled = JobWorker(platform.db, clock, WorkerConfig(lease_ms=30_000))
+    started, wake = asyncio.Event(), asyncio.Event()
+
+    async def failing(job: Job, finish: Finish) -> None:
+        started.set()
+        await wake.wait()
+        raise RuntimeError("the stalled worker's run failed")
+
+    stalled.handlers[kind] = failing
+    (job_id,) = await _enqueue(platform, clock, kind)
+    running = asyncio.create_task(stalled.run_once())
+    await started.wait()
+    clock.advance(seconds=31)
+    other = JobWorker(platform.db, clock, WorkerConfig(lease_ms=30_000))
+    other.handlers[kind] = _storing(platform, kind, other)  # type: ignore[assignment]
+    assert await other.run_once() == 1
+    wake.set()
+    await running
+    assert await _status(platform, job_id) == ("done", 2)
+    clock.advance(seconds=600)
+    assert await other.run_once() == 0
+    assert await _results(platform, kind) == [job_id]
+
+
+async def test_a_renewal_extends_only_the_claims_still_held(platform: Platform, kind: str) -> None:
+    clock = FakeClock()
+    first, second = await _enqueue(platform, clock, kind, 2)
+    async with platform.db.begin() as conn:
+        held = await jobs.claim(
+            conn, worker_id="a", now_ms=clock.now_ms(), lease_ms=1_000, limit=2, kinds=(kind,)
+        )
+    clock.advance(seconds=2)
+    async with platform.db.begin() as conn:  # "b" takes the first over
+        [taken] = await jobs.claim(
+            conn, worker_id="b", now_ms=clock.now_ms(), lease_ms=60_000, limit=1, kinds=(kind,)
+        )
+    assert taken.id == first and taken.claim == held[0].claim + 1
+    async with platform.db.begin() as conn:
+        renewed = await conn.run_sync(
+            lambda c: jobs.renew_sync(c, held, until_ms=clock.now_ms() + 60_000)
+        )
+        # Released by "a": only the job it still holds goes back to the queue.
+        await conn.run_sync(lambda c: jobs.release_sync(c, held))
+    assert renewed == {second}
+    assert await _status(platform, first) == ("running", 2)
+    assert await _status(platform, second) == ("queued", 0)

@@ -48,6 +48,7 @@ STATUS: dict[type[errors.SluiceError], int] = {
     errors.NotReady: 503,
     errors.StorageUnavailable: 503,
     errors.Overloaded: 503,
+    errors.LeaseLost: 503,
     errors.InternalError: 500,
     # Never answered in practice: the client is gone (nginx's 499 is not a status to send).
     errors.ClientDisconnected: 400,

@@ -116,7 +116,7 @@ class ClientRuns:
                 if acked.task is not None and acked.task.done() and not acked.task.exception():
                     job = acked.task.result()
                     self.worker.leases.drop(job.id)
-                    await asyncio.shield(self.worker.leases.release([job.id]))
+                    await asyncio.shield(self.worker.leases.release([job]))
                 raise
         if acked.task is not None:
             self.worker.leases.drop((await acked.task).id)
@@ -137,7 +137,7 @@ class ClientRuns:
         )  # fmt: skip
         job_id = await self.enqueuer.enqueue(new)
         assert job_id is not None
-        job = jobs.Job(job_id, new.kind, new.owner_id, new.target_id, payload, 1, 0)
+        job = jobs.Job(job_id, new.kind, new.owner_id, new.target_id, payload, 1, 0, claim=1)
         self.worker.leases.hold(job)
         if not answer.done():
             answer.set_result(response)
@@ -147,9 +147,8 @@ class ClientRuns:
         """In the run's transaction: its acknowledged job, if any, is done."""
         if acked.task is not None and acked.task.done() and not acked.task.exception():
             job = acked.task.result()
-            jobs.complete_sync(
-                conn, job.id, worker_id=self.worker.worker_id, now_ms=self.worker.clock.now_ms()
-            )
+            if not jobs.complete_sync(conn, job, now_ms=self.worker.clock.now_ms()):
+                raise errors.LeaseLost(details={"job_id": job.id})
 
     async def _again(
         self, workflow: Workflow, payload: dict[str, Any], acked: _Acknowledged, exc: Exception

@@ -79,6 +79,15 @@ class Slots:
 
 
 class Leases:
+    """The leases of the jobs a worker holds, and how long each is known to hold.
+
+    Each held job has a local deadline: the time of the claim or of its last renewal that the
+    database confirmed, plus the lease. Past it, another worker may have taken the job over
+    (this process stalled: a SIGSTOP, a VM pause, a long GC), so a claimed job not started yet
+    is not started (``lapsed``), and a running one's results are refused when they commit
+    (the fencing token, ``storage/jobs.py``). Times come from the worker's clock, which in
+    production never steps (``clock.SystemClock``)."""
+
     def __init__(
         self, writer: database.Writer, clock: Clock, worker_id: str, lease_ms: int
     ) -> None:
@@ -88,25 +97,43 @@ class Leases:
         self.lease_ms = lease_ms
         #: Jobs started by this worker and not ended.
         self.running: dict[int, Job] = {}
+        #: Each held job's local deadline (see the class docstring), by job id.
+        self._until: dict[int, int] = {}
+
+    def claimed(self, held: Iterable[Job], at_ms: int) -> None:
+        """Jobs claimed at ``at_ms`` (their leases run from then)."""
+        for job in held:
+            self._until[job.id] = at_ms + self.lease_ms
 
     def hold(self, job: Job) -> None:
         self.running[job.id] = job
+        self._until.setdefault(job.id, self.clock.now_ms() + self.lease_ms)
 
     def drop(self, job_id: int) -> None:
         self.running.pop(job_id, None)
+        self._until.pop(job_id, None)
 
-    async def renew(self, waiting: Iterable[int] = ()) -> int:
+    def lapsed(self, job: Job) -> bool:
+        """Whether the job's lease may have passed: another worker may run it now. A tenth of
+        the lease early, for the clocks of other hosts that run a little ahead."""
+        until = self._until.get(job.id)
+        return until is not None and self.clock.now_ms() >= until - self.lease_ms // 10
+
+    async def renew(self, waiting: Iterable[Job] = ()) -> int:
         """Extend the leases of the running jobs and of ``waiting`` (claimed, not started);
         the number renewed."""
-        held = [*self.running, *waiting]
+        held = [*self.running.values(), *waiting]
         if not held:
             return 0
-        until = self.clock.now_ms() + self.lease_ms
-        return await self.writer(
-            lambda conn: jobs.renew_sync(conn, held, worker_id=self.worker_id, until_ms=until)
-        )
+        now_ms = self.clock.now_ms()
+        until = now_ms + self.lease_ms
+        renewed = await self.writer(lambda conn: jobs.renew_sync(conn, held, until_ms=until))
+        for job_id in renewed:
+            if job_id in self._until:
+                self._until[job_id] = until
+        return len(renewed)
 
-    async def beat(self, waiting: Callable[[], Iterable[int]]) -> None:
+    async def beat(self, waiting: Callable[[], Iterable[Job]]) -> None:
         """Renew every third of a lease, until cancelled."""
         while True:
             await asyncio.sleep(self.lease_ms / 3000)
@@ -115,14 +142,14 @@ class Leases:
             except Exception:
                 log.exception("could not renew the leases of the jobs in flight")
 
-    async def release(self, job_ids: list[int]) -> None:
+    async def release(self, held: list[Job]) -> None:
         """Queue again jobs this worker claimed and will not finish (never raises: a job left
-        leased runs again after its lease)."""
-        if not job_ids:
+        leased runs again after its lease). A job taken over meanwhile is left alone."""
+        for job in held:
+            self._until.pop(job.id, None)
+        if not held:
             return
         try:
-            await self.writer(
-                lambda conn: jobs.release_sync(conn, job_ids, worker_id=self.worker_id)
-            )
+            await self.writer(lambda conn: jobs.release_sync(conn, held))
         except Exception:
-            log.exception("could not release %d jobs; they run after their leases", len(job_ids))
+            log.exception("could not release %d jobs; they run after their leases", len(held))

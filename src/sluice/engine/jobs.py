@@ -6,7 +6,10 @@ completed job never runs again. A handler that returns without calling it has it
 done afterwards (nothing to store). A handler that raises (``errors.RunnerCrashed``, logged as
 a warning: the failure is Sluice's; or any other exception) has its job queued again with
 backoff, until ``max_attempts``. Leases are short and renewed (``engine/holds.py``): a job
-whose process died runs again within a lease. ``stop`` gives the jobs in flight a grace
+whose process died runs again within a lease. A worker that stalled past a lease stores
+nothing of the jobs it lost (``finish`` raises ``errors.LeaseLost`` in the results'
+transaction: the fencing token of ``storage/jobs.py``) and does not start the ones it had
+claimed and not started. ``stop`` gives the jobs in flight a grace
 period, then queues again at once what it did not finish. Tests drive it with
 ``run_once``/``drain``/``heartbeat`` and a fake clock.
 
@@ -130,7 +133,7 @@ class JobWorker:
         #: The leases of the jobs this worker holds (``engine/holds.py``).
         self.leases = Leases(self.writer, clock, self.worker_id, self.config.lease_ms)
         #: Jobs cancelled by ``stop`` before they ended: queued again at once.
-        self._interrupted: list[int] = []
+        self._interrupted: list[Job] = []
         self._beat: asyncio.Task[None] | None = None
         #: Set by ``hurry()`` (a second SIGTERM): ``stop`` waits no longer.
         self._hurry = asyncio.Event()
@@ -185,6 +188,7 @@ class JobWorker:
         )
         if skip:  # a claim without skipped accounts says nothing of the others' queue
             self._missed, self._missed_at = (None, 0) if claimed else (skip, now_ms)
+        self.leases.claimed(claimed, now_ms)
         return claimed
 
     async def run_once(self) -> int:
@@ -215,6 +219,7 @@ class JobWorker:
         )
         if job is None:
             return False
+        self.leases.claimed([job], now_ms)
         await self._run(job)
         return True
 
@@ -247,22 +252,44 @@ class JobWorker:
 
         def finish(conn: Connection) -> None:
             nonlocal finished
-            finished = jobs.complete_sync(
-                conn, job.id, worker_id=self.worker_id, now_ms=self.clock.now_ms()
-            )
+            if not jobs.complete_sync(conn, job, now_ms=self.clock.now_ms()):
+                # Another worker holds the job now: this transaction's results must not commit.
+                raise errors.LeaseLost(details={"job_id": job.id})
+            finished = True
 
         async with self.slots.worker_slot():
+            if self.leases.lapsed(job):
+                # Claimed before a stall longer than its lease: another worker may run it now.
+                self._lost(job, "before it started")
+                await self.leases.release([job])
+                return
             try:
                 await handler(job, finish)
             except asyncio.CancelledError:
                 if not finished:
-                    self._interrupted.append(job.id)
+                    self._interrupted.append(job)
                 raise
+            except errors.LeaseLost:
+                self._lost(job, "its results were not stored")
+                return
             except Exception as exc:  # any failure: retry with backoff, never lose the job
                 await self.failed(job, exc)
                 return
         if not finished:
-            await self.writer(finish)
+            try:
+                await self.writer(finish)
+            except errors.LeaseLost:
+                self._lost(job, "its results were not stored")
+
+    @staticmethod
+    def _lost(job: Job, what: str) -> None:
+        log.warning(
+            "job %s (%s): its lease passed and another worker may hold it; %s",
+            job.id,
+            job.kind,
+            what,
+            extra={"action": "lease_lost", "job_id": job.id},
+        )
 
     async def failed(self, job: Job, exc: Exception) -> None:
         """The job's run failed: queued again with backoff until ``max_attempts``, then failed
@@ -281,22 +308,23 @@ class JobWorker:
         )
         now = self.clock.now_ms()
         async with self.db.begin() as conn:
-            await jobs.retry_or_fail(
+            held = await jobs.retry_or_fail(
                 conn,
-                job.id,
-                worker_id=self.worker_id,
+                job,
                 now_ms=now,
                 error=str(exc),
                 retry_at_ms=now + backoff_ms(job.attempts) if retry else None,
             )
+        if not held:
+            self._lost(job, "its failure was not recorded")
         self.due.mark()  # the retry is due after its backoff: arm the timer for it
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._loop())
         self._beat = asyncio.create_task(self.leases.beat(self._waiting))
 
-    def _waiting(self) -> list[int]:
-        return [job.id for job in self._queue]
+    def _waiting(self) -> list[Job]:
+        return list(self._queue)
 
     async def heartbeat(self) -> int:
         """Renew the leases of the jobs this worker holds (running, or claimed and waiting);
@@ -331,7 +359,7 @@ class JobWorker:
                 started, released = len(pick.start), len(pick.release)
                 self._queue = collections.deque(claimed[position] for position in pick.keep)
                 if released:
-                    await self.leases.release([claimed[p].id for p in pick.release])
+                    await self.leases.release([claimed[p] for p in pick.release])
                 for position in pick.start:
                     task = asyncio.create_task(self._run(claimed[position]))
                     self._running.add(task)
@@ -368,7 +396,7 @@ class JobWorker:
         self._task = None
         await self.due.close()
         # Claimed, never started: queued again now, for other workers.
-        await self.leases.release([job.id for job in self._queue])
+        await self.leases.release(list(self._queue))
         self._queue.clear()
         await self._wait_for_running(grace_seconds)
         for task in list(self._running):

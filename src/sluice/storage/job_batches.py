@@ -41,6 +41,7 @@ def _row(job: NewJob, now_ms: int) -> dict[str, Any]:
         row |= {
             "status": JobState.RUNNING,
             "attempts": 1,
+            "claim": 1,
             "worker_id": job.held_by,
             "locked_until_ms": now_ms + job.lease_ms,
         }
@@ -62,9 +63,9 @@ _ADD_PG = (
     "created_ms) VALUES ($1, $2, $3, $4::text::jsonb, 'queued', 0, $5, $6)"
 )
 _ADD_HELD_PG = (
-    "INSERT INTO jobs (kind, owner_id, target_id, payload, status, attempts, run_after_ms, "
-    "created_ms, worker_id, locked_until_ms) "
-    "VALUES ($1, $2, $3, $4::text::jsonb, 'running', 1, $5, $6, $7, $8) RETURNING id"
+    "INSERT INTO jobs (kind, owner_id, target_id, payload, status, attempts, claim, "
+    "run_after_ms, created_ms, worker_id, locked_until_ms) "
+    "VALUES ($1, $2, $3, $4::text::jsonb, 'running', 1, 1, $5, $6, $7, $8) RETURNING id"
 )
 
 

@@ -5,6 +5,13 @@ same transaction as the results it produced, so a completed job never runs again
 ``failed`` after its last attempt. A worker that dies leaves its lease to expire; the job is
 claimed again (at-least-once). PostgreSQL claims with ``FOR UPDATE SKIP LOCKED`` so several
 processes share one queue; SQLite has one writer and needs no more.
+
+**Fencing.** Every claim adds one to the job's ``claim`` column and hands that number to the
+claimer (``Job.claim``). What a holder writes about its job (done, retry, release, renew)
+applies only where ``claim`` is still its number: a worker that stalled past its lease (a
+SIGSTOP, a VM pause, a long GC) and woke after another worker took the job over finds its
+writes refused, and its results roll back with its done mark (``errors.LeaseLost``), so a run
+is stored once however long a worker stalls.
 """
 
 from __future__ import annotations
@@ -30,11 +37,28 @@ class Job:
     payload: Any
     attempts: int
     created_ms: int
+    #: The fencing token of this claim (see the module docstring).
+    claim: int = 0
 
 
 def _job(row: Any) -> Job:
     return Job(
-        row.id, row.kind, row.owner_id, row.target_id, row.payload, row.attempts, row.created_ms
+        row.id,
+        row.kind,
+        row.owner_id,
+        row.target_id,
+        row.payload,
+        row.attempts,
+        row.created_ms,
+        row.claim,
+    )
+
+
+def _held(held: list[Job]) -> sa.ColumnElement[bool]:
+    """The rows of these claims, while each is still the current one."""
+    return sa.and_(
+        sa.tuple_(t.c.id, t.c.claim).in_([(job.id, job.claim) for job in held]),
+        t.c.status == JobState.RUNNING,
     )
 
 
@@ -156,6 +180,7 @@ def _take_statement(expired: bool, kinds: bool, skip: bool, postgres: bool) -> s
                 locked_until_ms=sa.bindparam("b_until"),
                 worker_id=sa.bindparam("b_worker"),
                 attempts=t.c.attempts + 1,
+                claim=t.c.claim + 1,
             )
             .returning(*t.c)
         )
@@ -187,28 +212,39 @@ def _take(
     return [_job(r) for r in conn.execute(statement, params)]
 
 
-def release_sync(conn: Connection, job_ids: list[int], *, worker_id: str) -> None:
+def release_sync(conn: Connection, held: list[Job]) -> None:
     """Queue again jobs this worker claimed but never started (it is stopping, or their
-    account is at its share): as if never claimed, their place in the queue unchanged."""
+    account is at its share): as if never claimed, their place in the queue unchanged. A
+    claim that is no longer current (taken over) is left alone."""
     conn.execute(
         t.update()
-        .where(t.c.id.in_(job_ids), t.c.worker_id == worker_id, t.c.status == JobState.RUNNING)
+        .where(_held(held))
         .values(
             status=JobState.QUEUED, locked_until_ms=None, worker_id=None, attempts=t.c.attempts - 1
         )
     )
 
 
-def renew_sync(conn: Connection, job_ids: list[int], *, worker_id: str, until_ms: int) -> int:
+def renew_sync(conn: Connection, held: list[Job], *, until_ms: int) -> set[int]:
     """Extend the leases of jobs this worker holds (running, or claimed and waiting for a
-    slot) to ``until_ms``; the number renewed. A job whose lease passed and was claimed by
-    another worker is not touched."""
+    slot) to ``until_ms``; the ids renewed. A job whose lease passed and was claimed by
+    another worker is not touched.
+
+    On PostgreSQL the rows are locked in id order and a row locked by another transaction is
+    skipped (renewed at the next beat): a renewal never waits, so it cannot deadlock with this
+    worker's own group commit marking some of the same jobs done in another order."""
+    rows = (
+        sa.select(t.c.id).where(_held(held)).order_by(t.c.id).with_for_update(skip_locked=True)
+        if conn.dialect.name == "postgresql"
+        else sa.select(t.c.id).where(_held(held))
+    )
     result = conn.execute(
         t.update()
-        .where(t.c.id.in_(job_ids), t.c.worker_id == worker_id, t.c.status == JobState.RUNNING)
+        .where(t.c.id.in_(rows.scalar_subquery()))
         .values(locked_until_ms=until_ms)
+        .returning(t.c.id)
     )
-    return int(result.rowcount or 0)
+    return {int(row[0]) for row in result}
 
 
 #: Rows deleted per pruning transaction: short write locks on SQLite.
@@ -282,6 +318,7 @@ def claim_one_sync(
             locked_until_ms=now_ms + lease_ms,
             worker_id=worker_id,
             attempts=t.c.attempts + 1,
+            claim=t.c.claim + 1,
         )
         .returning(*t.c)
     ).first()
@@ -292,41 +329,41 @@ _COMPLETE = (
     t.update()
     .where(
         t.c.id == sa.bindparam("b_id"),
-        t.c.worker_id == sa.bindparam("b_worker"),
+        t.c.claim == sa.bindparam("b_claim"),
         t.c.status == JobState.RUNNING,
     )
     .values(status=JobState.DONE, finished_ms=sa.bindparam("b_now"), locked_until_ms=None)
 )
 
 
-def complete_sync(conn: Connection, job_id: int, *, worker_id: str, now_ms: int) -> bool:
-    """Mark done, only if this worker still holds it (else another took it over)."""
-    result = conn.execute(_COMPLETE, {"b_id": job_id, "b_worker": worker_id, "b_now": now_ms})
+def complete_sync(conn: Connection, job: Job, *, now_ms: int) -> bool:
+    """Mark done, only while this claim is the job's current one (else another worker took it
+    over: the caller's transaction must not commit, ``errors.LeaseLost``)."""
+    result = conn.execute(_COMPLETE, {"b_id": job.id, "b_claim": job.claim, "b_now": now_ms})
     return bool(result.rowcount)
 
 
-async def complete(conn: AsyncConnection, job_id: int, *, worker_id: str, now_ms: int) -> bool:
-    return await conn.run_sync(complete_sync, job_id, worker_id=worker_id, now_ms=now_ms)
+async def complete(conn: AsyncConnection, job: Job, *, now_ms: int) -> bool:
+    return await conn.run_sync(complete_sync, job, now_ms=now_ms)
 
 
 async def retry_or_fail(
     conn: AsyncConnection,
-    job_id: int,
+    job: Job,
     *,
-    worker_id: str,
     now_ms: int,
     error: str,
     retry_at_ms: int | None,
-) -> None:
-    """Queue again at ``retry_at_ms``, or fail for good when it is None."""
+) -> bool:
+    """Queue again at ``retry_at_ms``, or fail for good when it is None; False (nothing
+    written) when this claim is no longer the job's current one."""
     values: dict[str, Any] = {"last_error": error[:4000], "locked_until_ms": None}
     if retry_at_ms is None:
         values.update(status=JobState.FAILED, finished_ms=now_ms)
     else:
         values.update(status=JobState.QUEUED, run_after_ms=retry_at_ms)
-    await conn.execute(
-        t.update().where(t.c.id == job_id, t.c.worker_id == worker_id).values(**values)
-    )
+    result = await conn.execute(t.update().where(_held([job])).values(**values))
+    return bool(result.rowcount)
 
 
 async def counts(conn: AsyncConnection, target_id: str | None = None) -> dict[str, int]:

@@ -179,6 +179,9 @@ jobs = sa.Table(
     # queued → running → done | failed; a running job whose lease passed is queued again.
     sa.Column("status", Str(20), nullable=False),
     sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+    # The fencing token: +1 on every claim, never less. A holder's writes (done, retry,
+    # release, renew) apply only while it is still the claim it took (``storage/jobs.py``).
+    sa.Column("claim", sa.Integer, nullable=False, server_default="0"),
     sa.Column("run_after_ms", sa.BigInteger, nullable=False),
     sa.Column("locked_until_ms", sa.BigInteger),
     sa.Column("worker_id", Str(60)),
