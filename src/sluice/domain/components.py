@@ -86,14 +86,23 @@ def validate_shape(info: dict[str, Any], *, compat: bool = False) -> Shape:
     """Apply the spec's rules to what Node reported.
 
     ``compat`` applies the compatibility rules (docs/api.md, "Compatibility rules"): the
-    spec's rules that Pipedream's own published components break are waived, each waiver
-    kept as a warning naming the prop. A ``default`` on a prop that is not optional (helper
-    functions' compare-arrays) makes the prop optional with that default; a source-only prop
-    in an action (an action's ``$.service.db``) is accepted as Pipedream accepts it.
+    spec's rules that Pipedream's own published components break, and what Pipedream accepts
+    that the spec refuses, are waived, each waiver kept as a warning. A ``default`` on a prop
+    that is not optional (helper functions' compare-arrays) makes the prop optional with that
+    default; a source-only prop in an action (an action's ``$.service.db``) is accepted as
+    Pipedream accepts it; a source without ``version`` is ``0.0.1``; a source with a timer
+    prop and no ``run()`` emits each tick's event (Pipedream's schedule sources); an
+    ``http_request`` prop may leave out its type (the runner reads it from its default); an
+    entry an ``additionalProps()`` returns as ``undefined`` is left out.
     """
     kind = component_kind(info.get("type"))
-    name, version, key, description = _top_fields(info)
-    if info.get("run_type") != "function":
+    warnings: list[str] = []
+    compat_warnings = warnings if compat else None
+    name, version, key, description = _top_fields(info, kind, compat_warnings)
+    reported_props = [p for p in info.get("props") or [] if not _undefined_prop(p, compat_warnings)]
+    if info.get("run_type") != "function" and not _emits_ticks(
+        info, kind, reported_props, compat_warnings
+    ):
         what = "missing" if info.get("run_type") in (None, "undefined") else "not a function"
         raise InvalidComponent(
             f"run is required: an (async) function, and it is {what}", field="run"
@@ -109,20 +118,26 @@ def validate_shape(info: dict[str, Any], *, compat: bool = False) -> Shape:
             raise InvalidComponent(
                 f"dedupe must be one of {', '.join(DEDUPE)}, not {dedupe!r}", field="dedupe"
             )
-    warnings: list[str] = []
-    props = [
-        _prop_entry(reported, kind, warnings if compat else None)
-        for reported in info.get("props") or []
-    ]
+    props = [_prop_entry(reported, kind, compat_warnings) for reported in reported_props]
     return Shape(kind, name, key, version, description, dedupe, props, warnings)
 
 
-def _top_fields(info: dict[str, Any]) -> tuple[str, str, str | None, str | None]:
+#: The version a source without one gets under the compatibility rules.
+ASSUMED_VERSION = "0.0.1"
+
+
+def _top_fields(
+    info: dict[str, Any], kind: Kind, warnings: list[str] | None
+) -> tuple[str, str, str | None, str | None]:
     """``name``, ``version``, ``key`` and ``description``, checked."""
     name = info.get("name")
     if not isinstance(name, str) or not name.strip():
         raise InvalidComponent("name is required: a non-empty string", field="name")
     version = info.get("version")
+    if version is None and kind == "source" and warnings is not None:
+        # Pipedream deploys a source without a version (its quickstart's examples have none).
+        warnings.append(f"version: none given; {ASSUMED_VERSION} assumed (compatibility rules)")
+        version = ASSUMED_VERSION
     if not isinstance(version, str) or not version.strip():
         raise InvalidComponent('version is required: a string such as "0.0.1"', field="version")
     key = info.get("key")
@@ -137,11 +152,49 @@ def _top_fields(info: dict[str, Any]) -> tuple[str, str, str | None, str | None]
     return name, version, key, description
 
 
+def _undefined_prop(reported: dict[str, Any], warnings: list[str] | None) -> bool:
+    """Whether a prop entry is ``undefined`` and left out (compatibility rules): Pipedream
+    skips such entries (shopify's metafield actions return some from additionalProps())."""
+    if not reported.get("undefined") or warnings is None:
+        return False
+    warnings.append(f"props.{reported.get('name', '?')}: undefined; left out (compatibility rules)")
+    return True
+
+
+def _emits_ticks(
+    info: dict[str, Any], kind: Kind, props: list[dict[str, Any]], warnings: list[str] | None
+) -> bool:
+    """Whether a component without ``run()`` is a schedule source the runner runs by emitting
+    each tick (compatibility rules; Pipedream's ``schedule`` app's sources have no run())."""
+    if warnings is None or kind != "source" or info.get("run_type") not in (None, "undefined"):
+        return False
+    timers = [
+        p.get("name", "?")
+        for p in props
+        if isinstance(p.get("definition"), dict) and p["definition"].get("type") == TIMER
+    ]
+    if not timers:
+        return False
+    warnings.append(
+        f"run: none; each tick of props.{timers[0]} is emitted as the event (compatibility rules)"
+    )
+    return True
+
+
 def _prop_entry(reported: dict[str, Any], kind: Kind, warnings: list[str] | None) -> dict[str, Any]:
     """One prop's ``configurable_props`` entry; ``warnings`` (compatibility rules) collects
     the waivers instead of failing."""
     prop_name = reported.get("name", "?")
     definition = reported.get("definition")
+    if reported.get("inferred_type"):
+        if warnings is None:
+            raise InvalidComponent(
+                f"prop {prop_name!r} has no type", field=f"props.{prop_name}.type"
+            )
+        warnings.append(
+            f"props.{prop_name}: no type; {reported['inferred_type']} read from its default "
+            "(compatibility rules)"
+        )
     if warnings is not None and isinstance(definition, dict):
         if _required_with_default(definition):
             warnings.append(

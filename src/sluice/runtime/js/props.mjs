@@ -18,10 +18,18 @@ const TOP_FIELDS = ["name", "key", "type", "version", "description", "dedupe"];
  */
 export function resolveProp(raw) {
   if (typeof raw === "string") return { def: { type: raw }, shorthand: true };
+  if (raw === undefined) return { def: {}, undefined: true, error: "the prop is undefined" };
   if (!isObject(raw) || Array.isArray(raw)) {
     return { def: {}, error: "a prop definition must be an object or a type string" };
   }
-  if (raw.propDefinition === undefined) return { def: raw };
+  if (raw.propDefinition === undefined) {
+    // Pipedream takes a prop with no type and an HTTP request as its default for an
+    // http_request prop; the component rules decide whether Sluice does (inferred_type).
+    if (raw.type === undefined && isHttpRequestValue(raw.default)) {
+      return { def: { ...raw, type: "http_request" }, inferred: "http_request" };
+    }
+    return { def: raw };
+  }
   const { propDefinition: pd, ...local } = raw;
   if (!Array.isArray(pd)) {
     return { def: local, error: "propDefinition must be an array [app, name, inputValues]" };
@@ -36,6 +44,9 @@ export function resolveProp(raw) {
   }
   return { def: { ...base, ...local }, app, name, input, base };
 }
+
+const isHttpRequestValue = (v) =>
+  isObject(v) && !Array.isArray(v) && typeof v.url === "string" && (v.method === undefined || typeof v.method === "string");
 
 /** The `inspect` value for a loaded component (see docs/runner-protocol.md). */
 export function describeComponent(component, format) {
@@ -71,6 +82,8 @@ function describeProp(name, raw) {
     entry.definition.propDefinition = { app: toJsonSafe(resolved.app.app), name: resolved.name };
   }
   if (resolved.shorthand) entry.shorthand = true;
+  if (resolved.undefined) entry.undefined = true;
+  if (resolved.inferred) entry.inferred_type = resolved.inferred;
   if (resolved.error) entry.error = resolved.error;
   return entry;
 }

@@ -224,6 +224,15 @@ async function execute(component, call, inv, slot) {
     case "inspect":
       return describeComponent(component, slot.format);
     case "run": {
+      if (component.run === undefined) {
+        // A schedule source with no run(): Pipedream's platform emits each tick's event (the
+        // component rules decide whether such a source deploys; docs/api.md).
+        const state = await buildInstance(component, call, inv);
+        if (Object.values(state.defs).some((d) => d.def.type === "$.interface.timer")) {
+          await state.self.$emit(call.event);
+          return null;
+        }
+      }
       requireRun(component);
       const state = await buildInstance(component, call, inv);
       return await component.run.call(state.self, call.event);
