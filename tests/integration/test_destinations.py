@@ -44,6 +44,9 @@ class HttpServer:
     port: int = 0
     status: int = 200
     answer: bool = True
+    #: What it answers with (a feed, JSON, …).
+    body: bytes = b"ok"
+    content_type: str = "text/plain"
     received: list[Request] = field(default_factory=list)
     handlers: set[asyncio.Task[None]] = field(default_factory=set)
 
@@ -64,8 +67,9 @@ class HttpServer:
             self.received.append(Request(method, target, headers, body))
             if self.answer:
                 writer.write(
-                    f"HTTP/1.1 {self.status} Whatever\r\nContent-Length: 2\r\n"
-                    "Connection: close\r\n\r\nok".encode()
+                    f"HTTP/1.1 {self.status} Whatever\r\nContent-Length: {len(self.body)}\r\n"
+                    f"Content-Type: {self.content_type}\r\nConnection: close\r\n\r\n".encode()
+                    + self.body
                 )
                 await writer.drain()
             else:

@@ -39,10 +39,11 @@ class Server:
 
 
 @contextlib.contextmanager
-def serve(data_dir: Path) -> Iterator[Server]:
+def serve(data_dir: Path, extra_env: dict[str, str] | None = None) -> Iterator[Server]:
     port = _free_port()
     env = {
         **os.environ,
+        **(extra_env or {}),
         "SLUICE_DATA_DIR": str(data_dir),
         "SLUICE_PORT": str(port),
         "SLUICE_NPM_STORE": str(CACHE / "npm-store"),

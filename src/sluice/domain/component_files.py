@@ -5,6 +5,7 @@ file's default name, and the ``package.json`` nearest the entry.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import posixpath
 import re
@@ -17,6 +18,13 @@ _CODE_SUFFIXES = (".mjs", ".cjs", ".js")
 _ESM_HINT = re.compile(
     r"^\s*(export\s+default|export\s*\{|import\s[\w*{$]|import\s*['\"])", re.MULTILINE
 )
+
+
+def code_hash(entry_path: str, files: dict[str, str]) -> str:
+    """What names a component's tree on disk and tells two saves of the same code apart:
+    sha256 of the entry's path and every file (the entry's included)."""
+    laid_out = json.dumps({"entry": entry_path, "files": files}, sort_keys=True)
+    return hashlib.sha256(laid_out.encode()).hexdigest()
 
 
 def default_entry_name(code: str) -> str:

@@ -11,8 +11,6 @@ given (paths, sizes, the entry's name) are ``domain/component_files.py``'s.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import logging
 import os
 import posixpath
@@ -250,9 +248,7 @@ class Components:
         )
         entry_path = entry_path or files_rules.default_entry_name(source.code or "")
         files[entry_path] = source.code or ""
-        code_hash = hashlib.sha256(
-            json.dumps({"entry": entry_path, "files": files}, sort_keys=True).encode()
-        ).hexdigest()
+        code_hash = files_rules.code_hash(entry_path, files)
         package_json = files_rules.nearest_package_json(files, entry_path)
         plan = imports.plan_dependencies(files, package_json)
         store_dir = await self.deps.ensure(plan)

@@ -27,6 +27,7 @@ from sluice.engine.broker import Broker, Waiters
 from sluice.engine.client_runs import ClientRuns
 from sluice.engine.commit import Commit
 from sluice.engine.components import Components
+from sluice.engine.core_components import CoreComponents
 from sluice.engine.credentials import Credentials
 from sluice.engine.data_stores import DataStores
 from sluice.engine.directory import EndpointDirectory
@@ -94,6 +95,8 @@ class Platform(Services):
                 _sandbox(settings),
             ) as pool:
                 platform = cls._assemble(settings, clock, db, reader, cipher, pool)
+                # Before any request: a fresh install's registry has its triggers and actions.
+                await CoreComponents(db, platform.components, clock).seed()
                 if database.is_postgres(db):
                     platform.notifications = platform._listen(settings)
                 if background:

@@ -20,6 +20,10 @@ from sluice.domain import text
 from sluice.storage.tables import accounts, api_keys
 
 KEY_PREFIX = "slk"
+#: The account that owns the core components Sluice ships (``engine/core_components.py``):
+#: no password, no key, no e-mail, so nobody logs in as it; not counted as a user.
+SYSTEM_ID = "u_sluice"
+SYSTEM_USERNAME = "sluice"
 
 
 @dataclass(frozen=True)
@@ -131,7 +135,21 @@ async def set_email(conn: AsyncConnection, account_id: str, email: str | None) -
 
 
 async def count(conn: AsyncConnection) -> int:
-    return int((await conn.execute(sa.select(sa.func.count()).select_from(accounts))).scalar_one())
+    """The people's accounts (the system account left out)."""
+    query = sa.select(sa.func.count()).select_from(accounts).where(accounts.c.id != SYSTEM_ID)
+    return int((await conn.execute(query)).scalar_one())
+
+
+async def ensure_system(conn: AsyncConnection, *, now_s: int) -> None:
+    """Create the system account if it is not there yet (the caller's transaction; a
+    process racing another one gets an ``IntegrityError``, and may ignore it)."""
+    found = await conn.execute(sa.select(accounts.c.id).where(accounts.c.id == SYSTEM_ID))
+    if found.first() is None:
+        await conn.execute(
+            accounts.insert().values(
+                id=SYSTEM_ID, username=SYSTEM_USERNAME, email=None, is_admin=False, created_at=now_s
+            )
+        )
 
 
 async def set_password_hash(conn: AsyncConnection, account_id: str, password_hash: str) -> None:

@@ -1,0 +1,21 @@
+// Sluice core component. Pipedream's `schedule-monthly`: a cron timer with a time zone; the
+// tick is the event (`{timestamp, interval_seconds, cron, timezone_configured, timezone_utc}`).
+export default {
+  key: "schedule-monthly",
+  name: "Monthly",
+  description: "Trigger every month, on the day, at the time and in the time zone you choose (cron, the 1st at 09:00 UTC by default).",
+  version: "0.1.0",
+  type: "source",
+  props: {
+    cron: {
+      type: "$.interface.timer",
+      label: "Schedule",
+      description: "A cron expression (minute hour day-of-month month day-of-week) and its time zone.",
+      default: { cron: "0 9 1 * *", timezone: "UTC" },
+    },
+  },
+  async run(event) {
+    const at = new Date((event?.timestamp ?? Date.now() / 1000) * 1000).toISOString();
+    this.$emit(event, { summary: `Tick at ${at}` });
+  },
+};
