@@ -146,6 +146,26 @@ class Settings:
     error_email_throttle_seconds: int = 86_400
     #: ``$.send.http``: time limit of the request, seconds (Pipedream: 5, no retries).
     send_http_timeout_seconds: float = 5.0
+    #: Webhook (``wh_``) deliveries (docs/deploy.md, "Webhook deliveries"): a failed one is
+    #: tried again after a random delay up to a ceiling that starts at this many seconds and
+    #: doubles each attempt...
+    delivery_backoff_seconds: float = 1.0
+    #: ...up to this many seconds between attempts at most.
+    delivery_backoff_max_seconds: float = 900.0
+    #: No retry starts later than this after the event (or a retry by hand), seconds; then
+    #: the delivery is dead (listed, retried by hand: API, CLI, UI).
+    delivery_max_age_seconds: int = 86_400
+    #: Attempts of one delivery at most; 0: only ``delivery_max_age_seconds`` bounds them.
+    delivery_max_attempts: int = 0
+    #: Time limit of one delivery's request, seconds.
+    delivery_timeout_seconds: float = 10.0
+    #: Deliveries in flight at once in one worker process, all webhooks together: their own
+    #: slots, apart from the job worker's (a slow URL never holds the account's jobs)...
+    delivery_concurrency: int = 64
+    #: ...and to one webhook at most, so a slow or unreachable URL holds only its own.
+    delivery_per_webhook: int = 8
+    #: Delivered deliveries are deleted this many seconds after (dead ones are kept).
+    delivery_retention_seconds: int = 3600
     #: ``$.send.s3``: an S3-compatible endpoint (``https://s3.amazonaws.com``, MinIO, ...) and
     #: its credentials. Empty endpoint: ``$.send.s3`` fails with a clear error in the run.
     s3_endpoint_url: str = ""

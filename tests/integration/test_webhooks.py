@@ -1,7 +1,8 @@
 """Webhooks (``wh_…``), as Pipedream's, on both dialects: created with query parameters,
-subscribed to an emitter, each event POSTed as JSON to the URL under the egress rules (a
-refused or failing URL fails the delivery job, which runs again later), deleted with their
-subscriptions, invisible to other accounts."""
+subscribed to an emitter, each event POSTed as JSON to the URL under the egress rules with an
+``Idempotency-Key`` (a refused or failing URL leaves the delivery pending, tried again later;
+dead after its retries, listed and retried through the API), deleted with their
+subscriptions and deliveries, invisible to other accounts."""
 
 from __future__ import annotations
 
@@ -9,15 +10,15 @@ import json
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 
 from sluice.domain import egress
+from sluice.domain.deliveries import RetryPolicy
+from sluice.engine.deliveries import DeliveryConfig, DeliveryWorker
 from sluice.platform import Platform
-from sluice.storage import jobs
-from sluice.storage.tables import jobs as jobs_table
 from tests.conftest import Api
 from tests.integration.test_api_basics import assert_error
 from tests.integration.test_workflow_triggers import Gate
+from tests.webhook_target import Target
 
 EMITTER = """
 export default { name: "Hooked", version: "1",
@@ -56,12 +57,27 @@ async def test_events_are_posted_to_a_subscribed_webhook(
         assert (await other_api.client.get("/v1/users/me/webhooks")).json()["data"] == []
 
         await api.client.post(f"/v1/sources/{source['id']}/run", json={"event": {"n": 7}})
-        await api.platform.jobs.drain()
+        assert await api.platform.deliveries.drain() == 1
         [(method, path, body)] = gate.requests
         assert (method, path, json.loads(body)) == ("POST", "/in", {"n": 7})
         headers = gate.headers[0]
         assert headers["content-type"] == "application/json"
         assert headers["x-sluice-emitter-id"] == source["id"]
+        # The delivery's id: the receiver's key to drop a double.
+        assert headers["idempotency-key"].startswith("dlv_")
+        assert headers["x-sluice-delivery-id"] == headers["idempotency-key"]
+        assert headers["x-sluice-delivery-attempt"] == "1"
+        listed = await api.client.get(f"/v1/webhooks/{hook['id']}/deliveries")
+        [delivery] = listed.json()["data"]
+        assert delivery["id"] == headers["idempotency-key"]
+        assert (delivery["status"], delivery["attempts"], delivery["last_status"]) == (
+            "delivered",
+            1,
+            200,
+        )
+        assert delivery["event_id"] == headers["x-sluice-event-id"]
+        # Not the job queue: a webhook's deliveries take none of the account's job slots.
+        assert await api.platform.jobs.drain() == 0
 
         listed = (await api.client.get("/v1/users/me/webhooks")).json()
         assert [h["id"] for h in listed["data"]] == [hook["id"]]
@@ -72,13 +88,15 @@ async def test_events_are_posted_to_a_subscribed_webhook(
         assert_error(await api.client.delete(f"/v1/webhooks/{hook['id']}"), 404, "not_found")
 
 
-async def test_bad_urls_are_400s_and_a_refused_url_fails_its_delivery(api: Api) -> None:
+async def test_bad_urls_are_400s_and_a_refused_url_leaves_its_delivery_pending(
+    api: Api,
+) -> None:
     for url in ("ftp://example.com/x", "not a url", "http://"):
         body = assert_error(
             await api.client.post("/v1/webhooks", params={"url": url}), 400, "invalid_request"
         )
         assert body["field"] == "url"
-    # Loopback: accepted (the policy may change), refused at delivery, the job kept to retry.
+    # Loopback: accepted (the policy may change), refused at delivery, kept to retry.
     hook = (await api.client.post("/v1/webhooks", params={"url": "http://127.0.0.1:9/x"})).json()[
         "data"
     ]
@@ -86,16 +104,74 @@ async def test_bad_urls_are_400s_and_a_refused_url_fails_its_delivery(api: Api) 
     link = {"emitter_id": source["id"], "listener_id": hook["id"]}
     assert (await api.client.post("/v1/subscriptions", params=link)).status_code == 200
     await api.client.post(f"/v1/sources/{source['id']}/run", json={"event": {"n": 1}})
-    await api.platform.jobs.drain()
-    async with api.platform.db.connect() as conn:
-        row = (
-            await conn.execute(
-                sa.select(jobs_table.c.status, jobs_table.c.last_error).where(
-                    jobs_table.c.target_id == hook["id"]
-                )
-            )
-        ).one()
-    assert row.status == "queued" and "refused" in row.last_error and hook["id"] in row.last_error
-    # Not left for other tests' workers on the shared platform to run when their clock moves.
-    async with api.platform.db.begin() as conn:
-        await jobs.delete_for(conn, hook["id"])
+    assert await api.platform.deliveries.drain() == 1
+    listed = await api.client.get(
+        f"/v1/webhooks/{hook['id']}/deliveries", params={"status": "pending"}
+    )
+    [delivery] = listed.json()["data"]
+    assert delivery["attempts"] == 1 and "refused" in delivery["last_error"]
+    assert delivery["next_attempt_at"] is not None and delivery["finished_at"] is None
+    assert_error(
+        await api.client.get(f"/v1/webhooks/{hook['id']}/deliveries", params={"status": "x"}),
+        400,
+        "invalid_request",
+    )
+    # Deleting the webhook deletes its deliveries (none left for other tests' workers).
+    assert (await api.client.delete(f"/v1/webhooks/{hook['id']}")).status_code == 200
+    assert_error(await api.client.get(f"/v1/webhooks/{hook['id']}/deliveries"), 404, "not_found")
+
+
+async def test_dead_deliveries_are_listed_and_retried_with_the_same_key(
+    api: Api, other_api: Api, loopback_webhooks: Any
+) -> None:
+    """Past its retries a delivery is dead, listed as such; a retry (one, or all of the
+    webhook's) delivers it with the key every earlier attempt had."""
+    # Retries used up after 2 attempts, the second due at once (no waiting in a test).
+    worker = DeliveryWorker(
+        api.platform.db,
+        api.platform.clock,
+        api.platform.webhooks,
+        DeliveryConfig(policy=RetryPolicy(first_ms=0, max_attempts=2)),
+    )
+    async with Target() as target:
+        target.status = 503
+        hook = (await api.client.post("/v1/webhooks", params={"url": target.url})).json()["data"]
+        source = (await api.client.post("/v1/sources", json={"component_code": EMITTER})).json()[
+            "data"
+        ]
+        link = {"emitter_id": source["id"], "listener_id": hook["id"]}
+        assert (await api.client.post("/v1/subscriptions", params=link)).status_code == 200
+        for n in (1, 2):
+            await api.client.post(f"/v1/sources/{source['id']}/run", json={"event": {"n": n}})
+        assert await worker.drain() == 4  # 2 deliveries, 2 attempts each
+        path = f"/v1/webhooks/{hook['id']}/deliveries"
+        dead = (await api.client.get(path, params={"status": "dead"})).json()["data"]
+        assert len(dead) == 2
+        assert {(d["attempts"], d["last_status"]) for d in dead} == {(2, 503)}
+        assert all(d["finished_at"] and d["last_error"] == "the URL answered 503" for d in dead)
+        assert (await api.client.get(path, params={"status": "pending"})).json()["data"] == []
+        # Another account sees none of it and retries nothing.
+        assert_error(await other_api.client.get(path), 404, "not_found")
+        assert_error(await other_api.client.post(f"{path}/retry"), 404, "not_found")
+        first, second = dead
+        # Retrying one that is not dead, or not the webhook's: refused, nothing retried.
+        assert_error(await api.client.post(f"{path}/dlv_nothere/retry"), 404, "not_found")
+
+        target.status = 200
+        one = await api.client.post(f"{path}/{first['id']}/retry")
+        assert one.status_code == 200 and one.json()["data"]["retried"] == [first["id"]]
+        assert_error(await api.client.post(f"{path}/{first['id']}/retry"), 409, "conflict")
+        assert await api.platform.deliveries.drain() == 1
+        rest = (await api.client.post(f"{path}/retry")).json()["data"]
+        assert rest == {"retried": [second["id"]], "count": 1}
+        assert await api.platform.deliveries.drain() == 1
+
+        delivered = (await api.client.get(path, params={"status": "delivered"})).json()["data"]
+        assert {d["id"] for d in delivered} == {first["id"], second["id"]}
+        assert all(d["attempts"] == 1 and d["last_error"] is None for d in delivered)
+        by_key = target.by_key()
+        assert set(by_key) == {first["id"], second["id"]}
+        assert [len(v) for v in by_key.values()] == [3, 3]  # 2 failed, then the retry
+        assert {r.json()["n"] for r in target.received} == {1, 2}
+        assert (await api.client.delete(f"/v1/webhooks/{hook['id']}")).status_code == 200
+    await worker.stop()

@@ -22,6 +22,6 @@ def test_doctests(name: str) -> None:
 
 def test_the_decision_modules_have_examples() -> None:
     # A module listed here with no example would pass the test above by running nothing.
-    for name in ("limits", "routing", "shares", "flow", "outcomes"):
+    for name in ("limits", "routing", "shares", "flow", "outcomes", "deliveries"):
         module = importlib.import_module(f"sluice.domain.{name}")
         assert doctest.DocTestFinder().find(module), name

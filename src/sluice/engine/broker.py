@@ -39,6 +39,8 @@ _SEEN = 4096
 
 #: Topic of "deliveries were enqueued" (items: the number of jobs).
 JOBS = "jobs"
+#: Topic of "deliveries to webhooks were stored" (items: their number).
+DELIVERIES = "deliveries"
 
 
 def emits_topic(emitter_id: str) -> str:

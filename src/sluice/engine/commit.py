@@ -4,8 +4,9 @@ group commit: ``database.GroupWriter``).
 
 A transaction holds, together: the job's done mark (``also``, so "done" and the results commit
 or roll back as one), the events (emits, ``$errors``, ``$.send.emit``/``sse``), one ``emit``
-job per (listener, event) carrying the chain of workflows it went through (an event is never
-stored without its deliveries), the db state, the run, log lines, and the trims of the
+job per (listener, event) carrying the chain of workflows it went through, or a delivery per
+(webhook, event) (``engine/webhooks.py``; an event is never stored without its deliveries),
+the db state, the run, log lines, and the trims of the
 retention windows. After the commit, never before, the live streams hear what was stored and
 the job worker is woken for the jobs enqueued (``Commit._published``).
 
@@ -27,7 +28,7 @@ from sluice.config import Settings
 from sluice.domain import dedupe, error_events, limits, outcomes, routing, states, text
 from sluice.domain.outcomes import Item, SourceResults, SourceStored
 from sluice.domain.states import JobKind, RunStatus
-from sluice.engine import broker
+from sluice.engine import broker, webhooks
 from sluice.engine.broker import Broker
 from sluice.engine.jobs import Finish
 from sluice.storage import database, events, jobs, runs, sources, subscriptions
@@ -60,6 +61,8 @@ class _Batch:
         self.stored: list[events.Event] = []
         self.log_lines: list[events.LogLine] = []
         self.queued = 0
+        #: Deliveries to webhooks stored (``engine/deliveries.py`` posts them).
+        self.deliveries = 0
         self._links: list[routing.Link] | None = None
 
     def append(self, items: list[Item]) -> list[str]:
@@ -104,6 +107,10 @@ class _Batch:
                 "channel": channel,
                 "event": event,
             }
+            if listener.startswith("wh_"):  # a webhook: its own queue and slots
+                webhooks.new_delivery(self.conn, self.owner_id, listener, payload, self.now_ms)
+                self.deliveries += 1
+                continue
             if self.chain is not None:
                 payload["hops"] = self.chain
             self.enqueue(JobKind.EMIT, listener, payload)
@@ -157,6 +164,8 @@ class Commit:
             hub.publish(broker.logs_topic(emitter_id), list(batch.log_lines))
         if batch.queued:
             hub.publish(broker.JOBS, [batch.queued])
+        if batch.deliveries:
+            hub.publish(broker.DELIVERIES, [batch.deliveries])
 
     # ---- a source's invocation ----------------------------------------------------------------
 

@@ -94,11 +94,16 @@ class _VettingBackend(httpcore.AsyncNetworkBackend):
 
 
 class _VettedTransport(httpx.AsyncHTTPTransport):
-    def __init__(self, policy: egress.EgressPolicy, resolver: Resolver) -> None:
-        super().__init__()
-        limits = httpx.Limits()
+    def __init__(
+        self, policy: egress.EgressPolicy, resolver: Resolver, limits: httpx.Limits | None = None
+    ) -> None:
+        # One TLS context for both pools (httpx's, replaced below, and ours): building one
+        # loads the CA bundle, the costliest part of making a client.
+        context = httpx.create_ssl_context()
+        super().__init__(verify=context)
+        limits = limits or httpx.Limits()
         self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=httpx.create_ssl_context(),
+            ssl_context=context,
             max_connections=limits.max_connections,
             max_keepalive_connections=limits.max_keepalive_connections,
             keepalive_expiry=limits.keepalive_expiry,
@@ -107,7 +112,11 @@ class _VettedTransport(httpx.AsyncHTTPTransport):
 
 
 def client(
-    policy: egress.EgressPolicy, *, resolver: Resolver | None = None, **kwargs: Any
+    policy: egress.EgressPolicy,
+    *,
+    resolver: Resolver | None = None,
+    limits: httpx.Limits | None = None,
+    **kwargs: Any,
 ) -> httpx.AsyncClient:
     """An ``httpx.AsyncClient`` that connects only where ``policy`` allows; a refused
     connection raises ``errors.EgressRefused``. ``kwargs`` go to the client (not ``transport``,
@@ -116,8 +125,47 @@ def client(
     ``trust_env`` is off: an ``HTTP_PROXY`` variable would otherwise send requests to the proxy
     with the destination unchecked here.
     """
-    transport = _VettedTransport(policy, resolver or SystemResolver())
+    transport = _VettedTransport(policy, resolver or SystemResolver(), limits)
     return httpx.AsyncClient(transport=transport, trust_env=False, **kwargs)
+
+
+class Clients:
+    """The process's shared outbound clients, one per egress policy, made on first use and
+    closed when the platform closes (an async context manager). Making a client is costly (a
+    TLS context, CPU on the event loop); a shared one also keeps its connections alive, so a
+    webhook's deliveries reuse one connection instead of a handshake each (bench/README.md,
+    "Webhook deliveries")."""
+
+    def __init__(
+        self, *, limits: httpx.Limits | None = None, resolver: Resolver | None = None
+    ) -> None:
+        self._limits = limits
+        self._resolver = resolver
+        self._clients: dict[egress.EgressPolicy, httpx.AsyncClient] = {}
+        self._closed = False
+
+    def get(self, policy: egress.EgressPolicy) -> httpx.AsyncClient:
+        """The client for ``policy``: redirects not followed, no proxy from the environment."""
+        if self._closed:
+            raise errors.NotReady("the outbound HTTP clients are closed (shutting down)")
+        shared = self._clients.get(policy)
+        if shared is None:
+            shared = self._clients[policy] = client(
+                policy, resolver=self._resolver, limits=self._limits, follow_redirects=False
+            )
+        return shared
+
+    async def aclose(self) -> None:
+        self._closed = True
+        clients, self._clients = list(self._clients.values()), {}
+        for each in clients:
+            await each.aclose()
+
+    async def __aenter__(self) -> Clients:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
 
 def policy(settings: Settings) -> egress.EgressPolicy:

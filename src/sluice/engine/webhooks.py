@@ -1,25 +1,36 @@
 """Webhooks (``wh_…``), as Pipedream's: a URL that subscriptions deliver events to
-(``POST /v1/webhooks``; a subscription with ``listener_id=wh_…``). Each delivery is an ``emit``
-job (``handlers/emit.py``): the emitted payload is POSTed as JSON to the URL, under the egress
-rules of ``$.send.http``; a failure or a non-2xx answer fails the job, which runs again with
-backoff and is kept, failed, after its last attempt (docs/api.md, "Webhooks")."""
+(``POST /v1/webhooks``; a subscription with ``listener_id=wh_…``).
+
+Each event a webhook hears is a *delivery* (``dlv_…``, stored with the event:
+``engine/commit.py``), POSTed as JSON to the URL under the egress rules of ``$.send.http``
+by the delivery worker (``engine/deliveries.py``), tried again with backoff for hours, then
+kept dead until retried (docs/deploy.md, "Webhook deliveries"). Every attempt carries the
+delivery's id as ``Idempotency-Key``, so a receiver can drop the doubles at-least-once brings.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import builtins
 import json
 import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
+from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sluice import errors, ids
 from sluice.clock import Clock
 from sluice.config import Settings
 from sluice.domain import text
-from sluice.engine import destinations, outbound
-from sluice.storage import subscriptions
+from sluice.domain.deliveries import DeliveryState
+from sluice.engine import outbound
+from sluice.storage import deliveries, subscriptions
 from sluice.storage import webhooks as store
+from sluice.storage.deliveries import Delivery
 from sluice.storage.jobs import Job
 from sluice.storage.webhooks import Webhook
 
@@ -27,6 +38,8 @@ log = logging.getLogger(__name__)
 
 #: Webhooks per account, at most.
 MAX_WEBHOOKS = 100
+#: Deliveries one listing returns, at most.
+MAX_PAGE = 100
 
 
 def check_url(url: str) -> str:
@@ -43,10 +56,60 @@ def check_url(url: str) -> str:
     return url
 
 
+def new_delivery(
+    conn: Connection, owner_id: str, webhook_id: str, payload: dict[str, Any], now_ms: int
+) -> str:
+    """Store a delivery of an event (``payload``: event_id, emitter_id, channel, event) to a
+    webhook, due now, in the caller's transaction (the one storing the event); its id."""
+    delivery_id = ids.new_id("dlv")
+    deliveries.insert_sync(
+        conn,
+        delivery_id=delivery_id,
+        webhook_id=webhook_id,
+        owner_id=owner_id,
+        payload=payload,
+        now_ms=now_ms,
+    )
+    return delivery_id
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One POST's outcome: the answer's status, or why none came."""
+
+    http_status: int | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.http_status is not None and 200 <= self.http_status < 300
+
+
+def headers(delivery: Delivery) -> dict[str, str]:
+    """The headers of an attempt. ``Idempotency-Key`` and ``X-Sluice-Delivery-Id`` are the
+    delivery's id, the same in every attempt of it (and after a retry by hand)."""
+    payload: dict[str, Any] = delivery.payload or {}
+    return {
+        "Content-Type": "application/json",
+        "User-Agent": "Sluice",
+        "Idempotency-Key": delivery.id,
+        "X-Sluice-Delivery-Id": delivery.id,
+        "X-Sluice-Delivery-Attempt": str(delivery.attempts),
+        "X-Sluice-Event-Id": str(payload.get("event_id") or ""),
+        "X-Sluice-Emitter-Id": str(payload.get("emitter_id") or ""),
+        "X-Sluice-Channel": str(payload.get("channel") or ""),
+    }
+
+
 class Webhooks:
-    def __init__(self, db: AsyncEngine, settings: Settings, clock: Clock) -> None:
+    def __init__(
+        self, db: AsyncEngine, settings: Settings, clock: Clock, clients: outbound.Clients
+    ) -> None:
         self.db, self.settings, self.clock = db, settings, clock
+        #: Parsed once: a bad SLUICE_EGRESS_ALLOW fails at start, not at the first delivery.
         self.egress = outbound.policy(settings)
+        #: The process's shared clients (one per egress policy; closed by the platform).
+        self.clients = clients
 
     async def create(
         self, owner_id: str, url: str, name: str | None, description: str | None
@@ -71,35 +134,107 @@ class Webhooks:
             return await store.get(conn, owner_id, webhook_id)
 
     async def delete(self, owner_id: str, webhook_id: str) -> None:
-        """The webhook, and the subscriptions that deliver to it."""
+        """The webhook, its deliveries, and the subscriptions that deliver to it."""
         async with self.db.begin() as conn:
             if not await store.delete(conn, owner_id, webhook_id):
                 raise errors.NotFound(f"webhook {webhook_id} not found")
             await subscriptions.delete_for_source(conn, webhook_id)
 
-    async def deliver(self, job: Job) -> None:
-        """POST one delivered event to the webhook's URL; raises ``DeliveryFailed`` (the job
-        runs again) unless it answered 2xx. A webhook deleted meanwhile: nothing to do."""
-        hook = await self.get(job.owner_id, job.target_id)
-        if hook is None or not hook.active:
-            return
-        payload: dict[str, Any] = job.payload or {}
-        headers = {
-            "X-Sluice-Event-Id": str(payload.get("event_id") or ""),
-            "X-Sluice-Emitter-Id": str(payload.get("emitter_id") or ""),
-            "X-Sluice-Channel": str(payload.get("channel") or ""),
-        }
-        config = {
-            "url": hook.url,
-            "method": "POST",
-            "headers": {**headers, "Content-Type": "application/json"},
-            "data": json.dumps(payload.get("event"), ensure_ascii=False),
-        }
-        outcome = await destinations.send_http(
-            config, time_limit=self.settings.send_http_timeout_seconds, policy=self.egress
-        )
-        if outcome["status"] != "sent" or not outcome["ok"]:
-            why = outcome.get("error") or f"the URL answered {outcome.get('http_status')}"
-            raise errors.DeliveryFailed(
-                f"webhook {hook.id}: {str(why).replace('$.send.http: ', '')}"
+    async def deliveries(
+        self,
+        owner_id: str,
+        webhook_id: str,
+        *,
+        status: str | None = None,
+        limit: int = MAX_PAGE,
+        before: str | None = None,
+    ) -> builtins.list[Delivery]:
+        """The webhook's deliveries, newest first: pending (due, or in flight), dead, and
+        the delivered ones of the last ``SLUICE_DELIVERY_RETENTION_SECONDS``."""
+        if status is not None and status not in tuple(DeliveryState):
+            raise errors.InvalidRequest(
+                f"status must be one of {', '.join(DeliveryState)}", field="status"
             )
+        if not 1 <= limit <= MAX_PAGE:
+            raise errors.InvalidRequest(f"limit must be 1 to {MAX_PAGE}", field="limit")
+        async with self.db.connect() as conn:
+            if await store.get(conn, owner_id, webhook_id) is None:
+                raise errors.NotFound(f"webhook {webhook_id} not found")
+            return await deliveries.list_for(
+                conn, owner_id, webhook_id, status=status, limit=limit, before=before
+            )
+
+    async def counts(self, owner_id: str) -> dict[tuple[str, str], int]:
+        """``(webhook_id, status) → count`` of the account's deliveries."""
+        async with self.db.connect() as conn:
+            return await deliveries.counts(conn, owner_id)
+
+    async def retry(
+        self, owner_id: str, webhook_id: str, delivery_ids: Sequence[str] | None = None
+    ) -> builtins.list[str]:
+        """Dead deliveries (those given, else all of the webhook's) pending again, due now,
+        with a new retry schedule and the same id; the ids retried. A given id that is not a
+        dead delivery of the webhook: ``NotFound`` / ``Conflict``, nothing retried."""
+        now_ms = self.clock.now_ms()
+        async with self.db.begin() as conn:
+            if await store.get(conn, owner_id, webhook_id) is None:
+                raise errors.NotFound(f"webhook {webhook_id} not found")
+            for delivery_id in delivery_ids or ():
+                found = await deliveries.get(conn, owner_id, delivery_id)
+                if found is None or found.webhook_id != webhook_id:
+                    raise errors.NotFound(
+                        f"delivery {delivery_id} of webhook {webhook_id} not found"
+                    )
+                if found.status != DeliveryState.DEAD:
+                    raise errors.Conflict(
+                        f"delivery {delivery_id} is {found.status}: only a dead one is retried"
+                    )
+            retried = await deliveries.retry(
+                conn, owner_id, webhook_id, now_ms=now_ms, delivery_ids=delivery_ids
+            )
+        if retried:
+            log.info(
+                "deliveries retried",
+                extra={"action": "deliveries_retried", "webhook_id": webhook_id,
+                       "count": len(retried)},
+            )  # fmt: skip
+        return retried
+
+    async def post(self, hook: Webhook, delivery: Delivery) -> Attempt:
+        """POST the delivery's event to the webhook's URL once (under the egress policy, on
+        the shared client); never raises for what the URL or the network did."""
+        payload: dict[str, Any] = delivery.payload or {}
+        body = json.dumps(payload.get("event"), ensure_ascii=False).encode()
+        limit = self.settings.delivery_timeout_seconds
+        client = self.clients.get(self.egress)
+        try:
+            # httpx's timeout is per operation (connect, each read); asyncio's bounds it all.
+            async with (
+                asyncio.timeout(limit),
+                client.stream(
+                    "POST", hook.url, headers=headers(delivery), content=body, timeout=limit
+                ) as response,
+            ):
+                # The body is not read: only the status matters, and it may be large.
+                return Attempt(http_status=response.status_code)
+        except errors.EgressRefused as exc:
+            return Attempt(error=f"refused: {outbound.explain(exc)}")
+        except (TimeoutError, httpx.TimeoutException):
+            return Attempt(error=f"timed out after {limit:g} s")
+        except httpx.HTTPError as exc:
+            return Attempt(error=f"{type(exc).__name__}: {exc}")
+
+    async def accept(self, job: Job, finish: Callable[[Connection], None]) -> None:
+        """An ``emit`` job to a webhook (queued before deliveries had their own table, or by
+        a path that still makes one): made a delivery, in the transaction marking it done."""
+        payload: dict[str, Any] = job.payload or {}
+        now_ms = self.clock.now_ms()
+        async with self.db.begin() as conn:
+            if await store.get(conn, job.owner_id, job.target_id) is None:
+                return  # deleted meanwhile: the worker marks the job done
+
+            def transaction(sync: Connection) -> None:
+                new_delivery(sync, job.owner_id, job.target_id, payload, now_ms)
+                finish(sync)
+
+            await conn.run_sync(transaction)

@@ -21,6 +21,7 @@ from sluice.storage.accounts import Account, KeyInfo
 from sluice.storage.apps import ConnectedAccount
 from sluice.storage.components import SavedComponent
 from sluice.storage.data_stores import DataStore
+from sluice.storage.deliveries import Delivery
 from sluice.storage.events import Event, LogLine
 from sluice.storage.events import Page as EventPage
 from sluice.storage.runs import Run
@@ -39,6 +40,7 @@ __all__ = [
     "ComponentReport",
     "ConnectedAccount",
     "DataStore",
+    "Delivery",
     "DeployRequest",
     "Deployment",
     "Event",

@@ -12,6 +12,7 @@ import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sluice import errors, passwords
@@ -19,7 +20,7 @@ from sluice.clock import Clock, SystemClock
 from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain.states import JobKind
-from sluice.engine import broker
+from sluice.engine import broker, outbound
 from sluice.engine.actions import Actions
 from sluice.engine.app_catalog import AppCatalog
 from sluice.engine.apps import Apps
@@ -30,6 +31,7 @@ from sluice.engine.components import Components
 from sluice.engine.core_components import CoreComponents
 from sluice.engine.credentials import Credentials
 from sluice.engine.data_stores import DataStores
+from sluice.engine.deliveries import DeliveryConfig, DeliveryWorker
 from sluice.engine.directory import EndpointDirectory
 from sluice.engine.dynamic_props import DynamicProps
 from sluice.engine.enqueuer import Enqueuer
@@ -84,23 +86,34 @@ class Platform(Services):
         cipher = Cipher.load(settings.secret_key, settings.data_dir)
         db = await database.open_database(settings.resolved_database_url)
         reader = database.Reader(db)
+        # One shared client per egress policy for the process's own requests (webhooks).
+        clients = outbound.Clients(
+            limits=httpx.Limits(
+                max_connections=max(100, settings.delivery_concurrency),
+                max_keepalive_connections=max(20, settings.delivery_concurrency),
+            )
+        )
         try:
-            async with RunnerPool(
-                PoolConfig(
-                    node=settings.node,
-                    max_runners=settings.max_runners,
-                    max_workers_per_runner=settings.max_workers_per_runner,
-                    worker_idle_ms=int(settings.worker_idle_seconds * 1000),
-                ),
-                _sandbox(settings),
-            ) as pool:
-                platform = cls._assemble(settings, clock, db, reader, cipher, pool)
+            async with (
+                clients,
+                RunnerPool(
+                    PoolConfig(
+                        node=settings.node,
+                        max_runners=settings.max_runners,
+                        max_workers_per_runner=settings.max_workers_per_runner,
+                        worker_idle_ms=int(settings.worker_idle_seconds * 1000),
+                    ),
+                    _sandbox(settings),
+                ) as pool,
+            ):
+                platform = cls._assemble(settings, clock, db, reader, cipher, pool, clients)
                 # Before any request: a fresh install's registry has its triggers and actions.
                 await CoreComponents(db, platform.components, clock).seed()
                 if database.is_postgres(db):
                     platform.notifications = platform._listen(settings)
                 if background:
                     await platform.jobs.start()
+                    await platform.deliveries.start()
                     await platform.scheduler.start()
                 try:
                     yield platform
@@ -109,6 +122,7 @@ class Platform(Services):
                         await platform.notifications.close()
                     await platform.ingress.close()
                     await platform.scheduler.stop()
+                    await platform.deliveries.stop(settings.shutdown_grace_seconds)
                     await platform.jobs.stop(settings.shutdown_grace_seconds)
                     await platform.enqueuer.close()
                     platform.commit.dispose()
@@ -125,10 +139,11 @@ class Platform(Services):
         reader: database.Reader,
         cipher: Cipher,
         pool: RunnerPool,
+        clients: outbound.Clients,
     ) -> Platform:
         """Every engine service, each given what it uses (the ones that run user code and
         store what it did first: ``_Running``)."""
-        run = _Running.build(settings, clock, db, reader, cipher, pool)
+        run = _Running.build(settings, clock, db, reader, cipher, pool, clients)
         deps, components, credentials = run.deps, run.components, run.credentials
         return cls(
             settings=settings,
@@ -173,6 +188,7 @@ class Platform(Services):
             pauses=Pauses(run.commit, clock),
             data_stores=run.stores,
             webhooks=run.webhooks,
+            deliveries=run.deliveries,
         )
 
     @staticmethod
@@ -262,6 +278,7 @@ class _Running:
     sources: Sources
     actions: Actions
     webhooks: Webhooks
+    deliveries: DeliveryWorker
 
     @classmethod
     def build(
@@ -272,6 +289,7 @@ class _Running:
         reader: database.Reader,
         cipher: Cipher,
         pool: RunnerPool,
+        clients: outbound.Clients,
     ) -> _Running:
         deps = DependencyStore(settings.npm_store_dir, npm=settings.npm)
         components = Components(db, pool, deps, settings, clock)
@@ -289,7 +307,10 @@ class _Running:
         executor = Executor(db, pool, workflows, commit, settings, clock, reader, stores=stores)
         waiters, enqueuer = Waiters(), Enqueuer(db, clock)
         sends = SendJobs(db, cipher, Mailer(settings), settings, clock, commit)
-        webhooks = Webhooks(db, settings, clock)
+        webhooks = Webhooks(db, settings, clock, clients)
+        # Webhook deliveries: slots of their own, apart from the job worker's.
+        deliveries = DeliveryWorker(db, clock, webhooks, DeliveryConfig.of(settings))
+        commit.broker.on(broker.DELIVERIES, lambda _items: deliveries.notify())
         table = Platform._handlers(settings, reader, invoker, executor, waiters, sends, webhooks)
         worker = Platform._worker(db, clock, settings, enqueuer, table)
         directory = EndpointDirectory(reader, components)
@@ -311,7 +332,7 @@ class _Running:
         return cls(
             deps, components, commit, catalog, credentials, stores, invoker, directory,
             workflows, executor, enqueuer, sends, dynamic, worker, client_runs, ingress, sources,
-            actions, webhooks,
+            actions, webhooks, deliveries,
         )  # fmt: skip
 
 

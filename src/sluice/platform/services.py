@@ -22,6 +22,7 @@ from sluice.engine.commit import Commit
 from sluice.engine.components import Components
 from sluice.engine.credentials import Credentials
 from sluice.engine.data_stores import DataStores
+from sluice.engine.deliveries import DeliveryWorker
 from sluice.engine.dynamic_props import DynamicProps
 from sluice.engine.enqueuer import Enqueuer
 from sluice.engine.error_workflows import create_default_error_workflow
@@ -91,6 +92,8 @@ class Services:
     pauses: Pauses
     data_stores: DataStores
     webhooks: Webhooks
+    #: Posts webhook deliveries, on slots of its own (``engine/deliveries.py``).
+    deliveries: DeliveryWorker
     #: PostgreSQL: other processes' commits, pushed (None on SQLite).
     notifications: Notifications | None = None
 

@@ -1,6 +1,7 @@
 """The schema of accounts and what they connect: accounts, API keys, browser sessions,
-connected accounts (``$auth``), the app catalog, OAuth states, environment variables and
-webhooks. Part of ``tables.py``'s schema (same ``metadata``); migrations mirror it by hand."""
+connected accounts (``$auth``), the app catalog, OAuth states, environment variables,
+webhooks and their deliveries. Part of ``tables.py``'s schema (same ``metadata``);
+migrations mirror it by hand."""
 
 from __future__ import annotations
 
@@ -154,4 +155,34 @@ webhooks = sa.Table(
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.Column("updated_at", sa.BigInteger, nullable=False),
     sa.Index("ix_webhooks_owner", "owner_id", "id"),
+)
+
+deliveries = sa.Table(
+    "deliveries",
+    metadata,
+    # dlv_…: also the Idempotency-Key of each of its attempts.
+    sa.Column("id", Str(40), primary_key=True),
+    sa.Column(
+        "webhook_id", Str(40), sa.ForeignKey("webhooks.id", ondelete="CASCADE"), nullable=False
+    ),
+    sa.Column("owner_id", Str(40), nullable=False),
+    # {event_id, emitter_id, channel, event}
+    sa.Column("payload", JSON),
+    # pending → delivered | dead; dead → pending (retried by hand): domain/deliveries.py.
+    sa.Column("status", Str(20), nullable=False),
+    # Attempts since made (or retried by hand).
+    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+    # Claims ever: the fencing token of an attempt's outcome (storage/deliveries.py).
+    sa.Column("claims", sa.Integer, nullable=False, server_default="0"),
+    # Pending: when it is due (in flight: the end of its worker's lease).
+    sa.Column("next_ms", sa.BigInteger, nullable=False),
+    # The start of its retry schedule (made, or retried by hand): the max age counts from it.
+    sa.Column("since_ms", sa.BigInteger, nullable=False),
+    sa.Column("created_ms", sa.BigInteger, nullable=False),
+    sa.Column("finished_ms", sa.BigInteger),
+    sa.Column("last_status", sa.Integer),
+    sa.Column("last_error", Txt),
+    # Claims: the pending ones in due order.
+    sa.Index("ix_deliveries_due", "status", "next_ms"),
+    sa.Index("ix_deliveries_webhook", "webhook_id", "status", "created_ms"),
 )

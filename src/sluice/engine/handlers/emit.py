@@ -32,8 +32,8 @@ class EmitJobs:
         if job.target_id.startswith("p_"):
             await self.executor.handle_delivery(job, finish)
             return
-        if job.target_id.startswith("wh_"):  # POSTed to its URL; the worker marks it done
-            await self.webhooks.deliver(job)
+        if job.target_id.startswith("wh_"):  # queued before deliveries had their own queue
+            await self.webhooks.accept(job, finish)
             return
         async with self.invoker.db.connect() as conn:
             listener = await sources.get(conn, job.owner_id, job.target_id)

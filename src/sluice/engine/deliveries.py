@@ -1,0 +1,305 @@
+"""The delivery worker: POSTs due webhook deliveries (``storage/deliveries.py``) and stores
+each attempt's outcome, retrying with backoff for hours (``domain/deliveries.py``).
+
+It has slots of its own, apart from the job worker's: ``concurrency`` deliveries in flight in
+the process, at most ``per_webhook`` of them to one webhook (and twice that claimed), so a
+slow or unreachable URL holds only its own slots, never the account's job slots nor other
+webhooks' deliveries. A claim leases a batch of due deliveries for ``lease_ms`` (time to wait
+for their webhook's slot and make the request); a worker that dies leaves them due again
+after it, and one that stalls past it stores nothing (the claim count fences it). Outcomes
+are stored by group commit. Failed attempts are logged once each, at WARNING, without a
+stack: an unreachable URL is the receiver's trouble, not Sluice's.
+
+Tests drive it with ``run_once``/``drain`` and a fake clock; ``start``/``stop`` run the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from sluice.clock import Clock
+from sluice.config import Settings
+from sluice.domain import deliveries as decide
+from sluice.domain.deliveries import DeliveryState, RetryPolicy
+from sluice.engine.webhooks import Attempt, Webhooks
+from sluice.storage import database, deliveries
+from sluice.storage import webhooks as hooks
+from sluice.storage.deliveries import Delivery, Outcome
+from sluice.storage.webhooks import Webhook
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DeliveryConfig:
+    concurrency: int = 64
+    per_webhook: int = 8
+    #: A claim's lease: waiting for the webhook's slot, then the request (its time limit).
+    lease_ms: int = 60_000
+    poll_seconds: float = 1.0
+    #: Delivered ones are deleted this long after; 0 keeps them.
+    retention_ms: int = 3_600_000
+    prune_every_ms: int = 60_000
+    policy: RetryPolicy = field(default_factory=RetryPolicy)
+
+    @classmethod
+    def of(cls, settings: Settings) -> DeliveryConfig:
+        timeout_ms = int(settings.delivery_timeout_seconds * 1000)
+        return cls(
+            concurrency=max(1, settings.delivery_concurrency),
+            per_webhook=max(1, settings.delivery_per_webhook),
+            # A claimed delivery waits for at most one round of its webhook's requests.
+            lease_ms=3 * timeout_ms + 10_000,
+            poll_seconds=settings.job_poll_seconds,
+            retention_ms=settings.delivery_retention_seconds * 1000,
+            policy=RetryPolicy(
+                first_ms=int(settings.delivery_backoff_seconds * 1000),
+                cap_ms=int(settings.delivery_backoff_max_seconds * 1000),
+                max_age_ms=settings.delivery_max_age_seconds * 1000,
+                max_attempts=settings.delivery_max_attempts,
+            ),
+        )
+
+
+class DeliveryWorker:
+    def __init__(
+        self,
+        db: AsyncEngine,
+        clock: Clock,
+        webhooks: Webhooks,
+        config: DeliveryConfig | None = None,
+        *,
+        draw: Callable[[], float] = random.random,
+    ) -> None:
+        self.clock = clock
+        self.webhooks = webhooks
+        self.config = config or DeliveryConfig()
+        #: The jitter's random draw in [0, 1) (a seeded one in tests).
+        self.draw = draw
+        self.writer = database.Writer(db)
+        self._outcomes = database.GroupWriter(self.writer)
+        self.reader = database.Reader(db)
+        #: Deliveries claimed and not settled, per webhook.
+        self.held: collections.Counter[str] = collections.Counter()
+        self._gates: dict[str, asyncio.Semaphore] = {}
+        self._slots = asyncio.Semaphore(self.config.concurrency)
+        self._running: dict[str, tuple[int, asyncio.Task[None]]] = {}
+        self._wake = asyncio.Event()
+        #: Whether more may be due than the last claim took.
+        self._more = True
+        self._task: asyncio.Task[None] | None = None
+        self._pruned_at = clock.now_ms()
+
+    # ---- claims ------------------------------------------------------------------------------
+
+    def notify(self) -> None:
+        """Deliveries were stored in this process: look now, not at the next poll."""
+        self._more = True
+        self._wake.set()
+
+    async def _claim(self) -> list[tuple[Delivery, Webhook | None]]:
+        hold = 2 * self.config.per_webhook
+        room = self._room()
+        if room <= 0:
+            return []
+        skip = decide.full(self.held, hold)
+        now_ms, held = self.clock.now_ms(), dict(self.held)
+        lease_ms, limit = self.config.lease_ms, 2 * room
+
+        def transaction(conn: Connection) -> tuple[list[Delivery], dict[str, Webhook], bool]:
+            due = deliveries.due_sync(conn, now_ms=now_ms, limit=limit, skip=skip)
+            picked = decide.pick([target for _, target in due], held, room, hold)
+            chosen = [due[position][0] for position in picked]
+            claimed = deliveries.claim_sync(conn, chosen, now_ms=now_ms, lease_ms=lease_ms)
+            found = hooks.by_ids_sync(conn, {d.webhook_id for d in claimed})
+            return claimed, found, len(due) >= limit or len(picked) < len(due)
+
+        claimed, found, more = await self.writer(transaction)
+        self._more = more and bool(claimed)
+        for delivery in claimed:
+            self.held[delivery.webhook_id] += 1
+        return [(delivery, found.get(delivery.webhook_id)) for delivery in claimed]
+
+    # ---- attempts ----------------------------------------------------------------------------
+
+    def _start(self, delivery: Delivery, hook: Webhook | None) -> asyncio.Task[None]:
+        task = asyncio.create_task(self._run(delivery, hook))
+        self._running[delivery.id] = (delivery.claims, task)
+        task.add_done_callback(lambda _t: self._running.pop(delivery.id, None))
+        return task
+
+    async def _run(self, delivery: Delivery, hook: Webhook | None) -> None:
+        target = delivery.webhook_id
+        gate = self._gates.get(target)
+        if gate is None:
+            gate = self._gates[target] = asyncio.Semaphore(self.config.per_webhook)
+        try:
+            async with gate, self._slots:
+                outcome = await self._attempt(delivery, hook)
+            await self._outcomes(lambda conn: deliveries.settle_sync(conn, [outcome]))
+        except Exception:
+            # Storing the outcome failed (the database is away): the lease ends, it runs again.
+            log.exception(
+                "could not store a delivery's outcome; it is tried again after its lease",
+                extra={"action": "delivery_unsettled", "delivery_id": delivery.id},
+            )
+        finally:
+            self.held[target] -= 1
+            if self.held[target] <= 0:
+                del self.held[target]
+                self._gates.pop(target, None)
+            if self._more:  # a slot freed: the loop claims again
+                self._wake.set()
+
+    async def _attempt(self, delivery: Delivery, hook: Webhook | None) -> Outcome:
+        now_ms = self.clock.now_ms()
+        if hook is None or not hook.active:
+            # A webhook deleted takes its deliveries with it (cascade); an inactive one keeps
+            # them dead, to retry once it is active again.
+            return Outcome(delivery.id, delivery.claims, DeliveryState.DEAD, now_ms,
+                           error="the webhook is inactive")  # fmt: skip
+        try:
+            attempt = await self.webhooks.post(hook, delivery)
+        except Exception as exc:  # a bug here must not lose the delivery: tried again
+            log.exception("delivery attempt crashed", extra={"delivery_id": delivery.id})
+            attempt = Attempt(error=f"internal error: {type(exc).__name__}")
+        now_ms = self.clock.now_ms()
+        if attempt.ok:
+            return Outcome(delivery.id, delivery.claims, DeliveryState.DELIVERED, now_ms,
+                           http_status=attempt.http_status)  # fmt: skip
+        error = attempt.error or f"the URL answered {attempt.http_status}"
+        at = decide.next_attempt_ms(
+            self.config.policy,
+            attempts=delivery.attempts,
+            since_ms=delivery.since_ms,
+            now_ms=now_ms,
+            draw=self.draw(),
+        )
+        state = DeliveryState.PENDING if at is not None else DeliveryState.DEAD
+        log.warning(
+            "webhook delivery %s to %s failed (attempt %d): %s; %s",
+            delivery.id,
+            hook.id,
+            delivery.attempts,
+            error,
+            "retrying" if at is not None else "no retries left: dead",
+            extra={
+                "action": "delivery_failed" if at is not None else "delivery_dead",
+                "delivery_id": delivery.id,
+                "webhook_id": hook.id,
+                "owner_id": delivery.owner_id,
+                "attempt": delivery.attempts,
+                "http_status": attempt.http_status,
+                "retry_at_ms": at,
+            },
+        )
+        return Outcome(delivery.id, delivery.claims, state, now_ms, next_ms=at,
+                       http_status=attempt.http_status, error=error)  # fmt: skip
+
+    # ---- driving it --------------------------------------------------------------------------
+
+    async def run_once(self) -> int:
+        """Claim the due deliveries (as many as the slots take) and make their attempts; the
+        number attempted."""
+        claimed = await self._claim()
+        await asyncio.gather(*(self._start(d, hook) for d, hook in claimed))
+        return len(claimed)
+
+    async def drain(self) -> int:
+        """Attempt deliveries until none is due now (tests)."""
+        total = 0
+        while count := await self.run_once():
+            total += count
+        return total
+
+    async def prune(self) -> int:
+        self._pruned_at = now_ms = self.clock.now_ms()
+        if self.config.retention_ms <= 0:
+            return 0
+        before = now_ms - self.config.retention_ms
+        return await self.writer(
+            lambda conn: deliveries.prune_sync(conn, finished_before_ms=before, limit=2000)
+        )
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._loop())
+
+    def _room(self) -> int:
+        """Deliveries a claim may take now: twice the slots, less those held."""
+        return 2 * self.config.concurrency - sum(self.held.values())
+
+    async def _loop(self) -> None:
+        while True:
+            self._wake.clear()
+            if self._more and self._room() > 0:
+                try:
+                    for delivery, hook in await self._claim():
+                        self._start(delivery, hook)
+                except Exception:
+                    log.exception("the delivery worker failed to claim deliveries")
+                    self._more = False
+                if self._more and self._room() > 0:
+                    continue
+            if self.clock.now_ms() - self._pruned_at >= self.config.prune_every_ms:
+                try:
+                    await self.prune()
+                except Exception:
+                    log.exception("the delivery worker failed to prune delivered deliveries")
+            await self._idle()
+
+    async def _idle(self) -> None:
+        """Until woken (stored here; a slot freed while more is due), the next delivery is
+        due, or a poll passed."""
+        waits: set[asyncio.Future[Any]] = {asyncio.ensure_future(self._wake.wait())}
+        if not self._more:
+            now_ms = self.clock.now_ms()
+            try:
+                due = await self.reader(lambda conn: deliveries.next_due_sync(conn, now_ms=now_ms))
+            except Exception:
+                due = None
+            if due is not None:
+                waits.add(asyncio.ensure_future(self.clock.sleep_until(due)))
+        try:
+            await asyncio.wait(
+                waits, timeout=self.config.poll_seconds, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            for waiting in waits:
+                waiting.cancel()
+        # Woken, due, or polled (other processes may have stored some): look again.
+        self._more = True
+
+    async def stop(self, grace_seconds: float = 0.0) -> None:
+        """Stop claiming; attempts in flight get ``grace_seconds``, then are cut off and
+        their deliveries made due again at once (their attempt not counted)."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        running = [task for _, task in self._running.values()]
+        if running and grace_seconds > 0:
+            await asyncio.wait(running, timeout=grace_seconds)
+        cut = [(d_id, claims) for d_id, (claims, task) in self._running.items() if not task.done()]
+        for _, task in list(self._running.values()):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if cut:
+            now_ms = self.clock.now_ms()
+            try:
+                await self.writer(lambda conn: deliveries.release_sync(conn, cut, now_ms=now_ms))
+            except Exception:
+                log.exception("could not release %d deliveries; due after their leases", len(cut))
+        self.writer.dispose()
+        self.reader.dispose()

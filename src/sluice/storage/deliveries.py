@@ -1,0 +1,265 @@
+"""Deliveries of events to webhooks (``dlv_…``): rows of ``deliveries``, moved through the
+states of ``domain/deliveries.py``.
+
+A claim is a lease: it pushes a due delivery's ``next_ms`` to the end of the lease and counts
+the attempt, so a worker that died leaves it due again when the lease ends (at least once). The
+``claims`` count (never reset, unlike ``attempts``, which a retry by hand starts again) is
+the fencing token: an attempt's outcome is stored only while the delivery is still pending at
+that count, so a worker that stalled past its lease (and whose
+delivery another worker took over) stores nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from sluice.domain.deliveries import DeliveryState
+from sluice.storage.account_tables import deliveries as t
+
+
+@dataclass(frozen=True)
+class Delivery:
+    id: str
+    webhook_id: str
+    owner_id: str
+    payload: Any
+    status: str
+    attempts: int
+    claims: int
+    next_ms: int
+    since_ms: int
+    created_ms: int
+    finished_ms: int | None
+    last_status: int | None
+    last_error: str | None
+
+
+def _of(row: Any) -> Delivery:
+    return Delivery(
+        row.id,
+        row.webhook_id,
+        row.owner_id,
+        row.payload,
+        row.status,
+        row.attempts,
+        row.claims,
+        row.next_ms,
+        row.since_ms,
+        row.created_ms,
+        row.finished_ms,
+        row.last_status,
+        row.last_error,
+    )
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one attempt came to: ``next_ms`` set (another attempt then), or ``state``
+    delivered or dead."""
+
+    delivery_id: str
+    #: The claim count the worker claimed it at (the fencing token).
+    claims: int
+    state: DeliveryState
+    now_ms: int
+    next_ms: int | None = None
+    http_status: int | None = None
+    error: str | None = None
+
+
+def insert_sync(
+    conn: Connection, *, delivery_id: str, webhook_id: str, owner_id: str, payload: Any, now_ms: int
+) -> None:
+    conn.execute(
+        t.insert().values(
+            id=delivery_id,
+            webhook_id=webhook_id,
+            owner_id=owner_id,
+            payload=payload,
+            status=DeliveryState.PENDING,
+            attempts=0,
+            claims=0,
+            next_ms=now_ms,
+            since_ms=now_ms,
+            created_ms=now_ms,
+        )
+    )
+
+
+def due_sync(
+    conn: Connection, *, now_ms: int, limit: int, skip: Sequence[str] = ()
+) -> list[tuple[str, str]]:
+    """Up to ``limit`` due deliveries, oldest due first, but those of the webhooks in ``skip``
+    (at their bound in this worker): ``(id, webhook_id)`` pairs, not yet claimed."""
+    query = (
+        sa.select(t.c.id, t.c.webhook_id)
+        .where(t.c.status == DeliveryState.PENDING, t.c.next_ms <= now_ms)
+        .order_by(t.c.next_ms)
+        .limit(limit)
+    )
+    if skip:
+        query = query.where(t.c.webhook_id.not_in(list(skip)))
+    return [(row.id, row.webhook_id) for row in conn.execute(query)]
+
+
+def claim_sync(
+    conn: Connection, delivery_ids: Sequence[str], *, now_ms: int, lease_ms: int
+) -> list[Delivery]:
+    """Lease the deliveries that are still due (another worker may have taken some since
+    ``due_sync``: on PostgreSQL the update waits for its lock, then sees them not due)."""
+    if not delivery_ids:
+        return []
+    rows = conn.execute(
+        t.update()
+        .where(
+            t.c.id.in_(list(delivery_ids)),
+            t.c.status == DeliveryState.PENDING,
+            t.c.next_ms <= now_ms,
+        )
+        .values(next_ms=now_ms + lease_ms, attempts=t.c.attempts + 1, claims=t.c.claims + 1)
+        .returning(*t.c)
+    )
+    return sorted((_of(row) for row in rows), key=lambda d: (d.next_ms, d.id))
+
+
+def settle_sync(conn: Connection, outcomes: Sequence[Outcome]) -> int:
+    """Store attempts' outcomes, each only if its claim is still the current one; the number
+    stored."""
+    stored = 0
+    for outcome in outcomes:
+        values: dict[str, Any] = {
+            "last_status": outcome.http_status,
+            "last_error": outcome.error[:4000] if outcome.error else None,
+        }
+        if outcome.state == DeliveryState.PENDING:
+            assert outcome.next_ms is not None
+            values["next_ms"] = outcome.next_ms
+        else:
+            values.update(status=outcome.state, finished_ms=outcome.now_ms)
+        result = conn.execute(
+            t.update()
+            .where(
+                t.c.id == outcome.delivery_id,
+                t.c.status == DeliveryState.PENDING,
+                t.c.claims == outcome.claims,
+            )
+            .values(**values)
+        )
+        stored += int(result.rowcount or 0)
+    return stored
+
+
+def delete_sync(conn: Connection, delivery_id: str) -> None:
+    conn.execute(t.delete().where(t.c.id == delivery_id))
+
+
+def release_sync(conn: Connection, claimed: Sequence[tuple[str, int]], *, now_ms: int) -> None:
+    """Due again now: deliveries a stopping worker claimed (``(id, claims)``) and did not
+    finish, their attempt not counted."""
+    for delivery_id, claims in claimed:
+        conn.execute(
+            t.update()
+            .where(
+                t.c.id == delivery_id,
+                t.c.status == DeliveryState.PENDING,
+                t.c.claims == claims,
+            )
+            .values(next_ms=now_ms, attempts=t.c.attempts - 1)
+        )
+
+
+def next_due_sync(conn: Connection, *, now_ms: int) -> int | None:
+    """When the next pending delivery becomes due, after ``now_ms``; None: none is."""
+    query = sa.select(sa.func.min(t.c.next_ms)).where(
+        t.c.status == DeliveryState.PENDING, t.c.next_ms > now_ms
+    )
+    value = conn.execute(query).scalar()
+    return None if value is None else int(value)
+
+
+async def list_for(
+    conn: AsyncConnection,
+    owner_id: str,
+    webhook_id: str,
+    *,
+    status: str | None,
+    limit: int,
+    before: str | None = None,
+) -> list[Delivery]:
+    """A webhook's deliveries, newest first (``before``: older than that delivery)."""
+    query = sa.select(t).where(t.c.owner_id == owner_id, t.c.webhook_id == webhook_id)
+    if status is not None:
+        query = query.where(t.c.status == status)
+    if before is not None:
+        anchor = (await conn.execute(sa.select(t.c.created_ms).where(t.c.id == before))).scalar()
+        if anchor is not None:
+            query = query.where(
+                sa.or_(t.c.created_ms < anchor, sa.and_(t.c.created_ms == anchor, t.c.id < before))
+            )
+    query = query.order_by(t.c.created_ms.desc(), t.c.id.desc()).limit(limit)
+    return [_of(row) for row in await conn.execute(query)]
+
+
+async def get(conn: AsyncConnection, owner_id: str, delivery_id: str) -> Delivery | None:
+    query = sa.select(t).where(t.c.owner_id == owner_id, t.c.id == delivery_id)
+    row = (await conn.execute(query)).first()
+    return _of(row) if row else None
+
+
+async def counts(conn: AsyncConnection, owner_id: str) -> dict[tuple[str, str], int]:
+    """``(webhook_id, status) → count`` for the account's deliveries."""
+    query = (
+        sa.select(t.c.webhook_id, t.c.status, sa.func.count())
+        .where(t.c.owner_id == owner_id)
+        .group_by(t.c.webhook_id, t.c.status)
+    )
+    return {(row[0], row[1]): int(row[2]) for row in await conn.execute(query)}
+
+
+async def retry(
+    conn: AsyncConnection,
+    owner_id: str,
+    webhook_id: str,
+    *,
+    now_ms: int,
+    delivery_ids: Sequence[str] | None = None,
+) -> list[str]:
+    """Dead deliveries pending again, due now, with a new retry schedule (the same id, so the
+    same ``Idempotency-Key``): those given, or every dead one of the webhook. Their ids."""
+    where = [
+        t.c.owner_id == owner_id,
+        t.c.webhook_id == webhook_id,
+        t.c.status == DeliveryState.DEAD,
+    ]
+    if delivery_ids is not None:
+        where.append(t.c.id.in_(list(delivery_ids)))
+    rows = await conn.execute(
+        t.update()
+        .where(*where)
+        .values(
+            status=DeliveryState.PENDING,
+            next_ms=now_ms,
+            since_ms=now_ms,
+            attempts=0,
+            finished_ms=None,
+        )
+        .returning(t.c.id)
+    )
+    return [row.id for row in rows]
+
+
+def prune_sync(conn: Connection, *, finished_before_ms: int, limit: int) -> int:
+    """Delete up to ``limit`` delivered deliveries finished before the time (dead ones are
+    kept); the number deleted."""
+    old = (
+        sa.select(t.c.id)
+        .where(t.c.status == DeliveryState.DELIVERED, t.c.finished_ms < finished_before_ms)
+        .limit(limit)
+    )
+    return int(conn.execute(t.delete().where(t.c.id.in_(old.scalar_subquery()))).rowcount or 0)
