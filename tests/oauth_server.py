@@ -139,6 +139,8 @@ class Provider:
     arrived: threading.Event = field(default_factory=threading.Event)
     hold: bool = False
     release: threading.Event = field(default_factory=threading.Event)
+    #: How long its access tokens live (Keycloak's default is 300 s).
+    token_seconds: int = ACCESS_TOKEN_SECONDS
 
     def __post_init__(self) -> None:
         self.client = Client(CLIENT_ID, CLIENT_SECRET, [self.redirect_uri])
@@ -217,8 +219,8 @@ def create_app(provider: Provider) -> Flask:
     app = Flask("loopback-oauth")
     app.config["OAUTH2_REFRESH_TOKEN_GENERATOR"] = True
     app.config["OAUTH2_TOKEN_EXPIRES_IN"] = {
-        "authorization_code": ACCESS_TOKEN_SECONDS,
-        "refresh_token": ACCESS_TOKEN_SECONDS,
+        "authorization_code": provider.token_seconds,
+        "refresh_token": provider.token_seconds,
     }
 
     def query_client(client_id: str) -> Client | None:
@@ -285,12 +287,14 @@ def _routes(app: Flask, server: AuthorizationServer, provider: Provider) -> None
 
 
 @contextlib.contextmanager
-def serve(clock: Clock, redirect_uri: str) -> Iterator[Provider]:
+def serve(
+    clock: Clock, redirect_uri: str, token_seconds: int = ACCESS_TOKEN_SECONDS
+) -> Iterator[Provider]:
     """The provider, listening on 127.0.0.1 until the block ends."""
     # Authlib refuses plain http unless told: the server is on loopback only.
     before = os.environ.get("AUTHLIB_INSECURE_TRANSPORT")
     os.environ["AUTHLIB_INSECURE_TRANSPORT"] = "1"
-    provider = Provider(clock, redirect_uri)
+    provider = Provider(clock, redirect_uri, token_seconds=token_seconds)
     http = make_server("127.0.0.1", 0, create_app(provider), threaded=True)
     provider.url = f"http://127.0.0.1:{http.server_port}"
     thread = threading.Thread(target=http.serve_forever, daemon=True)

@@ -42,12 +42,16 @@ class Env:
     slug: str
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def env(platform: Platform) -> AsyncIterator[Env]:
+@contextlib.asynccontextmanager
+async def oauth_env(
+    platform: Platform, token_seconds: int = oauth_server.ACCESS_TOKEN_SECONDS
+) -> AsyncIterator[Env]:
+    """A platform on a fake clock with an OAuth app of the loopback provider, whose access
+    tokens live ``token_seconds``."""
     clock = FakeClock(SystemClock().now_ms())
     # User code may reach the provider's API on loopback (docs/runtime.md, egress).
     settings = dataclasses.replace(platform.settings, public_url=PUBLIC, egress_allow="127.0.0.1:*")
-    with oauth_server.serve(clock, PUBLIC + "/oauth/callback") as provider:
+    with oauth_server.serve(clock, PUBLIC + "/oauth/callback", token_seconds) as provider:
         async with Platform.open(settings, clock=clock, background=False) as opened:
             slug = f"loopback_{secrets.token_hex(3)}"
             async with account_client(opened, "operator", is_admin=True) as admin:
@@ -69,6 +73,12 @@ async def env(platform: Platform) -> AsyncIterator[Env]:
                 )
                 assert made.status_code == 200, made.text
             yield Env(opened, clock, provider, slug)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def env(platform: Platform) -> AsyncIterator[Env]:
+    async with oauth_env(platform) as made:
+        yield made
 
 
 @pytest_asyncio.fixture(loop_scope="session")

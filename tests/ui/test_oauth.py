@@ -4,7 +4,9 @@ the provider's API with ``this.<app>.$auth.oauth_access_token``; and a key app's
 
 from __future__ import annotations
 
+import contextlib
 import re
+import sqlite3
 from collections.abc import Iterator
 
 import httpx
@@ -159,12 +161,16 @@ def test_a_key_apps_fields_come_from_the_catalog(page: Page, server: Server) -> 
 
 @pytest.fixture(scope="module")
 def short_lived(server: Server) -> Iterator[oauth_server.Provider]:
-    """A provider whose access tokens live 60 s: always within Sluice's refresh margin, so
-    every run refreshes first."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(oauth_server, "ACCESS_TOKEN_SECONDS", 60)
-        with oauth_server.serve(SystemClock(), f"{server.url}/oauth/callback") as running:
-            yield running
+    """A provider whose access tokens the test then marks expired in the server's database,
+    so the next run refreshes first."""
+    with oauth_server.serve(SystemClock(), f"{server.url}/oauth/callback") as running:
+        yield running
+
+
+def expire_token(server: Server, account_id: str) -> None:
+    """The account's access token expired (the server keeps its data in SQLite)."""
+    with contextlib.closing(sqlite3.connect(server.data_dir / "sluice.db")) as db, db:
+        db.execute("UPDATE connected_accounts SET expires_at_ms = 1 WHERE id = ?", (account_id,))
 
 
 def test_a_refused_refresh_shows_reconnect_and_reconnecting_clears_it(
@@ -194,6 +200,7 @@ def test_a_refused_refresh_shows_reconnect_and_reconnecting_clears_it(
     expect(page.locator("[data-connected]")).to_contain_text(f"Connected {slug} as ada")
     account_id = page.url.split("account_id=")[1].split("&")[0]
     short_lived.revoke_refresh_tokens("ada")
+    expire_token(server, account_id)
 
     key = api_key(page, "reconnect")
     code = WHOAMI % {"slug": slug, "url": short_lived.url}

@@ -5,6 +5,14 @@ responses read into ``$auth`` credentials, and when an access token is refreshed
     True
     >>> needs_refresh(expires_at_ms=None, now_ms=0)
     False
+
+A token that lives 300 s (Keycloak's default) is refreshed past half its life, not on every
+run, however many runs read it:
+
+    >>> needs_refresh(expires_at_ms=300_000, now_ms=149_000, issued_at_ms=0)
+    False
+    >>> needs_refresh(expires_at_ms=300_000, now_ms=151_000, issued_at_ms=0)
+    True
 """
 
 from __future__ import annotations
@@ -22,6 +30,9 @@ from sluice.domain.apps import OAuthConfig
 #: An access token expiring within this is refreshed before an invocation reads it: long
 #: enough for a run that starts now to finish with a valid token.
 REFRESH_MARGIN_MS = 5 * 60 * 1000
+#: The share of a token's life kept as the margin when that is shorter: a token living less
+#: than twice ``REFRESH_MARGIN_MS`` would otherwise be refreshed by every run that reads it.
+REFRESH_MARGIN_SHARE = 0.5
 #: How long the browser has from the start link to the callback.
 STATE_TTL_MS = 15 * 60 * 1000
 #: How long one process may hold an account's refresh before another may take it over (a
@@ -183,8 +194,28 @@ def credentials(
     }
 
 
-def needs_refresh(*, expires_at_ms: int | None, now_ms: int) -> bool:
-    return expires_at_ms is not None and expires_at_ms - now_ms < REFRESH_MARGIN_MS
+def refresh_margin_ms(*, expires_at_ms: int, issued_at_ms: int | None) -> int:
+    """How long before its expiry a token is refreshed: ``REFRESH_MARGIN_MS``, or half its
+    life when that is shorter (``issued_at_ms``: when it was stored; None: not known).
+
+    >>> refresh_margin_ms(expires_at_ms=3_600_000, issued_at_ms=0) == REFRESH_MARGIN_MS
+    True
+    >>> refresh_margin_ms(expires_at_ms=300_000, issued_at_ms=0)
+    150000
+    """
+    if issued_at_ms is None:
+        return REFRESH_MARGIN_MS
+    life = max(0, expires_at_ms - issued_at_ms)
+    return min(REFRESH_MARGIN_MS, int(life * REFRESH_MARGIN_SHARE))
+
+
+def needs_refresh(
+    *, expires_at_ms: int | None, now_ms: int, issued_at_ms: int | None = None
+) -> bool:
+    if expires_at_ms is None:
+        return False
+    margin = refresh_margin_ms(expires_at_ms=expires_at_ms, issued_at_ms=issued_at_ms)
+    return expires_at_ms - now_ms < margin
 
 
 def lease_free(lease_until_ms: int | None, now_ms: int) -> bool:

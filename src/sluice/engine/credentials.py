@@ -2,7 +2,8 @@
 
 Every invocation that reads an account (a source's run or hook, a workflow step, an action,
 a prop's options) asks ``Credentials.auth``. An access token expiring within
-``domain/oauth.REFRESH_MARGIN_MS`` is refreshed first, once, however many runs and processes
+``domain/oauth.refresh_margin_ms`` (5 minutes, or half its life when shorter) is refreshed
+first, once, however many runs and processes
 need it at the same moment:
 
 - in this process, runs needing the same account wait on one lock;
@@ -58,7 +59,7 @@ class Credentials:
         row = await self._read(owner_id, account_id)
         if row is None:
             return None
-        if not oauth.needs_refresh(expires_at_ms=row.expires_at_ms, now_ms=self.clock.now_ms()):
+        if not _needs_refresh(row, self.clock.now_ms()):
             return row.app, row.credentials
         lock = self._locks.get(account_id)
         if lock is None:
@@ -77,7 +78,7 @@ class Credentials:
             if row is None:
                 raise errors.NotFound(f"connected account {account_id} not found")
             now_ms = self.clock.now_ms()
-            if not oauth.needs_refresh(expires_at_ms=row.expires_at_ms, now_ms=now_ms):
+            if not _needs_refresh(row, now_ms):
                 return row.credentials  # refreshed meanwhile (by a run before this one)
             if row.reconnect_reason is not None:
                 raise errors.ReconnectNeeded(_message(row, row.reconnect_reason))
@@ -161,6 +162,12 @@ class Credentials:
         if now is not None and now.expires_at_ms != row.expires_at_ms:
             return now.credentials
         return None
+
+
+def _needs_refresh(row: TokenRow, now_ms: int) -> bool:
+    return oauth.needs_refresh(
+        expires_at_ms=row.expires_at_ms, now_ms=now_ms, issued_at_ms=row.issued_at_ms
+    )
 
 
 def _message(row: TokenRow, reason: str) -> str:

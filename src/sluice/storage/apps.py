@@ -45,6 +45,9 @@ class TokenRow:
     expires_at_ms: int | None
     reconnect_reason: str | None
     refresh_lease_ms: int | None
+    #: When its tokens were stored (``updated_at``: only a connection or a refresh writes it),
+    #: in ms: the token's life is ``expires_at_ms - issued_at_ms``.
+    issued_at_ms: int
 
 
 def _aad(account_id: str) -> str:
@@ -119,6 +122,7 @@ async def token_row(
         row.expires_at_ms,
         row.reconnect_reason,
         row.refresh_lease_ms,
+        int(row.updated_at) * 1000,
     )
 
 
