@@ -234,6 +234,20 @@ class Services:
             newest.append(next(c for c in versions if c.version == latest))
         return newest
 
+    async def component_versions(self, owner_id: str, key: str) -> list[SavedComponent]:
+        """What a source of component ``key`` may move to: the account's saves of that key
+        and the registry's versions, newest version first (the newest save first among
+        equal versions)."""
+        async with self.db.connect() as conn:
+            found = await component_store.versions(conn, owner_id, key)
+        order = registry_rules.ordered(sorted({c.version for c in found}))
+        rank = {v: i for i, v in enumerate(order)}
+        return sorted(
+            found,
+            key=lambda c: (rank.get(c.version, -1), c.registry, c.created_at, c.id),
+            reverse=True,
+        )
+
     async def registry_versions(self, key: str) -> list[SavedComponent]:
         """Every published version of the registry component ``key``."""
         async with self.db.connect() as conn:

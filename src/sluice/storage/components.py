@@ -82,6 +82,15 @@ async def get_deployable(
     return _row(row) if row else None
 
 
+async def versions(conn: AsyncConnection, owner_id: str, key: str) -> list[SavedComponent]:
+    """Every component with ``key`` the account may deploy: its own saves and the registry's
+    versions."""
+    rows = await conn.execute(
+        sa.select(t).where(t.c.key == key, sa.or_(t.c.owner_id == owner_id, t.c.registry))
+    )
+    return [_row(r) for r in rows]
+
+
 async def registry_versions(conn: AsyncConnection, key: str) -> list[SavedComponent]:
     rows = await conn.execute(sa.select(t).where(t.c.registry, t.c.key == key))
     return [_row(r) for r in rows]

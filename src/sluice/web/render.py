@@ -74,8 +74,17 @@ def page(
 ) -> HTMLResponse:
     values = {"request": request, "session": session, "path": request.url.path}
     values.update(context or {})
+    if request.method != "POST":
+        values.pop("address", None)
     html = env.get_template(template).render(values)
     return HTMLResponse(html, status_code=status, headers=HEADERS)
+
+
+def page_address(request: Request, address: str) -> dict[str, str]:
+    """Context for a form's page shown again after a failed POST: the browser's address
+    becomes ``address`` (the page's own GET), so a reload shows the page rather than posting
+    the form a second time (app.js reads it)."""
+    return {"address": address} if request.method == "POST" else {}
 
 
 def redirect(url: str) -> RedirectResponse:
@@ -94,6 +103,12 @@ async def checked_form(request: Request, session: sessions.Session) -> FormData:
 def text(form: FormData, name: str, default: str = "") -> str:
     value = form.get(name)
     return value if isinstance(value, str) else default
+
+
+def code(form: FormData, name: str) -> str:
+    """A code field as typed: browsers send a textarea's line breaks as CRLF (HTML's form
+    encoding), which would be saved into the component's file."""
+    return text(form, name).replace("\r\n", "\n")
 
 
 def error_page(request: Request, message: str, code: str, status: int) -> HTMLResponse:

@@ -1,6 +1,6 @@
 """Sources: the list, the spec's deploy addresses (``/sources?action=create&key=…`` and
-``&url=…``), a source's page (its events and logs arrive live over ``/v1``'s SSE), edit,
-activate and deactivate, delete."""
+``&url=…``) and a new source from code, a source's page (its events and logs arrive live over
+``/v1``'s SSE), edit its props, its code or its version, activate and deactivate, delete."""
 
 from __future__ import annotations
 
@@ -25,6 +25,20 @@ from sluice.web import session as sessions
 
 router = APIRouter(include_in_schema=False)
 
+#: What the "Write the code" editor starts with: a webhook source, as the quickstart's.
+STARTER = """export default {
+  name: "My webhook",
+  version: "0.0.1",
+  props: {
+    http: { type: "$.interface.http", customResponse: true },
+  },
+  async run(event) {
+    this.http.respond({ status: 200, body: { ok: true } });
+    this.$emit(event.body, { summary: `${event.method} ${event.path}` });
+  },
+};
+"""
+
 
 async def _fetched(platform: Platform, owner_id: str, url: str) -> SavedComponent:
     """Fetch a component by URL into the account (its code is loaded in the account's runner
@@ -46,6 +60,7 @@ async def _deploy_form(
 ) -> Response:
     platform = sessions.platform_of(request)
     context = {
+        **render.page_address(request, f"/sources?action=create&component={component.id}"),
         "component": component,
         "fields": props.fields(component.configurable_props, values),
         "accounts": await platform.apps.list(session.account.id),
@@ -88,21 +103,22 @@ async def sources(
             # ``&url=…`` only fills the form in: fetching runs the file's code in this
             # account's runner, so it waits for the user's own POST (a link from another site
             # must not do it).
-            return render.page(request, "source_pick.html", {"url": url}, session=session)
+            blank = {"url": url, "code": STARTER}
+            return render.page(request, "source_pick.html", blank, session=session)
         try:
             found = await platform.sources.resolve_component(
                 session.account.id, DeployRequest(component_key=key, component_id=component)
             )
         except errors.SluiceError as exc:
-            context: dict[str, Any] = {"error": exc, "key": key}
-            return render.page(request, "source_pick.html", context, session=session, status=400)
+            failed = {"error": exc, "key": key, "code": STARTER}
+            return render.page(request, "source_pick.html", failed, session=session, status=400)
         chosen = props.just_connected(found.configurable_props, request.query_params)
         here = connected.here(request)
         return await _deploy_form(request, session, found, chosen, return_to=here)
     page = await platform.sources.list(session.account.id, limit=100, before=None, after=None)
     rows = [await _summary(platform, d) for d in page.items]
-    context = {"rows": rows, "total": page.total_count}
-    return render.page(request, "sources.html", context, session=session)
+    listed = {"rows": rows, "total": page.total_count}
+    return render.page(request, "sources.html", listed, session=session)
 
 
 @router.post("/sources/fetch")
@@ -114,7 +130,31 @@ async def fetch(request: Request) -> Response:
     try:
         found = await _fetched(sessions.platform_of(request), session.account.id, url)
     except errors.SluiceError as exc:
-        context = {"error": exc, "url": url}
+        context = {"error": exc, "url": url, "code": STARTER}
+        context.update(render.page_address(request, "/sources?action=create"))
+        return render.page(request, "source_pick.html", context, session=session, status=400)
+    return render.redirect(f"/sources?action=create&component={quote(found.id)}")
+
+
+@router.post("/sources/code")
+async def from_code(request: Request) -> Response:
+    """The "Write the code" form: the code is saved (loaded in the account's runner to read
+    its props), then configured and deployed as any component is."""
+    session = await sessions.required(request)
+    form = await render.checked_form(request, session)
+    code = render.code(form, "code")
+    platform = sessions.platform_of(request)
+    try:
+        found = await platform.sources.resolve_component(
+            session.account.id, DeployRequest(source=ComponentInput(code=code))
+        )
+        if found.component_type != "source":
+            raise errors.InvalidComponent(
+                'this is an action: a source has no type, or type: "source"', field="type"
+            )
+    except errors.SluiceError as exc:
+        context = {"code_error": exc, "code": code}
+        context.update(render.page_address(request, "/sources?action=create"))
         return render.page(request, "source_pick.html", context, session=session, status=400)
     return render.redirect(f"/sources?action=create&component={quote(found.id)}")
 
@@ -157,9 +197,16 @@ async def _source_page(
     if request.method == "GET":  # back from a Connect button: the new account chosen
         chosen = props.just_connected(component.configurable_props, request.query_params)
     shown = {**deployment.configured_props, **chosen, **extra.pop("values", {})}
+    versions = []
+    if component.key:
+        versions = await platform.component_versions(session.account.id, component.key)
     context = {
         "d": deployment,
         "component": component,
+        "code": component.code,
+        "versions": versions,
+        "updated": request.query_params.get("updated") if request.method == "GET" else None,
+        **render.page_address(request, f"/sources/{deployment.id}"),
         "endpoint_url": platform.endpoint_url(deployment.endpoint_id),
         "fields": props.fields(component.configurable_props, shown),
         "secret_names": sorted(deployment.secret_props),
@@ -193,6 +240,44 @@ async def update(request: Request, source_id: str) -> Response:
     except errors.SluiceError as exc:
         return await _source_page(request, session, source_id, error=exc, values=configured)
     return render.redirect(f"/sources/{source_id}")
+
+
+@router.post("/sources/{source_id}/code")
+async def update_code(request: Request, source_id: str) -> Response:
+    """New code for a deployed source (its other files kept): the spec's update, so the same
+    id, endpoint and db state; deactivate runs with the old code, activate with the new."""
+    session = await sessions.required(request)
+    form = await render.checked_form(request, session)
+    platform = sessions.platform_of(request)
+    deployment = await platform.sources.get(session.account.id, source_id)
+    component = await platform.components.by_id(deployment.component_id)
+    code = render.code(form, "code")
+    others = {p: t for p, t in component.files.items() if p != component.entry_path}
+    source = ComponentInput(code=code, entry_path=component.entry_path, files=others)
+    try:
+        await platform.sources.update(
+            session.account.id, source_id, UpdateRequest(component=DeployRequest(source=source))
+        )
+    except errors.SluiceError as exc:
+        return await _source_page(request, session, source_id, code_error=exc, code=code)
+    return render.redirect(f"/sources/{source_id}?updated=code#code")
+
+
+@router.post("/sources/{source_id}/version")
+async def move_version(request: Request, source_id: str) -> Response:
+    """Move a source to another version of its component (a registry version or one of the
+    account's saves of that key)."""
+    session = await sessions.required(request)
+    form = await render.checked_form(request, session)
+    platform = sessions.platform_of(request)
+    change = UpdateRequest(
+        component=DeployRequest(component_id=render.text(form, "component_id").strip())
+    )
+    try:
+        await platform.sources.update(session.account.id, source_id, change)
+    except errors.SluiceError as exc:
+        return await _source_page(request, session, source_id, version_error=exc)
+    return render.redirect(f"/sources/{source_id}?updated=version#code")
 
 
 @router.post("/sources/{source_id}/run")

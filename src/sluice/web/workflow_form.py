@@ -95,7 +95,8 @@ def posted_steps(form: FormData) -> list[Step]:
     codes, actions, props = (form.getlist(k) for k in ("step.code", "step.action", "step.props"))
     uids = form.getlist("step.uid")
     return [
-        Step(str(n), str(k), str(c), str(a), str(p), str(u))
+        # A textarea's line breaks come as CRLF (render.code).
+        Step(str(n), str(k), str(c).replace("\r\n", "\n"), str(a), str(p), str(u))
         for n, k, c, a, p, u in zip(names, kinds, codes, actions, props, uids, strict=False)
     ]
 

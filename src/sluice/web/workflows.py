@@ -129,7 +129,10 @@ async def create(request: Request) -> Response:
     try:
         workflow = await sessions.platform_of(request).workflows.create(session.account.id, body)
     except errors.SluiceError as exc:
-        return await _builder(request, session, _posted_values(form, body), error=exc)
+        values = _posted_values(form, body)
+        return await _builder(
+            request, session, values, error=exc, **render.page_address(request, "/workflows/new")
+        )
     return render.redirect(f"/workflows/{workflow.id}")
 
 
@@ -157,7 +160,8 @@ async def update(request: Request, workflow_id: str) -> Response:
         await platform.workflows.update(session.account.id, workflow_id, body)
     except errors.SluiceError as exc:
         values = {**_posted_values(form, body), "id": workflow_id}
-        return await _builder(request, session, values, error=exc)
+        address = render.page_address(request, f"/workflows/{workflow_id}/edit")
+        return await _builder(request, session, values, error=exc, **address)
     return render.redirect(f"/workflows/{workflow_id}")
 
 

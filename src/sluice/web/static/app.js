@@ -252,8 +252,11 @@ function editorFor(textarea) {
     value: textarea.value,
   });
   editor.session.on("change", () => { textarea.value = editor.getValue(); });
-  // The save answer's error names the step and the line (step.mjs:LINE): mark it.
-  const problem = textarea.closest("[data-step]")?.querySelector("[data-step-error]");
+  // The save answer's error names the step (or the component) and the line (x.mjs:LINE):
+  // mark it.
+  const problem = textarea
+    .closest("[data-step], [data-code-block]")
+    ?.querySelector("[data-step-error], [data-code-error]");
   const line = problem && /\.m?[cj]s:(\d+)/.exec(problem.textContent);
   if (line) {
     const row = Number(line[1]) - 1;
@@ -319,11 +322,17 @@ function credentialRows(fieldset) {
 }
 
 window.addEventListener("DOMContentLoaded", () => {
+  // A form shown again with its error: its address is the page's own, not the POST's.
+  const address = document.querySelector("meta[name='sluice-address']")?.content;
+  if (address && address.startsWith("/") && !address.startsWith("//")) {
+    history.replaceState(null, "", address + location.hash);
+  }
   renderTimes();
   setInterval(renderTimes, 30000);
   document.body.addEventListener("htmx:afterSwap", (ev) => renderTimes(ev.target));
   $$("section[data-events]").forEach(liveEvents);
   $$("form[data-test-request]").forEach(testRequests);
   $$("form.builder").forEach(builder);
+  $$("[data-code-block] textarea[data-editor]").forEach(editorFor);
   $$("fieldset[data-rows]").forEach(credentialRows);
 });
