@@ -194,6 +194,19 @@ class Settings:
     #: the endpoints keep accepting (docs/api.md, "HTTP endpoints"). False: jobs keep their full
     #: concurrency and share the core with the endpoints.
     requests_first: bool = True
+    #: Load shedding: an account whose oldest due job has waited longer than this gets 503
+    #: ``overloaded`` with ``Retry-After`` on its HTTP endpoints until its backlog is back
+    #: under it, seconds (docs/deploy.md, "Faults"). 0: never shed.
+    shed_backlog_seconds: float = 60.0
+    #: Below this much free disk where the SQLite database is, HTTP endpoints answer 503
+    #: ``storage_unavailable`` (no new request is taken), MB: the rest is kept for the work
+    #: already accepted to finish (its runs, their done marks, a checkpoint). 0: off.
+    disk_reserve_mb: int = 128
+    #: SQLite: the write-ahead log is checkpointed this often, seconds (0: never while Sluice
+    #: runs, as before: the WAL then grows without bound; for measurements only) ...
+    sqlite_checkpoint_seconds: float = 1.0
+    #: ... and truncated once its file is larger than this, MB.
+    sqlite_wal_max_mb: int = 64
     #: Done jobs (the queue's record of each request, tick and delivery, payload included)
     #: are deleted this many seconds after they finished; 0 keeps them. Failed jobs are kept.
     job_retention_seconds: int = 3600

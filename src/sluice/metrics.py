@@ -78,6 +78,25 @@ OLDEST_JOB = Gauge(
     "How long the oldest due queued job has waited (0 when none is due): the queue's lag.",
     registry=REGISTRY,
 )
+WAL_BYTES = Gauge(
+    "sluice_sqlite_wal_bytes",
+    "Size of SQLite's write-ahead log file after the last checkpoint (SQLite only).",
+    registry=REGISTRY,
+)
+CHECKPOINTS = Counter(
+    "sluice_sqlite_checkpoints",
+    "SQLite checkpoints run, by mode (passive; truncate: the WAL was over its bound or the "
+    "disk nearly full).",
+    ["mode"],
+    registry=REGISTRY,
+)
+SHED = Counter(
+    "sluice_requests_refused",
+    "Endpoint requests refused before they were stored, by reason (overloaded: the account's "
+    "backlog is too old; disk_reserve: the disk is down to its reserve).",
+    ["reason"],
+    registry=REGISTRY,
+)
 
 #: The error codes of the runtime's and the engine's limits (docs/errors.md).
 LIMITS = frozenset({"TIMEOUT", "OUT_OF_MEMORY", "EMIT_LIMIT", "DB_LIMIT"})
@@ -130,6 +149,15 @@ def set_queue(counts: dict[tuple[str, str], int], oldest_age_s: float) -> None:
     for (state, kind), count in counts.items():
         JOBS.labels(state, kind).set(count)
     OLDEST_JOB.set(max(0.0, oldest_age_s))
+
+
+def wal_checkpointed(mode: str, wal_bytes: int, _seconds: float) -> None:
+    CHECKPOINTS.labels(mode).inc()
+    WAL_BYTES.set(wal_bytes)
+
+
+def refused(reason: str) -> None:
+    SHED.labels(reason).inc()
 
 
 def serve(host: str, port: int) -> None:

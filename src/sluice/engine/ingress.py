@@ -2,7 +2,8 @@
 answered, unless its answer is a run's.
 
 ``accept``: find the endpoint's active deployment (``EndpointDirectory``, cached; else 404),
-take a token from the endpoint's bucket (else 429), check the body's size (413; by
+take a token from the endpoint's bucket (else 429), ask ``Admission`` (503 while the
+account's backlog is too old or the disk is down to its reserve), check the body's size (413; by
 ``Content-Length`` before reading it), and enqueue the job (``Enqueuer``: concurrent requests
 share a transaction). A source's job holds the request as it came
 (``http_events.raw_request``); the event is built when the job runs, off the request's path. The
@@ -39,6 +40,7 @@ from sluice.domain import http_answers, http_events
 from sluice.domain.http_answers import Answer, Refusal
 from sluice.domain.http_events import Bucket
 from sluice.domain.states import JobKind, Unanswered
+from sluice.engine.admission import Admission
 from sluice.engine.broker import Ended, Outcome, Waiters
 from sluice.engine.client_runs import ClientRun, ClientRuns
 from sluice.engine.directory import EndpointDirectory
@@ -101,6 +103,7 @@ class Ingress:
         worker: JobWorker,
         waiters: Waiters,
         client_runs: ClientRuns,
+        admission: Admission,
     ) -> None:
         self.reader = reader
         self.directory = directory
@@ -113,6 +116,8 @@ class Ingress:
         self.waiters = waiters
         #: Workflows answering with their ``$.respond`` run there, without a job.
         self.client_runs = client_runs
+        #: Load shedding and the disk's reserve: asked before a request is read.
+        self.admission = admission
         #: Replaceable as a whole (``dataclasses.replace``), e.g. by tests.
         self.limits = Limits.from_settings(settings)
         self._buckets: dict[str, Bucket] = {}
@@ -143,6 +148,7 @@ class Ingress:
         entry = await self.directory.find(endpoint_id)
         endpoint = entry.endpoint
         self._take_token(endpoint_id)
+        self.admission.check(endpoint.owner_id)
         limit = self.limits.max_body_bytes
         declared = http_events.declared_length(request.headers)
         if declared is not None and declared > limit:

@@ -22,9 +22,11 @@ from sluice.crypto import Cipher
 from sluice.domain.states import JobKind
 from sluice.engine import broker, outbound
 from sluice.engine.actions import Actions
+from sluice.engine.admission import Admission, AdmissionPolicy
 from sluice.engine.app_catalog import AppCatalog
 from sluice.engine.apps import Apps
 from sluice.engine.broker import Broker, Waiters
+from sluice.engine.checkpoints import Checkpointer, WalPolicy
 from sluice.engine.client_runs import ClientRuns
 from sluice.engine.commit import Commit
 from sluice.engine.components import Components
@@ -111,21 +113,27 @@ class Platform(Services):
                 await CoreComponents(db, platform.components, clock).seed()
                 if database.is_postgres(db):
                     platform.notifications = platform._listen(settings)
-                if background:
-                    await platform.jobs.start()
-                    await platform.deliveries.start()
-                    await platform.scheduler.start()
-                try:
-                    yield platform
-                finally:
-                    if platform.notifications is not None:
-                        await platform.notifications.close()
-                    await platform.ingress.close()
-                    await platform.scheduler.stop()
-                    await platform.deliveries.stop(settings.shutdown_grace_seconds)
-                    await platform.jobs.stop(settings.shutdown_grace_seconds)
-                    await platform.enqueuer.close()
-                    platform.commit.dispose()
+                # Closed last: the WAL is checkpointed until the job worker has stopped.
+                async with contextlib.AsyncExitStack() as upkeep:
+                    if background:
+                        platform.checkpointer = _checkpointer(settings, reader)
+                        if platform.checkpointer is not None:
+                            await upkeep.enter_async_context(platform.checkpointer)
+                        await upkeep.enter_async_context(platform.admission)
+                        await platform.jobs.start()
+                        await platform.deliveries.start()
+                        await platform.scheduler.start()
+                    try:
+                        yield platform
+                    finally:
+                        if platform.notifications is not None:
+                            await platform.notifications.close()
+                        await platform.ingress.close()
+                        await platform.scheduler.stop()
+                        await platform.deliveries.stop(settings.shutdown_grace_seconds)
+                        await platform.jobs.stop(settings.shutdown_grace_seconds)
+                        await platform.enqueuer.close()
+                        platform.commit.dispose()
         finally:
             reader.dispose()
             await db.dispose()
@@ -189,6 +197,7 @@ class Platform(Services):
             data_stores=run.stores,
             webhooks=run.webhooks,
             deliveries=run.deliveries,
+            admission=run.ingress.admission,
         )
 
     @staticmethod
@@ -315,9 +324,17 @@ class _Running:
         worker = Platform._worker(db, clock, settings, enqueuer, table)
         directory = EndpointDirectory(reader, components)
         client_runs = ClientRuns(executor, enqueuer, worker)
+        admission = Admission(
+            reader,
+            clock,
+            AdmissionPolicy(
+                shed_after_ms=int(settings.shed_backlog_seconds * 1000),
+                reserve_bytes=settings.disk_reserve_mb << 20,
+            ),
+        )
         ingress = Ingress(
-            reader, directory, workflows, settings, clock,
-            enqueuer=enqueuer, worker=worker, waiters=waiters, client_runs=client_runs,
+            reader, directory, workflows, settings, clock, enqueuer=enqueuer, worker=worker,
+            waiters=waiters, client_runs=client_runs, admission=admission,
         )  # fmt: skip
         # Jobs this process enqueues with a run's results (emits, sends) wake its worker now.
         commit.broker.on(broker.JOBS, lambda _items: worker.notify())
@@ -366,6 +383,16 @@ async def create_account_offline(
         return account, key
     finally:
         await db.dispose()
+
+
+def _checkpointer(settings: Settings, reader: database.Reader) -> Checkpointer | None:
+    """The SQLite database's checkpointer (None on PostgreSQL, or turned off)."""
+    path = reader.sqlite_path
+    if path is None or settings.sqlite_checkpoint_seconds <= 0:
+        return None
+    return Checkpointer(
+        path, WalPolicy(settings.sqlite_checkpoint_seconds, settings.sqlite_wal_max_mb << 20)
+    )
 
 
 def check_sandbox(settings: Settings) -> None:

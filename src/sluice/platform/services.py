@@ -16,8 +16,10 @@ from sluice.crypto import Cipher
 from sluice.domain import registry as registry_rules
 from sluice.engine import health, logins, streams
 from sluice.engine.actions import Actions
+from sluice.engine.admission import Admission
 from sluice.engine.app_catalog import AppCatalog
 from sluice.engine.apps import Apps
+from sluice.engine.checkpoints import Checkpointer
 from sluice.engine.commit import Commit
 from sluice.engine.components import Components
 from sluice.engine.credentials import Credentials
@@ -94,8 +96,13 @@ class Services:
     webhooks: Webhooks
     #: Posts webhook deliveries, on slots of its own (``engine/deliveries.py``).
     deliveries: DeliveryWorker
+    #: Load shedding and the disk's reserve, asked by the endpoints.
+    admission: Admission
     #: PostgreSQL: other processes' commits, pushed (None on SQLite).
     notifications: Notifications | None = None
+    #: SQLite: keeps the WAL small while the platform runs (None on PostgreSQL, or when the
+    #: background loops are off).
+    checkpointer: Checkpointer | None = None
 
     async def ready(self) -> None:
         """Raises ``errors.NotReady`` unless the database answers and the runner pool works."""

@@ -185,6 +185,19 @@ class Reader:
             faults.raise_if_unavailable(exc)
             return await asyncio.to_thread(_run_read_patiently, self._sync, fn)
 
+    async def in_thread(self, fn: Callable[[Connection], T]) -> T:
+        """As calling the reader, but off the event loop on SQLite too: for a read that walks
+        many rows (a background read, never a request's)."""
+        if self._sync is None:
+            return await self(fn)
+        return await asyncio.to_thread(_run_read_patiently, self._sync, fn)
+
+    @property
+    def sqlite_path(self) -> Path | None:
+        """The SQLite database's file (None on PostgreSQL or in memory)."""
+        database = self._engine.url.database if self._sync is not None else None
+        return Path(database).absolute() if database and database != ":memory:" else None
+
     def dispose(self) -> None:
         if self._inline is not None:
             self._inline.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from sluice.domain.states import JobState
@@ -33,3 +34,15 @@ async def read(conn: AsyncConnection, now_ms: int) -> QueueStats:
         )
     )
     return QueueStats(counts, int(oldest) if oldest is not None else None)
+
+
+def oldest_due_by_owner(conn: Connection, now_ms: int) -> dict[str, int]:
+    """``{owner_id: run_after_ms}`` of each account's oldest queued job that is due (the
+    backlog's age per account; ``engine/admission.py``). Walks the queued jobs through
+    ``ix_jobs_status_id``: a read of its own, off the event loop, once a second."""
+    rows = conn.execute(
+        sa.select(t.c.owner_id, sa.func.min(t.c.run_after_ms))
+        .where(t.c.status == JobState.QUEUED, t.c.run_after_ms <= now_ms)
+        .group_by(t.c.owner_id)
+    )
+    return {str(owner): int(oldest) for owner, oldest in rows}

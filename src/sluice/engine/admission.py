@@ -1,0 +1,142 @@
+"""Whether the HTTP endpoints take new requests: load shedding on backlog, and the disk's
+reserve (the decisions: ``domain/admission.py``).
+
+Asked on every endpoint request (``check``), so it costs a dict lookup: what it looks at is
+read by a background task once every ``refresh_s`` (an async context manager), never per
+request. Each refresh reads the queue's oldest due job per account (one grouped read, off the
+event loop) and, on SQLite, the free space of the database's file system (``statvfs``).
+
+- **Backlog.** An account whose oldest due job has waited longer than ``shed_after_ms`` gets
+  503 ``overloaded`` with ``Retry-After`` on its endpoints until its backlog is back under the
+  bound: it is the one sending more than the workers run.
+- **Disk reserve.** With less than ``reserve_bytes`` free, every endpoint gets 503
+  ``storage_unavailable``: the space left is for the work already accepted (its runs' events,
+  the jobs' done marks, a WAL checkpoint), so acknowledged work can always finish. Space
+  back, requests are taken again at the next refresh, with no restart.
+
+Tests leave the task off and call ``refresh()`` with a fake clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from sluice import errors, metrics
+from sluice.clock import Clock
+from sluice.domain import admission
+from sluice.storage import database, job_stats
+
+log = logging.getLogger(__name__)
+
+#: What ``Retry-After`` says while the disk is down to its reserve, seconds.
+DISK_RETRY_AFTER_S = 30
+
+
+@dataclass(frozen=True)
+class AdmissionPolicy:
+    #: An account whose oldest due job waited longer than this is shed, ms; 0: never.
+    shed_after_ms: int
+    #: Below this much free disk (SQLite's file system), no new request is taken, bytes; 0: off.
+    reserve_bytes: int
+    #: Seconds between two reads of the queue and the disk.
+    refresh_s: float = 1.0
+
+
+class Admission:
+    def __init__(self, reader: database.Reader, clock: Clock, policy: AdmissionPolicy) -> None:
+        self.reader = reader
+        self.clock = clock
+        self.policy = policy
+        #: The directory whose file system the reserve is kept on (None: PostgreSQL).
+        self.disk: Path | None = None if reader.sqlite_path is None else reader.sqlite_path.parent
+        #: ``{owner_id: Retry-After seconds}`` of the accounts shed now.
+        self._shed: dict[str, int] = {}
+        self._disk_low = False
+        #: The oldest due job's wait at the last refresh, ms (any account; 0 when none).
+        self.oldest_age_ms = 0
+        self._task: asyncio.Task[None] | None = None
+
+    def check(self, owner_id: str) -> None:
+        """Raises ``errors.StorageUnavailable`` while the disk is down to its reserve, and
+        ``errors.Overloaded`` while ``owner_id``'s backlog is older than the bound."""
+        if self._disk_low:
+            metrics.refused("disk_reserve")
+            raise errors.StorageUnavailable(
+                "the server's disk is down to its reserve: no new requests are taken until "
+                "space is freed; retry later",
+                retry_after_seconds=DISK_RETRY_AFTER_S,
+            )
+        retry = self._shed.get(owner_id)
+        if retry is not None:
+            metrics.refused("overloaded")
+            raise errors.Overloaded(
+                "this account's queued work waits longer than this server allows "
+                f"({self.policy.shed_after_ms / 1000:g} s): its endpoints take no new requests "
+                f"until it catches up; retry in {retry} s",
+                retry_after_seconds=retry,
+            )
+
+    async def refresh(self) -> None:
+        """Read the queue's backlog per account and the disk's free space now."""
+        if self.policy.shed_after_ms > 0:
+            now = self.clock.now_ms()
+            oldest = await self.reader.in_thread(
+                lambda conn: job_stats.oldest_due_by_owner(conn, now)
+            )
+            ages = {owner: now - due for owner, due in oldest.items()}
+            self.oldest_age_ms = max(ages.values(), default=0)
+            shed = admission.shed(ages, bound_ms=self.policy.shed_after_ms)
+            if shed.keys() != self._shed.keys():
+                log.warning(
+                    "load shedding: %d account(s) over the backlog bound (oldest due job %.1f s)",
+                    len(shed),
+                    self.oldest_age_ms / 1000,
+                    extra={"action": "shed", "owner_ids": sorted(shed)},
+                )
+            self._shed = shed
+        if self.disk is not None and self.policy.reserve_bytes > 0:
+            stat = await asyncio.to_thread(os.statvfs, self.disk)
+            low = admission.disk_low(
+                free_bytes=stat.f_bavail * stat.f_frsize, reserve_bytes=self.policy.reserve_bytes
+            )
+            if low != self._disk_low:
+                log.warning(
+                    "the disk is %s its reserve of %d MiB: new requests %s",
+                    "down to" if low else "back above",
+                    self.policy.reserve_bytes >> 20,
+                    "refused (503)" if low else "taken again",
+                    extra={"action": "disk_reserve"},
+                )
+            self._disk_low = low
+
+    async def __aenter__(self) -> Admission:
+        self._task = asyncio.create_task(self._loop(), name="sluice-admission")
+        return self
+
+    async def __aexit__(
+        self,
+        _type: type[BaseException] | None,
+        _exc: BaseException | None,
+        _tb: TracebackType | None,
+    ) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                await self.refresh()
+            except errors.StorageUnavailable:
+                pass  # logged where it entered; the last state stands until the next read
+            except Exception:
+                log.exception("could not read the backlog and the disk's free space")
+            await asyncio.sleep(self.policy.refresh_s)

@@ -1,0 +1,122 @@
+"""Load shedding on backlog and the disk's reserve (issue 30), on both dialects, with a fake
+clock: an account whose oldest due job is older than ``shed_backlog_seconds`` gets 503
+``overloaded`` with ``Retry-After`` on its endpoints, another account's endpoints go on taking
+requests, and once the backlog is run the account is served again. Below the disk reserve
+every endpoint gets 503 ``storage_unavailable``, and requests are taken again once there is
+room, without a restart."""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+import pytest_asyncio
+
+from sluice.clock import FakeClock, SystemClock
+from sluice.platform import Platform
+from tests.conftest import _create_pg_database, _drop_pg_database, account_client, make_settings
+
+SOURCE = """
+export default { name: "shed", version: "1", props: { http: "$.interface.http" },
+  async run(event) { this.$emit(event.body); } };
+"""
+BOUND_S = 30
+
+
+@pytest_asyncio.fixture(loop_scope="session", params=["sqlite", "postgresql"])
+async def shedding(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[tuple[Platform, FakeClock]]:
+    database_url = await _create_pg_database() if request.param == "postgresql" else ""
+    settings = make_settings(
+        tmp_path, database_url=database_url, shed_backlog_seconds=float(BOUND_S)
+    )
+    clock = FakeClock(SystemClock().now_ms())
+    try:
+        async with Platform.open(settings, clock=clock, background=False) as opened:
+            yield opened, clock
+    finally:
+        if database_url:
+            await _drop_pg_database(database_url)
+
+
+async def test_an_old_backlog_sheds_its_account_only(
+    shedding: tuple[Platform, FakeClock],
+) -> None:
+    platform, clock = shedding
+    async with (
+        account_client(platform, f"busy-{secrets.token_hex(2)}") as busy,
+        account_client(platform, f"calm-{secrets.token_hex(2)}") as calm,
+    ):
+        busy_id, busy_path = await _source(busy.client)
+        _, calm_path = await _source(calm.client)
+
+        for n in range(5):  # queued, not run: the worker is not running
+            assert (await busy.client.post(busy_path, json={"n": n})).status_code == 200
+        clock.advance(seconds=BOUND_S - 1)
+        await platform.admission.refresh()
+        assert (await busy.client.post(busy_path, json={"n": 5})).status_code == 200
+
+        clock.advance(seconds=3)  # the first five have now waited 32 s: past the bound
+        await platform.admission.refresh()
+        refused = await busy.client.post(busy_path, json={"n": 6})
+        assert refused.status_code == 503, refused.text
+        assert refused.json()["code"] == "overloaded"
+        assert refused.headers["Retry-After"] == "2"  # 32 s against a bound of 30
+        # The other account's endpoint is not shed: its own backlog is young.
+        taken = await calm.client.post(calm_path, json={"n": 0})
+        assert taken.status_code == 200, taken.text
+
+        # The backlog runs: the account is served again at the next refresh.
+        assert await platform.jobs.drain() >= 7
+        await platform.admission.refresh()
+        again = await busy.client.post(busy_path, json={"n": 7})
+        assert again.status_code == 200, again.text
+        await platform.jobs.drain()
+        # Every acknowledged request stored once; the refused one not at all.
+        events = await busy.client.get(f"/v1/sources/{busy_id}/event_summaries?limit=100")
+        assert events.status_code == 200, events.text
+        numbers = sorted(e["event"]["n"] for e in events.json()["data"])
+        assert numbers == [0, 1, 2, 3, 4, 5, 7]
+
+
+async def _source(client: httpx.AsyncClient) -> tuple[str, str]:
+    """A new HTTP source: its id and its endpoint's path."""
+    made = await client.post("/v1/sources", json={"component_code": SOURCE})
+    assert made.status_code == 200, made.text
+    data = made.json()["data"]
+    return data["id"], "/e/" + data["endpoint_url"].rsplit("/", 1)[1]
+
+
+async def test_below_the_disk_reserve_endpoints_answer_503_until_space_is_back(
+    shedding: tuple[Platform, FakeClock],
+) -> None:
+    platform, _ = shedding
+    admission = platform.admission
+    if platform.settings.database_url:
+        # PostgreSQL's disk is the server's: a full one is its DiskFullError, answered 503
+        # where it enters (tests/unit/test_storage_faults.py); no reserve is kept here.
+        assert admission.disk is None
+        return
+    assert admission.disk == platform.settings.data_dir
+    async with account_client(platform, f"disk-{secrets.token_hex(2)}") as who:
+        _, path = await _source(who.client)
+        policy = admission.policy
+        try:
+            # A reserve larger than the disk: the disk is "down to its reserve".
+            admission.policy = dataclasses.replace(policy, reserve_bytes=1 << 60)
+            await admission.refresh()
+            refused = await who.client.post(path, json={"n": 1})
+            assert refused.status_code == 503, refused.text
+            assert refused.json()["code"] == "storage_unavailable"
+            assert int(refused.headers["Retry-After"]) > 0
+            admission.policy = dataclasses.replace(policy, reserve_bytes=1 << 20)
+            await admission.refresh()
+            assert (await who.client.post(path, json={"n": 2})).status_code == 200
+        finally:
+            admission.policy = policy
+            await admission.refresh()
