@@ -188,3 +188,34 @@ async def test_apps_without_auth_need_no_connected_account(api: Api) -> None:
         json={"component_code": FEED.replace('"rss"', '"slack"'), "configured_props": {"url": "u"}},
     )
     assert required.status_code == 400 and "connected slack account" in required.json()["error"]
+
+
+#: Shaped like @pipedream/formatting's actions: an app prop of Pipedream's scaffolded app file
+#: (its one method logs ``Object.keys(this.$auth)``), no account asked for on Pipedream.
+FORMATTING = """
+const formatting = { type: "app", app: "formatting", propDefinitions: {},
+  methods: { authKeys() { console.log(Object.keys(this.$auth)); } } };
+export default {
+  name: "Trim Whitespace", key: "formatting-trim-whitespace", version: "0.0.6", type: "action",
+  props: { formatting, input: { type: "string", label: "Input" } },
+  async run({ $ }) { $.export("$summary", "Trimmed"); return this.input.trim(); },
+};
+"""
+
+
+async def test_pipedreams_no_account_apps_are_built_in(api: Api) -> None:
+    for slug in ("pipedream_utils", "formatting", "schedule", "emit", "delay", "filter", "email"):
+        found = await api.client.get(f"/v1/apps/{slug}")
+        assert found.status_code == 200, (slug, found.text)
+        app = found.json()["data"]
+        assert (app["auth_type"], app["builtin"], app["id"]) == (
+            "none",
+            True,
+            app_rules.builtin_id(slug),
+        ), app
+    ran = await api.client.post(
+        "/v1/actions/run",
+        json={"component_code": FORMATTING, "configured_props": {"input": "  padded  "}},
+    )
+    assert ran.status_code == 200, ran.text
+    assert ran.json()["data"]["ret"] == "padded" and ran.json()["data"]["summary"] == "Trimmed"

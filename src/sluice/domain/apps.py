@@ -133,6 +133,21 @@ BUILTIN: tuple[App, ...] = (
         description="Read public RSS and Atom feeds.",
         categories=("Developer Tools",),
     ),
+    # Pipedream's apps that take no account: their components (``@pipedream/formatting``,
+    # ``schedule``'s sources, ...) declare an app prop of them, and their app files read
+    # nothing from ``$auth`` but a scaffold's ``Object.keys(this.$auth)``.
+    *(
+        _builtin(slug, name, "none", description=description, categories=("Developer Tools",))
+        for slug, name, description in (
+            ("pipedream_utils", "Pipedream Utils", "Pre-built functions: dates, text, JSON."),
+            ("formatting", "Formatting", "Format text, numbers, dates and data."),
+            ("schedule", "Schedule", "Run on a schedule: an interval or a cron expression."),
+            ("emit", "Emit", "Emit events from a workflow or a source."),
+            ("delay", "Delay", "Pause a workflow for a time."),
+            ("filter", "Filter", "Continue or end a workflow on a condition."),
+            ("email", "Email", "Send an email to yourself."),
+        )
+    ),
     _builtin(
         "slack",
         "Slack",
