@@ -17,6 +17,7 @@ from typing import Any, get_type_hints
 
 from sluice import errors
 from sluice import public_url as public_urls
+from sluice.domain import endpoint_origins
 
 
 def _default_data_dir() -> Path:
@@ -37,7 +38,11 @@ class Settings:
     #: OAuth callback, $.flow resume/cancel URLs, error e-mails, read at each send). Empty:
     #: ``http://<host>:<port>``.
     public_url: str = ""
-    #: Base of generated HTTP endpoint URLs (the spec's ``{endpoint_host}``).
+    #: Base of generated HTTP endpoint URLs (the spec's ``{endpoint_host}``): the id is
+    #: appended to it, or, with ``{id}`` in its host (``https://{id}.hooks.example.com/``),
+    #: every endpoint answers on a host of its own and requests to such a host are routed to
+    #: it (docs/deploy.md, "Endpoints on their own hosts"). Empty: ``<public url>/e/``, on
+    #: the web UI's origin (then no cookie reaches or leaves an endpoint).
     endpoint_base_url: str = ""
     #: Proxies whose ``X-Forwarded-Proto``/``-Host``/``-For`` headers are believed (when no
     #: public URL is set, links follow the request's URL): a comma list of addresses or
@@ -262,6 +267,13 @@ class Settings:
                 field="sandbox",
             )
         try:
+            endpoint_origins.parse(self.endpoint_base_url)
+        except ValueError as exc:
+            raise errors.InvalidRequest(
+                f"setting endpoint_base_url (SLUICE_ENDPOINT_BASE_URL): {exc}",
+                field="endpoint_base_url",
+            ) from None
+        try:
             public_urls.TrustedProxies(self.trusted_proxies)
         except ValueError as exc:
             raise errors.InvalidRequest(
@@ -302,10 +314,15 @@ class Settings:
             or f"http://{self.host}:{self.port}"
         ).rstrip("/")
 
-    @property
-    def resolved_endpoint_base_url(self) -> str:
-        base = self.endpoint_base_url or f"{self.resolved_public_url}/e/"
-        return base if base.endswith("/") else base + "/"
+    @functools.cached_property
+    def endpoint_base(self) -> endpoint_origins.EndpointBase:
+        return endpoint_origins.parse(self.endpoint_base_url)
+
+    def endpoint_url(self, endpoint_id: str, public_url: str | None = None) -> str:
+        """The public URL of an endpoint; ``public_url`` is the base of its default
+        ``…/e/<id>`` (else ``resolved_public_url``)."""
+        default = f"{public_url or self.resolved_public_url}/e/"
+        return endpoint_origins.url(self.endpoint_base, default, endpoint_id)
 
     @property
     def components_dir(self) -> Path:

@@ -40,15 +40,16 @@ class Server:
 
 @contextlib.contextmanager
 def serve(data_dir: Path, extra_env: dict[str, str] | None = None) -> Iterator[Server]:
+    """``sluice serve`` on a free port; ``{port}`` in an ``extra_env`` value becomes it."""
     port = _free_port()
     env = {
         **os.environ,
-        **(extra_env or {}),
         "SLUICE_DATA_DIR": str(data_dir),
         "SLUICE_PORT": str(port),
         "SLUICE_NPM_STORE": str(CACHE / "npm-store"),
         # The components served by the tests' own loopback HTTP server may be fetched.
         "SLUICE_EGRESS_ALLOW": "127.0.0.1:*",
+        **{k: v.replace("{port}", str(port)) for k, v in (extra_env or {}).items()},
     }
     proc = subprocess.Popen(
         [SLUICE, "serve", "--host", "127.0.0.1"], env=env, stderr=subprocess.PIPE, text=True
@@ -65,7 +66,7 @@ def serve(data_dir: Path, extra_env: dict[str, str] | None = None) -> Iterator[S
     drain = threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True)
     drain.start()
     try:
-        yield Server(f"http://127.0.0.1:{port}", data_dir)
+        yield Server(env.get("SLUICE_PUBLIC_URL") or f"http://127.0.0.1:{port}", data_dir)
     finally:
         proc.terminate()
         proc.wait(timeout=30)

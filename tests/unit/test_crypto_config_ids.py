@@ -63,7 +63,7 @@ def test_settings_from_env_and_flags(tmp_path: Path) -> None:
     assert settings.host == "127.0.0.1"  # empty variable = unset
     assert settings.data_dir == tmp_path and settings.memory_mb == 128
     assert settings.resolved_database_url == f"sqlite:///{tmp_path / 'sluice.db'}"
-    assert settings.resolved_endpoint_base_url == "http://127.0.0.1:9100/e/"
+    assert settings.endpoint_url("ab12") == "http://127.0.0.1:9100/e/ab12"
     with pytest.raises(errors.InvalidRequest, match="SLUICE_PORT"):
         Settings.from_env({"SLUICE_PORT": "eighty"})
 

@@ -48,19 +48,18 @@ class App(FastAPI):
     """FastAPI, with the public endpoints (``/e/…``, the hot path) answered in front of it."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        rest = ingress.endpoint_path(scope)
-        if rest is not None:
-            await ingress.serve(
-                self.state.platform, rest, scope, receive, _counted("endpoint", send)
-            )
-            return
         if scope["type"] != "http":
             await super().__call__(scope, receive, send)
+            return
+        settings = self.state.platform.settings
+        # An endpoint host answers nothing else: the web UI and /v1 never serve on it.
+        to = ingress.target(scope, settings.endpoint_base, settings.proxies)
+        if to is not None:
+            await ingress.serve(self.state.platform, to, scope, receive, _counted("endpoint", send))
             return
         send = _counted("api", send)
         if (picked := fields.wanted(scope)) is not None:
             send = fields.filtering(send, *picked)
-        settings = self.state.platform.settings
         # The links this request's answer holds follow its URL (unless SLUICE_PUBLIC_URL).
         token = public_url.enter(scope, settings.proxies)
         try:

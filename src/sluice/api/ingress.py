@@ -1,6 +1,7 @@
 """Generated HTTP endpoints of sources and workflows: ``/e/{endpoint_id}`` and
-``/e/{endpoint_id}/{path}``, any method, no API key (endpoints are public, as Pipedream's are).
-See docs/api.md, "HTTP endpoints".
+``/e/{endpoint_id}/{path}``, or every path of ``<id>.<endpoint domain>`` with a per-endpoint
+``SLUICE_ENDPOINT_BASE_URL``; any method, no API key (endpoints are public, as Pipedream's
+are). See docs/api.md, "HTTP endpoints", and ``domain/endpoint_origins``.
 
 Served as plain ASGI by ``App.__call__``, before FastAPI's own middleware (telemetry, the body
 limit, the error middleware) and routing: every method reaches it (WebDAV's too), nothing
@@ -13,13 +14,14 @@ else raised is logged and answered 500 ``internal_error``, as the API's handler 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from sluice import errors, public_url
 from sluice.api import errors as api_errors
-from sluice.domain import http_answers, http_events
+from sluice.domain import endpoint_origins, http_answers
 from sluice.domain.http_answers import Answer, Refusal
 from sluice.platform import IncomingRequest, Platform
 
@@ -40,20 +42,50 @@ _DEFAULT_START: Message = {
 _DEFAULT_BODY: Message = {"type": "http.response.body", "body": _DEFAULT.body}
 
 
-def endpoint_path(scope: Scope) -> str | None:
-    """The path after ``/e/`` when ``scope`` is a request to an endpoint, else None."""
+@dataclass(frozen=True)
+class Target:
+    """The endpoint a request is for, the path under it, and whether it came to the endpoint's
+    own host (``endpoint_origins``: what may cross between it and the browser)."""
+
+    endpoint_id: str
+    path: str
+    own_origin: bool
+
+
+def target(
+    scope: Scope, base: endpoint_origins.EndpointBase, proxies: public_url.TrustedProxies
+) -> Target | None:
+    """The endpoint ``scope`` is a request to: any request to a host of the per-endpoint
+    template (``SLUICE_ENDPOINT_BASE_URL=https://{id}.…``), whatever its path, or ``/e/<id>…``
+    on any other host; else None."""
     if scope["type"] != "http":
         return None
+    if base.per_endpoint_hosts:
+        endpoint_id = endpoint_origins.endpoint_of_host(base, _host(scope, proxies))
+        if endpoint_id is not None:
+            return Target(endpoint_id, scope.get("path") or "/", own_origin=True)
     path: str = scope.get("path", "")
     root = scope.get("root_path", "")
     if root and path.startswith(root):
         path = path[len(root) :]
-    return path[len(PREFIX) :] if path.startswith(PREFIX) else None
+    if not path.startswith(PREFIX):
+        return None
+    endpoint_id, _, sub_path = path[len(PREFIX) :].partition("/")
+    return Target(endpoint_id, "/" + sub_path, own_origin=False)
 
 
-async def serve(platform: Platform, rest: str, scope: Scope, receive: Receive, send: Send) -> None:
-    """Answer one endpoint request (``rest``: the path after ``/e/``)."""
-    endpoint_id, _, sub_path = rest.partition("/")
+def _host(scope: Scope, proxies: public_url.TrustedProxies) -> str:
+    """The request's ``Host``, or the first ``X-Forwarded-Host`` from a trusted proxy."""
+    headers = dict(scope["headers"])
+    forwarded = headers.get(b"x-forwarded-host")
+    if forwarded and proxies.trusts((scope.get("client") or (None,))[0]):
+        return str(forwarded.decode("latin-1").split(",")[0])
+    return str(headers.get(b"host", b"").decode("latin-1"))
+
+
+async def serve(platform: Platform, to: Target, scope: Scope, receive: Receive, send: Send) -> None:
+    """Answer one endpoint request."""
+    endpoint_id = to.endpoint_id
     started = False
 
     async def send_tracked(message: Message) -> None:
@@ -62,13 +94,13 @@ async def serve(platform: Platform, rest: str, scope: Scope, receive: Receive, s
         await send(message)
 
     try:
-        answer = await _answer(platform, endpoint_id, "/" + sub_path, scope, receive)
+        answer = await _answer(platform, to, scope, receive)
         if answer is _DEFAULT:
             await send_tracked(_DEFAULT_START)
             await send_tracked(_DEFAULT_BODY)
             return
         response = (
-            _render(answer)
+            _render(answer, to.own_origin)
             if isinstance(answer, Answer)
             else api_errors.unanswered(answer.reason, answer.message)
         )
@@ -87,10 +119,13 @@ async def serve(platform: Platform, rest: str, scope: Scope, receive: Receive, s
 
 
 async def _answer(
-    platform: Platform, endpoint_id: str, path: str, scope: Scope, receive: Receive
+    platform: Platform, to: Target, scope: Scope, receive: Receive
 ) -> Answer | Refusal:
-    headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
-    headers = http_events.without_own_cookies(headers)
+    endpoint_id, path = to.endpoint_id, to.path
+    headers = endpoint_origins.request_headers(
+        [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]],
+        own_origin=to.own_origin,
+    )
     method: str = scope["method"]
     if method == "OPTIONS":
         return await platform.ingress.preflight(endpoint_id, headers)
@@ -132,9 +167,10 @@ def _origin(scope: Scope, platform: Platform) -> tuple[str, str]:
     return base.rstrip("/"), str((scope.get("client") or ("",))[0] or "")
 
 
-def _render(answer: Answer) -> Response:
+def _render(answer: Answer, own_origin: bool) -> Response:
     response = Response(content=answer.body, status_code=answer.status)
     response.raw_headers.extend(
-        (name.encode("latin-1"), value.encode("utf-8")) for name, value in answer.headers
+        (name.encode("latin-1"), value.encode("utf-8"))
+        for name, value in endpoint_origins.answer_headers(answer.headers, own_origin=own_origin)
     )
     return response

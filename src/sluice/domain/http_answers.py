@@ -13,7 +13,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from sluice.domain.http_events import is_own_cookie
 from sluice.domain.states import Unanswered
 
 #: The answer of an endpoint whose source has no ``customResponse`` (Pipedream documents none
@@ -25,8 +24,8 @@ CORS_METHODS = "GET,HEAD,PUT,PATCH,POST,DELETE"
 
 #: Set by the server from the body it sends; a source's value would corrupt the framing.
 _FRAMING = frozenset({"content-length", "transfer-encoding", "connection"})
-#: Added to every ``respond()`` answer: endpoints answer on the web UI's origin, so a page an
-#: endpoint serves runs in an origin of its own (opaque: no cookies, no same-origin requests
+#: Added to every ``respond()`` answer: an endpoint may answer on the web UI's origin, so a page
+#: it serves runs in an origin of its own (opaque: no cookies, no same-origin requests
 #: to Sluice), with scripts, forms and popups still allowed. A CSP the source sets applies too.
 SANDBOX = "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads"
 #: Statuses whose answers carry no content (RFC 9110 §15.3.5, §15.3.6, §15.4.5).
@@ -119,8 +118,6 @@ def _headers(given: Any) -> list[tuple[str, str]] | str:
             text = _header_value(item)
             if text is None or any(c in text for c in "\r\n\x00"):
                 return f"header {name!r} has an invalid value"
-            if name.lower() == "set-cookie" and is_own_cookie(text.split("=", 1)[0]):
-                continue  # the web UI's session or OAuth binding: never an endpoint's to set
             if name.lower() not in _FRAMING:
                 pairs.append((name.lower(), text))
     return pairs
@@ -149,8 +146,8 @@ def answer(status: Any, headers: Any, body: Any, body_encoding: str | None) -> A
     ``text/plain; charset=utf-8``, a Buffer ``application/octet-stream``, any other value JSON.
     ``Content-Length``, ``Transfer-Encoding`` and ``Connection`` are the server's to set; 204,
     205 and 304 carry no body; ``Access-Control-Allow-Origin: *`` is added unless given.
-    Every answer is sandboxed (``SANDBOX``, ``nosniff``), and Sluice's own cookies
-    (``sluice_…``) are never set by it."""
+    Every answer is sandboxed (``SANDBOX``, ``nosniff``); which of its headers reach the
+    browser is ``endpoint_origins``' decision (no cookies on a shared origin)."""
     code = coerce_status(status)
     if code is None:
         return Refusal(

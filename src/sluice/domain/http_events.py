@@ -228,47 +228,6 @@ def declared_length(headers: Iterable[tuple[str, str]]) -> int | None:
     return None
 
 
-# ---- Sluice's own cookies -------------------------------------------------------------------
-
-#: The web UI's session and the OAuth browser binding are ``sluice_…`` cookies. Endpoints
-#: answer on the UI's origin, so a browser signed in to Sluice sends them to every endpoint:
-#: they never reach an event (another account's source would read the session), and an
-#: endpoint's answer never sets them (``http_answers``).
-OWN_COOKIE_PREFIX = "sluice_"
-
-
-def is_own_cookie(name: str) -> bool:
-    """``is_own_cookie(" Sluice_Session")`` → True (also behind ``__Host-``/``__Secure-``);
-    ``is_own_cookie("sid")`` → False."""
-    bare = name.strip().lower()
-    for prefix in ("__host-", "__secure-"):
-        bare = bare.removeprefix(prefix)
-    return bare.startswith(OWN_COOKIE_PREFIX)
-
-
-def without_own_cookies(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The request's headers with Sluice's own cookies taken out of ``Cookie``.
-
-    >>> without_own_cookies([("cookie", "a=1; sluice_session=t; b=2"), ("x", "y")])
-    [('cookie', 'a=1; b=2'), ('x', 'y')]
-    >>> without_own_cookies([("Cookie", "sluice_session=t")])
-    []
-    """
-    out: list[tuple[str, str]] = []
-    for name, value in headers:
-        if name.lower() == "cookie" and OWN_COOKIE_PREFIX in value.lower():
-            kept = [
-                part.strip()
-                for part in value.split(";")
-                if part.strip() and not is_own_cookie(part.split("=", 1)[0])
-            ]
-            if not kept:
-                continue
-            value = "; ".join(kept)
-        out.append((name, value))
-    return out
-
-
 def custom_response(configurable_props: Iterable[dict[str, Any]]) -> bool:
     """Whether the source answers its endpoint's requests itself (``customResponse: true``)."""
     return any(

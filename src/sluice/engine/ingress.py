@@ -131,10 +131,9 @@ class Ingress:
         path and query) and ``client_ip``."""
         came_to, client = request.origin()
         s = self.settings
-        base = s.endpoint_base_url or f"{(s.public_url or came_to or s.resolved_public_url)}/e/"
-        base = base if base.endswith("/") else base + "/"
+        endpoint = s.endpoint_url(endpoint_id, s.public_url or came_to or None)
         query = f"?{request.query_string}" if request.query_string else ""
-        return {"url": base + endpoint_id + request.path + query, "client_ip": client}
+        return {"url": endpoint + request.path + query, "client_ip": client}
 
     async def preflight(self, endpoint_id: str, headers: list[tuple[str, str]]) -> Answer:
         """A CORS preflight (``OPTIONS``): answered here, the source is not run."""

@@ -93,7 +93,7 @@ class Invoker:
     def endpoint_url(self, endpoint_id: str | None) -> str | None:
         if endpoint_id is None:
             return None
-        return self.settings.resolved_endpoint_base_url + endpoint_id
+        return self.settings.endpoint_url(endpoint_id)
 
     async def invoke(
         self,

@@ -99,7 +99,7 @@ class Workflows:
     def endpoint_url(self, workflow: Workflow) -> str | None:
         if workflow.endpoint_id is None:
             return None
-        return self.settings.resolved_endpoint_base_url + workflow.endpoint_id
+        return self.settings.endpoint_url(workflow.endpoint_id)
 
     # ---- writing ----------------------------------------------------------------------------
 
