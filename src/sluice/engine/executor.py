@@ -185,6 +185,33 @@ class Executor:
         )
         return RunOutcome(run if stored else None, result)
 
+    async def test(self, workflow: Workflow, event: Any) -> Run:
+        """A test run (the builder's Test): every step of ``workflow`` (a draft, cut after the
+        step being tested) runs in the sandbox as in a real run, and the run is returned, not
+        stored: no run in the workflow's list, no ``$errors``, no step db writes, no
+        ``$.send`` delivered (the run lists them). Data store writes are made, as on
+        Pipedream, since they are calls the steps make while running."""
+        now_ms = self.clock.now_ms()
+        run_id = ids.random_token(27)
+        context = {**_context(workflow, run_id, now_ms, "TEST", None, ()), "test": True}
+        urls = FlowUrls.new(self.settings.public_url_for(workflow.owner_id))
+        responses: list[Response] = []
+        try:
+            call = await self._workflow_call(workflow, event, context, urls.call(run_id), None)
+        except CREDENTIAL_ERRORS as exc:
+            result = Result.failure(exc.code, exc.message)
+            result.error = {**(result.error or {}), "step": exc.details.get("step")}
+        else:
+            env = await self.workflows.env_vars.values(workflow.owner_id)
+            invocation = self._invocation(workflow, call, env)
+            result = await self.pool.invoke(invocation, responses.append)
+        run, _ = self._record(workflow, context, event, result, responses, now_ms, None, urls)
+        log.info(
+            "workflow tested",
+            extra={"action": "workflow_test", "workflow_id": workflow.id, "status": run.status},
+        )
+        return run
+
     def _invocation(self, workflow: Workflow, call: dict[str, Any], env: Any) -> Invocation:
         return Invocation(
             owner_id=workflow.owner_id,

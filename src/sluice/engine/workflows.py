@@ -134,6 +134,37 @@ class Workflows:
             await auto_subscribe(conn, workflow.owner_id, workflow.id, now_s)
         return workflow
 
+    async def draft(
+        self, owner_id: str, body: WorkflowInput, workflow_id: str | None = None
+    ) -> Workflow:
+        """The workflow ``body`` describes, checked as a deploy checks it (code steps laid
+        out and loaded, action props checked) but stored nowhere: what the builder's Test
+        runs. ``workflow_id``: the stored workflow being edited, whose steps' secrets carry
+        over by step name."""
+        previous = await self.get(owner_id, workflow_id) if workflow_id else None
+        draft_id = previous.id if previous is not None else ids.new_id("p")
+        if not body.steps:
+            raise errors.InvalidRequest("a workflow needs steps (a list)", field="steps")
+        trigger = await self._checks.trigger(owner_id, body.trigger or {"type": "manual"})
+        steps = await self._checks.steps(
+            owner_id, draft_id, body.steps, previous.steps if previous is not None else []
+        )
+        now_s = self.clock.now_ms() // 1000
+        return Workflow(
+            id=draft_id,
+            owner_id=owner_id,
+            name=check_name(body.name),
+            active=False,
+            trigger=trigger,
+            steps=steps,
+            # A deployment of its own: a test never runs in the deployed version's worker.
+            deployment_id=ids.new_id("d"),
+            endpoint_id=None,
+            created_at=now_s,
+            updated_at=now_s,
+            global_errors=False,
+        )
+
     async def update(self, owner_id: str, workflow_id: str, body: WorkflowInput) -> Workflow:
         current = await self.get(owner_id, workflow_id)
         changed = False

@@ -22,11 +22,12 @@ from sluice.web import (
     logins,
     render,
     sources,
+    step_tests,
     workflows,
 )
 from sluice.web import session as sessions
 
-ROUTERS = (logins, sources, action_steps, workflows, catalog, connected, docs, env_vars)
+ROUTERS = (logins, sources, action_steps, step_tests, workflows, catalog, connected, docs, env_vars)
 
 
 async def _login_required(request: Request, _exc: Exception) -> Response:

@@ -15,7 +15,7 @@ from sluice import errors
 from sluice.domain import states
 from sluice.domain.routing import Link
 from sluice.platform import Platform, Run, Workflow, WorkflowInput
-from sluice.web import action_steps, render, workflow_form
+from sluice.web import action_steps, render, step_tests, workflow_form
 from sluice.web import session as sessions
 
 router = APIRouter(include_in_schema=False)
@@ -83,6 +83,10 @@ async def _builder(
         "action_forms": await action_steps.forms(platform, session.account.id, values["steps"]),
         "accounts": await platform.apps.list(session.account.id),
         "actions": await _actions(platform, session.account.id),
+        "test_url": f"/workflows/{values['id']}/test" if values.get("id") else "/workflows/test",
+        "recent_events": await step_tests.recent_events(
+            platform, session.account.id, values.get("id"), values.get("trigger")
+        ),
         **extra,
     }
     status = 400 if extra.get("error") else 200

@@ -242,9 +242,11 @@ function editorFor(textarea) {
   host.className = "ace-host";
   textarea.after(host);
   textarea.classList.add("has-editor");
+  // useWorker before mode: once the mode's module is loaded, setting the mode starts its
+  // syntax worker at once (a blob: worker, which the CSP refuses) unless it is already off.
   const editor = window.ace.edit(host, {
-    mode: "ace/mode/javascript",
     useWorker: false,
+    mode: "ace/mode/javascript",
     tabSize: 2,
     useSoftTabs: true,
     showPrintMargin: false,
@@ -308,8 +310,37 @@ function builder(form) {
       ev.target.focus();
     }
   });
+  // Test: the step it is pressed in is the one run up to (read by web/step_tests.py). In the
+  // capture phase, so the value is set before htmx reads the form.
+  form.addEventListener("click", (ev) => {
+    const test = ev.target.closest("[data-test-step]");
+    if (!test) return;
+    $("[data-test-uid]", form).value = $("input[name='step.uid']", test.closest("[data-step]")).value;
+  }, true);
+  const testEvent = $("#test-event", form);
+  $("[data-generate-event]", form)?.addEventListener("click", () => {
+    testEvent.value = JSON.stringify(sampleEvent(form), null, 2);
+  });
+  $("[data-recent-events]", form)?.addEventListener("change", (ev) => {
+    if (ev.target.value) testEvent.value = ev.target.value;
+  });
   showTrigger();
   $$("textarea[data-editor]", steps).forEach(editorFor);
+}
+
+// A generated test event, shaped as the chosen trigger's events are (web/step_tests.py makes
+// the same when the field is left empty).
+function sampleEvent(form) {
+  const kind = $("input[name='trigger.type']:checked", form)?.value;
+  if (kind === "http") {
+    const body = { hello: "world" };
+    return { method: "POST", path: "/", query: {}, headers: { "content-type": "application/json" }, bodyRaw: JSON.stringify(body), body };
+  }
+  if (kind === "timer") {
+    const every = Number(form.elements["trigger.interval"]?.value) || null;
+    return { timestamp: Math.floor(Date.now() / 1000), interval_seconds: every };
+  }
+  return {};
 }
 
 function credentialRows(fieldset) {

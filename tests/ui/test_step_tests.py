@@ -1,0 +1,95 @@
+"""The builder's loop, as a newcomer meets it: build "webhook → code step with an npm package →
+HTTP request action → $.respond", test each step on a generated (then edited) test event
+without deploying, see exports, return values, logs and errors inline, then deploy and call
+it. Test runs are not the workflow's runs."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+from playwright.sync_api import Page, expect
+
+from tests.ui.test_workflows import set_code
+
+FIRST = """import isOdd from "is-odd@3.0.1";
+export default defineComponent({
+  async run({ steps, $ }) {
+    const n = steps.trigger.event.body.n;
+    console.log("n is", n);
+    $.export("odd", isOdd(n));
+    return { n, odd: isOdd(n) };
+  },
+});
+"""
+
+RESPOND = """export default defineComponent({
+  async run({ steps, $ }) {
+    await $.respond({ status: 200, body: { odd: steps.step_1.odd, fetched: steps.step_2.$return_value } });
+  },
+});
+"""
+
+
+def test_build_test_each_step_then_deploy(
+    page: Page, file_server: tuple[str, dict[str, str]]
+) -> None:
+    base, files = file_server
+    files["/data.txt"] = "fetched-by-the-action"
+    page.goto("/workflows/new")
+    page.get_by_label("Name", exact=True).fill("Odd checker")
+    page.get_by_label("HTTP request").check()
+    page.get_by_label("Respond with").check()
+
+    # A generated test event has the HTTP trigger's shape; edit it to carry n.
+    page.get_by_role("button", name="Generate a test event").click()
+    test_event = page.get_by_label("Test event")
+    generated = json.loads(test_event.input_value())
+    assert generated["method"] == "POST" and generated["body"] == {"hello": "world"}
+    test_event.fill(json.dumps({**generated, "body": {"n": 3}}))
+
+    step1 = page.locator("[data-step]").nth(0)
+    set_code(
+        page, 0, "export default defineComponent({ async run() { throw new Error('boom'); } });"
+    )
+    step1.get_by_role("button", name="Test").click()
+    result = step1.locator("[data-test-result]")
+    expect(result.locator("[data-test-status]")).to_have_text("error")
+    expect(result.locator("[data-test-step-error]")).to_contain_text("boom")
+
+    set_code(page, 0, FIRST)
+    step1.get_by_role("button", name="Test").click()
+    expect(result.locator("[data-test-status]")).to_have_text("success")
+    expect(result.locator("[data-test-exports]")).to_contain_text('"odd": true')
+    expect(result.locator("[data-test-return]")).to_contain_text('"n": 3')
+    expect(result.locator("[data-test-logs]")).to_contain_text("n is 3")
+
+    # An action from the registry (a core component), tested with the earlier step's output.
+    page.get_by_role("button", name="+ Action step").click()
+    step2 = page.locator("[data-step]").nth(1)
+    step2.get_by_label("Action").fill("http-custom-request")
+    step2.get_by_label("Action").press("Tab")
+    step2.get_by_label("URL").fill(f"{base}/data.txt")
+    step2.get_by_role("button", name="Test").click()
+    result2 = step2.locator("[data-test-result]")
+    expect(result2.locator("[data-test-status]")).to_have_text("success")
+    expect(result2.locator("details[open] [data-test-return]")).to_contain_text(
+        "fetched-by-the-action"
+    )
+    expect(result2.locator("details[open] [data-test-exports]")).to_contain_text("HTTP 200")
+
+    page.get_by_role("button", name="+ Code step").click()
+    set_code(page, 2, RESPOND)
+    step3 = page.locator("[data-step]").nth(2)
+    step3.get_by_role("button", name="Test").click()
+    expect(step3.locator("[data-test-response]")).to_contain_text('"odd": true')
+
+    page.get_by_role("button", name="Deploy").click()
+    expect(page.get_by_role("heading", name="Odd checker")).to_be_visible()
+    # The tests were not runs of the workflow.
+    expect(page.get_by_text("No runs yet")).to_be_visible()
+    endpoint = page.locator(".endpoint code").inner_text()
+    with httpx.Client(timeout=60) as client:
+        answer = client.post(endpoint, json={"n": 4})
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {"odd": False, "fetched": "fetched-by-the-action"}
