@@ -6,6 +6,7 @@ it. Test runs are not the workflow's runs."""
 from __future__ import annotations
 
 import json
+import re
 
 import httpx
 from playwright.sync_api import Page, expect
@@ -93,3 +94,22 @@ def test_build_test_each_step_then_deploy(
         answer = client.post(endpoint, json={"n": 4})
     assert answer.status_code == 200, answer.text
     assert answer.json() == {"odd": False, "fetched": "fetched-by-the-action"}
+
+
+def test_the_trigger_picker_deploys_a_registry_source_as_the_trigger(page: Page) -> None:
+    page.goto("/workflows/new")
+    page.get_by_label("A source's events").check()
+    picker = page.locator("[data-trigger-picker]")
+    for name in ("New Requests", "Custom Interval", "New Item in Feed"):
+        expect(picker.get_by_role("link", name=name, exact=True)).to_be_visible()
+    picker.get_by_role("link", name="Custom Interval", exact=True).click()
+    expect(page.get_by_role("heading", name="Deploy Custom Interval")).to_be_visible()
+    expect(page.get_by_text("this source is the trigger of your new workflow")).to_be_visible()
+    page.locator("#name").fill("every-hour")
+    page.get_by_label("Interval in seconds").fill("3600")
+    page.get_by_role("button", name="Deploy").click()
+    expect(page).to_have_url(re.compile(r"/workflows/new\?trigger_source=dc_"))
+    expect(page.get_by_label("A source's events")).to_be_checked()
+    expect(page.locator("select[name='trigger.source_id'] option:checked")).to_contain_text(
+        "every-hour"
+    )

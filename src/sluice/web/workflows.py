@@ -84,6 +84,7 @@ async def _builder(
         "accounts": await platform.apps.list(session.account.id),
         "actions": await _actions(platform, session.account.id),
         "test_url": f"/workflows/{values['id']}/test" if values.get("id") else "/workflows/test",
+        "registry_sources": await platform.registry_search("", component_type="source"),
         "recent_events": await step_tests.recent_events(
             platform, session.account.id, values.get("id"), values.get("trigger")
         ),
@@ -94,12 +95,19 @@ async def _builder(
 
 
 @router.get("/workflows/new")
-async def new(request: Request, action: str | None = None) -> Response:
+async def new(
+    request: Request, action: str | None = None, trigger_source: str | None = None
+) -> Response:
+    """The builder for a new workflow (``action``: a first action step; ``trigger_source``:
+    a source just deployed from the trigger picker, as the trigger)."""
     session = await sessions.required(request)
     steps = [workflow_form.Step("step_1", "code", workflow_form.NEW_CODE, "", "", "s1")]
     if action:
         steps.append(workflow_form.Step("step_2", "action", "", action, "{}", "s2"))
-    values = {"name": "", "trigger": {"type": "http"}, "steps": steps, "global_errors": True}
+    trigger: dict[str, Any] = {"type": "http"}
+    if trigger_source:
+        trigger = {"type": "source", "source_id": trigger_source}
+    values = {"name": "", "trigger": trigger, "steps": steps, "global_errors": True}
     return await _builder(request, session, values)
 
 
