@@ -135,6 +135,10 @@ def install(engine: Engine) -> None:
 def _handle_error(context: Any) -> None:
     # Raised here, SQLAlchemy still cleans up first (invalidates a lost connection).
     original = context.original_exception
+    if not isinstance(original, Exception):
+        # A task cancelled during a statement (a worker stopping): SQLAlchemy calls that a
+        # disconnect, but it is no outage, and the cancellation must reach the task.
+        return
     if context.is_disconnect and reason(original) is None:
         raise _unavailable(f"the database connection was lost: {original}") from original
     raise_if_unavailable(original)
