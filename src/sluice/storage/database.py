@@ -50,6 +50,13 @@ def async_url(url: str) -> str:
     return parsed.render_as_string(hide_password=False)
 
 
+#: PostgreSQL ends a session left idle inside a transaction this long (ms). Sluice's own
+#: transactions never wait on anything but the database, so one idle this long belongs to a
+#: process that stalled (SIGSTOP, a VM pause): ended, its row locks no longer hide its jobs
+#: from the claims of other workers (``SKIP LOCKED``), which take them over within a lease.
+IDLE_TX_MS = "15000"
+
+
 def create_engine(url: str) -> AsyncEngine:
     target = async_url(url)
     if target.startswith("sqlite"):
@@ -60,7 +67,12 @@ def create_engine(url: str) -> AsyncEngine:
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         faults.install(engine.sync_engine)
         return engine
-    engine = create_async_engine(target, pool_size=10, max_overflow=20)
+    engine = create_async_engine(
+        target,
+        pool_size=10,
+        max_overflow=20,
+        connect_args={"server_settings": {"idle_in_transaction_session_timeout": IDLE_TX_MS}},
+    )
     faults.install(engine.sync_engine)
     event.listen(engine.sync_engine, "checkin", _checked_in)
     event.listen(engine.sync_engine, "checkout", _ping_if_idle)
