@@ -30,7 +30,8 @@ def test_browse_search_and_deploy_with_a_connected_account(page: Page, server: S
         assert (
             api.post("/v1/components/registry", json={"component_code": TICKER}).status_code == 200
         )
-        found = api.get("/v1/components/registry", params={"q": "SCHEDULE"}).json()["data"]
+        # Any case, in the description (the core components' schedules say "schedule" too).
+        found = api.get("/v1/components/registry", params={"q": "ON A **SCHEDULE"}).json()["data"]
         assert [c["key"] for c in found] == ["acme-ticker"] and "code" not in found[0]
     page.goto("/registry")
     page.keyboard.press("/")

@@ -99,3 +99,11 @@ async def read(key_or_id: str, account: AccountDep, platform: PlatformDep) -> di
     if found is None:
         raise errors.NotFound(f"component {key_or_id} not found")
     return {"data": render.component(found)}
+
+
+@router.delete("/v1/components/{component_id}")
+async def delete(component_id: str, account: AccountDep, platform: PlatformDep) -> dict[str, Any]:
+    """Delete one of the account's saved components (``409`` while a source or a workflow
+    step runs it; a registry component is not the account's: ``404``)."""
+    await platform.components.delete(account.id, component_id)
+    return {}

@@ -123,6 +123,16 @@ class Components:
         """Save a component to the account, or (``registry``) publish it to the public
         registry, where its key and semantic version are checked. ``compat``: the
         compatibility rules (default: the ``component_rules`` setting's choice)."""
+        if not registry and source.code is not None:
+            # The same files saved again (a redeploy, a second `sluice publish`, a deploy
+            # aborted at a prompt and tried again) are the component already saved.
+            entry_path, files = self._laid_out(source)
+            async with self.db.connect() as conn:
+                same = await store.find_by_hash(
+                    conn, owner_id, files_rules.code_hash(entry_path, files)
+                )
+            if same is not None:
+                return same
         checked = await self.check(owner_id, source, registry=registry, compat=compat)
         if registry:
             async with self.db.connect() as conn:
@@ -238,8 +248,8 @@ class Components:
                 field="version",
             ) from exc
 
-    async def prepare(self, source: ComponentInput) -> Prepared:
-        """Check the files, install what they import, and lay them out on disk."""
+    def _laid_out(self, source: ComponentInput) -> tuple[str, dict[str, str]]:
+        """The entry's path and every file (the entry's included), checked."""
         files = files_rules.normalize_files(
             source.files, source.code, self.settings.max_component_bytes
         )
@@ -248,6 +258,40 @@ class Components:
         )
         entry_path = entry_path or files_rules.default_entry_name(source.code or "")
         files[entry_path] = source.code or ""
+        return entry_path, files
+
+    async def users(self, owner_id: str) -> dict[str, list[store.User]]:
+        """Who runs each of the account's components (``{sc_ id: [source or workflow]}``)."""
+        async with self.db.connect() as conn:
+            return await store.users(conn, owner_id)
+
+    async def delete(self, owner_id: str, component_id: str) -> None:
+        """Delete one of the account's saved components that nothing runs (``Conflict``
+        naming the sources and workflows that run it; ``NotFound`` for another account's or
+        a registry component)."""
+        async with self.db.begin() as conn:
+            using = (await store.users(conn, owner_id)).get(component_id, [])
+            if using:
+                names = ", ".join(f"{u.kind} {u.name} ({u.id})" for u in using)
+                raise errors.Conflict(
+                    f"{component_id} is in use by {names}: move or delete those first",
+                    field="component_id",
+                )
+            if not await store.delete(conn, owner_id, component_id):
+                raise errors.NotFound(f"component {component_id} not found")
+        self._cache.pop(component_id, None)
+        log.info(
+            "component deleted",
+            extra={
+                "action": "component_deleted",
+                "component_id": component_id,
+                "owner_id": owner_id,
+            },
+        )
+
+    async def prepare(self, source: ComponentInput) -> Prepared:
+        """Check the files, install what they import, and lay them out on disk."""
+        entry_path, files = self._laid_out(source)
         code_hash = files_rules.code_hash(entry_path, files)
         package_json = files_rules.nearest_package_json(files, entry_path)
         plan = imports.plan_dependencies(files, package_json)

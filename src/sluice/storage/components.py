@@ -9,6 +9,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from sluice.storage import paging
+from sluice.storage.tables import deployed_components, workflows
 from sluice.storage.tables import saved_components as t
 
 
@@ -53,6 +54,57 @@ async def get(conn: AsyncConnection, owner_id: str, component_id: str) -> SavedC
         await conn.execute(sa.select(t).where(t.c.id == component_id, t.c.owner_id == owner_id))
     ).first()
     return _row(row) if row else None
+
+
+async def find_by_hash(
+    conn: AsyncConnection, owner_id: str, code_hash: str
+) -> SavedComponent | None:
+    """The account's own saved component (not a registry one) with exactly these files."""
+    row = (
+        await conn.execute(
+            sa.select(t)
+            .where(t.c.owner_id == owner_id, t.c.code_hash == code_hash, sa.not_(t.c.registry))
+            .order_by(t.c.created_at.desc(), t.c.id.desc())
+            .limit(1)
+        )
+    ).first()
+    return _row(row) if row else None
+
+
+@dataclass(frozen=True)
+class User:
+    """A deployment of the account that runs a component: a source, or a workflow's step."""
+
+    kind: str  #: ``source`` or ``workflow``
+    id: str
+    name: str
+
+
+async def users(conn: AsyncConnection, owner_id: str) -> dict[str, list[User]]:
+    """``{component id: [who runs it]}`` over the account's sources and workflows' action
+    steps (a workflow's code steps are not saved components)."""
+    found: dict[str, list[User]] = {}
+    d = deployed_components
+    for row in await conn.execute(
+        sa.select(d.c.id, d.c.name, d.c.component_id).where(d.c.owner_id == owner_id)
+    ):
+        found.setdefault(row.component_id, []).append(User("source", row.id, row.name))
+    w = workflows
+    for row in await conn.execute(
+        sa.select(w.c.id, w.c.name, w.c.steps).where(w.c.owner_id == owner_id)
+    ):
+        used = {s.get("component_id") for s in row.steps or [] if s.get("component_id")}
+        for component_id in sorted(used):
+            found.setdefault(component_id, []).append(User("workflow", row.id, row.name))
+    return found
+
+
+async def delete(conn: AsyncConnection, owner_id: str, component_id: str) -> bool:
+    """Delete the account's own saved component; False when it has none by that id."""
+    done = await conn.execute(
+        t.delete().where(t.c.id == component_id, t.c.owner_id == owner_id, sa.not_(t.c.registry))
+    )
+    return bool(done.rowcount)
 
 
 async def get_by_key(conn: AsyncConnection, owner_id: str, key: str) -> SavedComponent | None:
