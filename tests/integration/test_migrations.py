@@ -73,3 +73,77 @@ async def test_accounts_from_before_workflows_get_an_error_workflow(
         await engine.dispose()
         if dialect == "postgresql":
             await _drop_pg_database(url)
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
+async def test_the_default_error_step_of_an_earlier_sluice_is_upgraded(
+    tmp_path: Any, dialect: str
+) -> None:
+    """0017: an unedited default error step gets the code whose e-mail links to the UI; a
+    step the account edited is kept."""
+    import json
+
+    import sqlalchemy as sa
+    from alembic import command
+
+    from sluice.domain import error_workflow
+    from sluice.storage import database
+    from tests.conftest import SKIP_PG, _create_pg_database, _drop_pg_database
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    if dialect == "postgresql":
+        if SKIP_PG:
+            pytest.skip("SLUICE_TEST_SKIP_POSTGRES=1")
+        url = await _create_pg_database()
+    engine = database.create_engine(url)
+    (old_hash,) = error_workflow.PREVIOUS_CODE_HASHES
+    default = {"id": "c_1", "name": "email", "type": "code", "code": "// old",
+               "entry_path": "error-email.mjs", "code_hash": old_hash, "props": {}}  # fmt: skip
+    edited = {**default, "id": "c_2", "code": "// mine", "code_hash": "f" * 64}
+    try:
+
+        def to(revision: str) -> Any:
+            def run(sync_conn: Any) -> None:
+                command.upgrade(database.alembic_config(sync_conn), revision)
+
+            return run
+
+        async with engine.begin() as conn:
+            await conn.run_sync(to("0016"))
+            await conn.execute(
+                sa.text(
+                    "INSERT INTO accounts (id, username, is_admin, created_at) "
+                    "VALUES ('u_old', 'old', false, 1)"
+                )
+            )
+            for wid, step in (("p_default", default), ("p_edited", edited)):
+                await conn.execute(
+                    sa.text(
+                        "INSERT INTO workflows (id, owner_id, name, active, trigger, steps, "
+                        "deployment_id, created_at, updated_at) VALUES (:id, 'u_old', 'w', true,"
+                        " :trigger, :steps, 'd_old', 1, 1)"
+                    ),
+                    {"id": wid, "trigger": '{"type": "manual"}', "steps": json.dumps([step])},
+                )
+        async with engine.begin() as conn:
+            await conn.run_sync(to("head"))
+            rows = {
+                r.id: r
+                for r in await conn.execute(
+                    sa.text("SELECT id, steps, deployment_id FROM workflows")
+                )
+            }
+    finally:
+        await engine.dispose()
+        if dialect == "postgresql":
+            await _drop_pg_database(url)
+
+    def steps(raw: Any) -> Any:
+        return json.loads(raw) if isinstance(raw, str) else raw
+
+    (upgraded,) = steps(rows["p_default"].steps)
+    assert upgraded["code"] == error_workflow.STEP_CODE and upgraded["id"] == "c_1"
+    assert upgraded["code_hash"] == error_workflow.DEFAULT_CODE_HASH
+    assert rows["p_default"].deployment_id != "d_old"
+    assert steps(rows["p_edited"].steps) == [edited]
+    assert rows["p_edited"].deployment_id == "d_old"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import re
 import socket
 from collections.abc import AsyncIterator
 from typing import Any
@@ -40,8 +41,11 @@ async def test_error_mails_link_to_the_public_url_of_the_moment(api: Api) -> Non
         finally:
             sends.mailer, workflows.settings = before
     [message] = [m for m in inbox.messages if m["Subject"].endswith("in moved-check")]
-    link = f"https://moved.example/v1/workflows/{failing['id']}/$errors/event_summaries"
-    assert f"See: {link}?expand=event" in message.get_content()
+    lines = message.get_content().splitlines()
+    assert f"The workflow's errors: https://moved.example/workflows/{failing['id']}" in lines
+    assert any(re.fullmatch(r"The run: https://moved\.example/runs/\w+", line) for line in lines)
+    # The error's name once ("Error: Error: …" read the label and the name).
+    assert any(line.startswith("What: TypeError: Cannot read") for line in lines)
 
 
 # ---- the public URL from the request (no SLUICE_PUBLIC_URL), over real HTTP --------------
@@ -176,8 +180,8 @@ async def test_error_mails_made_by_the_worker_use_the_accounts_last_request_url(
         finally:
             sends.mailer = before
     [message] = [m for m in inbox.messages if m["Subject"].endswith("in last-url-check")]
-    link = f"http://mine.example:8080/v1/workflows/{failing['id']}/$errors/event_summaries"
-    assert f"See: {link}?expand=event" in message.get_content()
+    lines = message.get_content().splitlines()
+    assert f"The workflow's errors: http://mine.example:8080/workflows/{failing['id']}" in lines
     assert public_url.last_known(other_api.account_id) == "http://evil.example"
 
 

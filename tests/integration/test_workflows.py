@@ -403,8 +403,14 @@ async def test_the_global_error_workflow_mails_once_per_code(api: Api) -> None:
     assert (
         "Workflow: nightly-report" in text and f"Step: boom ({failing['steps'][0]['id']})" in text
     )
-    assert "TypeError: Cannot read properties of undefined" in text
-    assert f"/v1/workflows/{failing['id']}/$errors/event_summaries" in text
+    assert "What: TypeError: Cannot read properties of undefined" in text
+    assert "Error: TypeError" not in text  # the name once, not "Error: Error: …"
+    # Links to the UI's pages (the run, the workflow's errors), not to the API's JSON.
+    failed = (await api.client.get(f"/v1/workflows/{failing['id']}/runs")).json()["data"]
+    lines = text.splitlines()
+    assert any(line.endswith(f"/runs/{r['id']}") for r in failed for line in lines)
+    assert any(line.endswith(f"/workflows/{failing['id']}") for line in lines)
+    assert "/v1/" not in text
     assert all(m["To"].startswith("u-user-") for m in messages)
 
 

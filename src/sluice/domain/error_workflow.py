@@ -28,16 +28,17 @@ export default defineComponent({
     const { error = {}, original_context: ctx = {} } = steps.trigger.event ?? {};
     const name = ctx.workflow_name;
     const workflow = name ? `${name} (${ctx.workflow_id})` : ctx.workflow_id;
-    const errorId = steps.trigger.context.event_id;
-    const errors = `/v1/workflows/${ctx.workflow_id}/$errors/event_summaries`;
-    const link = `${this.base_url}${errors}?expand=event`;
+    // An error's code is its name (TypeError); its message may start with it already.
+    const message = error.msg ?? "";
+    const named = !error.code || message.startsWith(`${error.code}:`);
+    const what = named ? message : `${error.code}: ${message}`;
     const text = [
       `Workflow: ${workflow}`,
       `Step: ${error.step_name ?? "?"} (${error.cellId})`,
-      `Error: ${error.code}: ${error.msg ?? ""}`,
-      `Time: ${error.ts}`,
-      `Error id: ${errorId} (run ${ctx.id})`,
-      `See: ${link}`,
+      `What: ${what}`,
+      `When: ${error.ts}`,
+      `The run: ${this.base_url}/runs/${ctx.id}`,
+      `The workflow's errors: ${this.base_url}/workflows/${ctx.workflow_id}`,
       "",
       error.stack ?? "",
     ].join("\\n");
@@ -50,6 +51,12 @@ export default defineComponent({
   },
 });
 """
+
+#: The default step's code as earlier versions of Sluice wrote it (their e-mails linked to
+#: the API's JSON), by hash: migration 0017 replaces it with ``STEP_CODE``.
+PREVIOUS_CODE_HASHES = frozenset(
+    {"2a6ab6553cf339f75fcd29ce0fd45db443040a72d7ce2aca0f3fac5a5e7184fd"}
+)
 
 
 def code_hash(entry_path: str, code: str) -> str:
@@ -75,9 +82,23 @@ def run_props(step: dict[str, Any], values: dict[str, Any], public_url: str) -> 
     >>> run_props({"code_hash": "x"}, {"base_url": "http://a"}, "https://s.example")
     {'base_url': 'http://a'}
     """
-    if step.get("code_hash") != DEFAULT_CODE_HASH:
+    if step.get("code_hash") not in (DEFAULT_CODE_HASH, *PREVIOUS_CODE_HASHES):
         return values
     return {**values, "base_url": public_url.rstrip("/")}
+
+
+def upgraded_step(step: dict[str, Any]) -> dict[str, Any] | None:
+    """The default step of an earlier Sluice with this version's code; None for any other
+    step (an edited one is the account's own and stays as it is)."""
+    if step.get("code_hash") not in PREVIOUS_CODE_HASHES:
+        return None
+    entry = str(step.get("entry_path") or "error-email.mjs")
+    return {
+        **step,
+        "code": STEP_CODE,
+        "entry_path": entry,
+        "code_hash": code_hash(entry, STEP_CODE),
+    }
 
 
 def fields(owner_id: str, *, base_url: str, now_s: int) -> dict[str, Any]:

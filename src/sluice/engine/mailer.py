@@ -169,8 +169,11 @@ class Mailer:
                     f"writing the message to the outbox {self.outbox_dir} failed: {exc}",
                     details={"transport": "outbox"},
                 ) from exc
+            # The path in the message itself: the console's format shows no extras, and with
+            # no SMTP server the file is where the person reads their mail.
             log.info(
-                "mail written to the outbox",
+                "mail written to the outbox: %s",
+                path,
                 extra={"action": "mail_written", "message_id": message_id, "path": str(path)},
             )
             return {
