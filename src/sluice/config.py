@@ -188,8 +188,9 @@ class Settings:
     account_max_concurrency: int = 6
     #: How often an idle job worker looks for jobs enqueued by other processes, seconds.
     job_poll_seconds: float = 1.0
-    #: A claimed job's lease, seconds: its worker renews it every third of this while the job
-    #: runs, so a job whose process died (kill -9, a lost machine) runs again this soon after.
+    #: A job whose worker died or stalled (kill -9, a lost machine, SIGSTOP) is taken over by
+    #: another worker within this, seconds; its worker renews its hold every quarter of it
+    #: while it holds the job (engine/holds.py).
     job_lease_seconds: float = 30.0
     #: On SIGTERM: how long jobs in flight may go on finishing, seconds. Those still running
     #: then are stopped and queued again at once (a second signal stops at once too).

@@ -359,11 +359,11 @@ async def test_a_held_job_keeps_its_lease_and_a_dead_ones_lapses(
         taken.append(job.id)
 
     other.handlers[kind] = record
-    clock.advance(seconds=20)
-    assert await worker.heartbeat() == 1  # renewed to 20 + 30 s
-    clock.advance(seconds=25)  # 45 s after the claim: past the first lease, not the renewed one
+    clock.advance(seconds=15)
+    assert await worker.heartbeat() == 1  # held again until 15 + 22.5 s
+    clock.advance(seconds=20)  # 35 s after the claim: past the first hold, not the renewed one
     assert await other.run_once() == 0 and taken == []
-    clock.advance(seconds=6)  # no renewal since: the worker is taken for dead
+    clock.advance(seconds=4)  # 24 s without a renewal (it stalled): taken over, within a lease
     assert await other.run_once() == 1 and taken == [job_id]
     release.set()
     await running

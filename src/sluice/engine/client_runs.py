@@ -130,7 +130,7 @@ class ClientRuns:
         answer: asyncio.Future[Outcome],
     ) -> jobs.Job:
         """Store the run's job, held by this worker, then answer the client."""
-        lease_ms = self.worker.config.lease_ms
+        lease_ms = self.worker.leases.hold_ms
         new = NewJob(
             JobKind.WORKFLOW, workflow.owner_id, workflow.id, payload,
             held_by=self.worker.worker_id, lease_ms=lease_ms,

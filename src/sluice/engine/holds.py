@@ -7,10 +7,12 @@ without a job for a waiting client (``engine/client_runs.py``). A run is counted
 account from the moment it is handed over (``count``), not when it starts, so the worker sees
 the account's count when it picks the next job.
 
-**Leases.** A claim leases a job to one worker for ``lease_ms`` (30 s by default). While the
-worker holds the job (running it, or claimed and waiting for a slot) it renews the lease every
-third of that (``beat``), so a job of any length keeps it, and a job whose process died
-(kill -9, a lost machine) is claimed again by another worker within one lease. Jobs a worker
+**Leases.** ``lease_ms`` (30 s by default) is the promise: a job whose worker died or stalled
+(kill -9, a lost machine, SIGSTOP) is taken over by another worker within it. So a claim, and
+each renewal, holds the job for three quarters of it (``hold_ms``); the worker renews every
+quarter (``beat``), so a job of any length keeps it; and the other workers look for passed
+leases every eighth (``JobWorker``): a stall leaves at most 3/4 of the lease to run, plus 1/8
+until someone looks. Jobs a worker
 will not run (stopping, or their account at its share) are released: queued again at once,
 their place in the queue unchanged, rather than after their leases.
 """
@@ -95,6 +97,8 @@ class Leases:
         self.clock = clock
         self.worker_id = worker_id
         self.lease_ms = lease_ms
+        #: How long a claim or a renewal holds a job (see the module docstring).
+        self.hold_ms = lease_ms * 3 // 4
         #: Jobs started by this worker and not ended.
         self.running: dict[int, Job] = {}
         #: Each held job's local deadline (see the class docstring), by job id.
@@ -103,11 +107,11 @@ class Leases:
     def claimed(self, held: Iterable[Job], at_ms: int) -> None:
         """Jobs claimed at ``at_ms`` (their leases run from then)."""
         for job in held:
-            self._until[job.id] = at_ms + self.lease_ms
+            self._until[job.id] = at_ms + self.hold_ms
 
     def hold(self, job: Job) -> None:
         self.running[job.id] = job
-        self._until.setdefault(job.id, self.clock.now_ms() + self.lease_ms)
+        self._until.setdefault(job.id, self.clock.now_ms() + self.hold_ms)
 
     def drop(self, job_id: int) -> None:
         self.running.pop(job_id, None)
@@ -126,7 +130,7 @@ class Leases:
         if not held:
             return 0
         now_ms = self.clock.now_ms()
-        until = now_ms + self.lease_ms
+        until = now_ms + self.hold_ms
         renewed = await self.writer(lambda conn: jobs.renew_sync(conn, held, until_ms=until))
         for job_id in renewed:
             if job_id in self._until:
@@ -134,9 +138,9 @@ class Leases:
         return len(renewed)
 
     async def beat(self, waiting: Callable[[], Iterable[Job]]) -> None:
-        """Renew every third of a lease, until cancelled."""
+        """Renew every quarter of a lease, until cancelled."""
         while True:
-            await asyncio.sleep(self.lease_ms / 3000)
+            await asyncio.sleep(self.lease_ms / 4000)
             try:
                 await self.renew(waiting())
             except Exception:

@@ -49,7 +49,7 @@ Handler = Callable[[Job, Finish], Awaitable[None]]
 
 @dataclass(frozen=True)
 class WorkerConfig:
-    #: A claimed job's lease; renewed every third of it while the job is held.
+    #: A job whose worker died or stalled is taken over within this (``engine/holds.py``).
     lease_ms: int = 30_000
     batch: int = 32
     concurrency: int = 8
@@ -169,9 +169,9 @@ class JobWorker:
             # The same claim found nothing a moment ago: it walks past every queued job of
             # those accounts, so it is not repeated until a job is enqueued here or a poll.
             return []
-        expired = (
-            self._expired_at is None or now_ms - self._expired_at >= self.config.expired_every_ms
-        )
+        # Every eighth of a lease at least: a stalled worker's jobs are taken over within one.
+        every = min(self.config.expired_every_ms, self.config.lease_ms // 8)
+        expired = self._expired_at is None or now_ms - self._expired_at >= every
         if expired:
             self._expired_at = now_ms
         claimed = await self.writer(
@@ -179,7 +179,7 @@ class JobWorker:
                 conn,
                 worker_id=self.worker_id,
                 now_ms=now_ms,
-                lease_ms=self.config.lease_ms,
+                lease_ms=self.leases.hold_ms,
                 limit=limit,
                 kinds=kinds,
                 expired=expired,
@@ -214,7 +214,7 @@ class JobWorker:
         now_ms = self.clock.now_ms()
         job = await self.writer(
             lambda conn: jobs.claim_one_sync(
-                conn, job_id, worker_id=self.worker_id, now_ms=now_ms, lease_ms=self.config.lease_ms
+                conn, job_id, worker_id=self.worker_id, now_ms=now_ms, lease_ms=self.leases.hold_ms
             )
         )
         if job is None:
