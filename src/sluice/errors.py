@@ -20,6 +20,7 @@ classes to HTTP statuses (``sluice.api.errors``).
     ├── PayloadTooLarge           a body or value over a configured size limit
     │   └── DataStoreFull         a data store write past max_db_bytes
     ├── RateLimited               too many requests to one HTTP endpoint
+    ├── NotSupported              a Pipedream feature Sluice does not have; names the equivalent
     ├── ComponentLoadFailed       Node could not load the component (syntax, missing module)
     ├── DependencyInstallFailed   npm could not install a package the component imports
     ├── FetchFailed               a component_url could not be fetched
@@ -129,6 +130,12 @@ class ReconnectNeeded(Conflict):
     """The connected account needs reconnecting: its provider refused to refresh its token."""
 
     code = "reconnect_needed"
+
+
+class NotSupported(SluiceError):
+    """Sluice does not have this Pipedream feature."""
+
+    code = "not_supported"
 
 
 class PayloadTooLarge(SluiceError):

@@ -38,7 +38,6 @@ def test_an_explicit_self_link_on_a_named_channel_delivers() -> None:
     [
         ("p_abc", "p_abc", "", "listener_id", "its own events"),
         ("p_abc", "p_abc", "$errors", "listener_id", "its own errors"),
-        ("dc_a", "dc_b", "$logs", "event_name", "not supported"),
         ("dc_a", "sc_abc", "", "listener_id", "saved component"),
         ("wh_abc", "dc_a", "", "emitter_id", "a webhook only listens"),
         ("dc_a", "dc_*", "", "listener_id", "deployed source"),
@@ -53,6 +52,12 @@ def test_links_refused(emitter: str, listener: str, name: str, field: str, words
         check_link(emitter, listener, name)
     assert caught.value.field == field
     assert words in caught.value.message
+
+
+def test_logs_subscriptions_are_not_supported_and_name_the_equivalent() -> None:
+    with pytest.raises(errors.NotSupported) as caught:
+        check_link("dc_a", "dc_b", "$logs")
+    assert caught.value.field == "event_name" and "/logs/sse" in caught.value.message
 
 
 @pytest.mark.parametrize(

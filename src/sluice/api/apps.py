@@ -42,6 +42,7 @@ async def list_apps(
 
 @router.get("/v1/apps/{slug}")
 async def read(slug: str, account: AccountDep, platform: PlatformDep) -> dict[str, Any]:
+    """An app by its name slug (``slack``) or, as Pipedream's, by its id (``app_OkrhR1``)."""
     return {"data": render.app(await platform.catalog.get(slug))}
 
 

@@ -10,6 +10,7 @@ from sluice import errors
 from sluice.api import render
 from sluice.api.auth import AccountDep, PlatformDep
 from sluice.api.schemas import ComponentCreate, ComponentFiles
+from sluice.domain import component_search
 from sluice.domain import registry as registry_rules
 from sluice.platform import ComponentInput
 
@@ -78,6 +79,47 @@ async def search_registry(
         del item["code"]
         data.append(item)
     return {"data": data}
+
+
+#: The most keys of each type ``GET /v1/components/search`` answers.
+SEARCH_LIMIT = 10
+
+
+@router.get("/v1/components/search")
+async def search(
+    account: AccountDep,
+    platform: PlatformDep,
+    query: Annotated[str, Query(min_length=1, max_length=1000, description="A sentence.")],
+    app: Annotated[str | None, Query(max_length=100, description="An app's name slug.")] = None,
+    similarity_threshold: Annotated[float, Query(ge=0, le=1)] = 0.0,
+    debug: bool = False,
+) -> dict[str, Any]:
+    """Pipedream's search of the registry by a sentence: ``{"sources": [key, ...], "actions":
+    [key, ...]}``, best first (``domain/component_search.py`` says how they are scored)."""
+    candidates = [
+        component_search.Candidate(
+            c.key or "",
+            c.component_type,
+            (
+                (c.key or "").split("-", 1)[0],
+                *(str(p.get("app")) for p in c.configurable_props if p.get("type") == "app"),
+            ),
+            c.name,
+            c.description,
+        )
+        for c in await platform.registry_search("")
+    ]
+    found = component_search.rank(query, candidates, app=app, threshold=similarity_threshold)
+    data: dict[str, Any] = {
+        kind + "s": [m.key for m in found if m.component_type == kind][:SEARCH_LIMIT]
+        for kind in ("source", "action")
+    }
+    if debug:
+        data["debug"] = {
+            "scores": {m.key: m.score for m in found[: 2 * SEARCH_LIMIT]},
+            "method": "share of the query's words in the key, name and description",
+        }
+    return data
 
 
 @router.get("/v1/components/registry/{key}")

@@ -36,6 +36,7 @@ STATUS: dict[type[errors.SluiceError], int] = {
     errors.Conflict: 409,
     errors.PayloadTooLarge: 413,
     errors.RateLimited: 429,
+    errors.NotSupported: 501,
     errors.ComponentLoadFailed: 400,
     errors.DependencyInstallFailed: 400,
     errors.FetchFailed: 400,

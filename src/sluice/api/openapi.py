@@ -34,6 +34,8 @@ ERRORS: dict[str, str] = {
     "413": "The body or a value is over its limit (payload_too_large).",
     "429": "Too many requests (rate_limited); see Retry-After.",
     "500": "A bug in Sluice, logged on the server (internal_error).",
+    "501": "A Pipedream feature Sluice does not have (not_supported); the error names the "
+    "Sluice equivalent.",
     "502": "An outside service failed (oauth_unavailable, delivery failed).",
     "503": "The Node runner could not be reached or crashed (runner_unavailable).",
 }

@@ -7,11 +7,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from sluice import errors
-from sluice.api import paging, render
+from sluice.api import paging, render, workspaces
 from sluice.api.auth import AccountDep, PlatformDep
 from sluice.api.components import component_input
 from sluice.api.schemas import SourceCreate, SourceRun, SourceUpdate
-from sluice.platform import Deployment, DeployRequest, Platform, UpdateRequest
+from sluice.platform import Account, Deployment, DeployRequest, Platform, UpdateRequest
 
 router = APIRouter()
 
@@ -126,6 +126,26 @@ async def list_sources(
     after: str | None = None,
 ) -> dict[str, Any]:
     """The account's sources, newest first; cursors are base64url of a source id."""
+    return await _list(account, platform, limit, before, after)
+
+
+@router.get("/v1/orgs/{org_id}/sources")
+async def list_org_sources(
+    org_id: str,
+    account: AccountDep,
+    platform: PlatformDep,
+    limit: Annotated[int, Query(ge=1, le=100)] = 10,
+    before: str | None = None,
+    after: str | None = None,
+) -> dict[str, Any]:
+    """Pipedream's workspace listing: a Sluice account is its own workspace."""
+    workspaces.check(account, org_id)
+    return await _list(account, platform, limit, before, after)
+
+
+async def _list(
+    account: Account, platform: Platform, limit: int, before: str | None, after: str | None
+) -> dict[str, Any]:
     before_id, after_id = paging.cursors(before, after, "dc")
     page = await platform.sources.list(account.id, limit=limit, before=before_id, after=after_id)
     return paging.body([await _render(platform, d) for d in page.items], page.total_count)

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from sluice import errors
-from sluice.api import render
+from sluice.api import render, workspaces
 from sluice.api.auth import AccountDep, PlatformDep
 from sluice.domain import text
 from sluice.domain.routing import Link
@@ -64,6 +64,17 @@ async def delete(
 
 @router.get("/v1/users/me/subscriptions")
 async def list_mine(account: AccountDep, platform: PlatformDep) -> dict[str, Any]:
+    found = await platform.subscriptions.list_for(account.id)
+    return {"data": [render.subscription(s) for s in found]}
+
+
+@router.get("/v1/workspaces/{workspace_id}/subscriptions")
+async def list_workspace(
+    workspace_id: str, account: AccountDep, platform: PlatformDep
+) -> dict[str, Any]:
+    """Pipedream's workspace listing: a Sluice account is its own workspace (its id, the
+    ``orgs`` entry of ``GET /v1/users/me``)."""
+    workspaces.check(account, workspace_id)
     found = await platform.subscriptions.list_for(account.id)
     return {"data": [render.subscription(s) for s in found]}
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from sluice.api import render
+from sluice.api import render, workspaces
 from sluice.api.auth import AccountDep, PlatformDep
 from sluice.api.schemas import UserUpdate
 
@@ -15,7 +15,8 @@ router = APIRouter()
 
 @router.get("/v1/users/me")
 async def me(account: AccountDep) -> dict[str, Any]:
-    return {"data": render.account(account)}
+    """The account, with ``orgs``: itself, its own workspace (``api/workspaces.py``)."""
+    return {"data": {**render.account(account), "orgs": workspaces.orgs(account)}}
 
 
 @router.put("/v1/users/me")

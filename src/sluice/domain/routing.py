@@ -76,9 +76,9 @@ def check_link(emitter_id: str, listener_id: str, event_name: str) -> None:
             f"event_name is longer than {MAX_EVENT_NAME} characters", field="event_name"
         )
     if event_name == "$logs":
-        raise errors.InvalidRequest(
-            "event_name $logs: forwarding logs is not supported; read them at "
-            "GET /v1/sources/{id}/logs or its SSE stream",
+        raise errors.NotSupported(
+            "event_name $logs: Sluice does not forward logs to listeners; read a source's "
+            "logs at GET /v1/sources/{id}/logs or stream them from GET /v1/sources/{id}/logs/sse",
             field="event_name",
         )
 

@@ -42,7 +42,11 @@ class AppCatalog:
         return stored or rules.BUILTIN_BY_SLUG.get(slug)
 
     async def get(self, slug: str) -> App:
+        """The app of a name slug or, when no app has that slug, of an id (``app_OkrhR1``:
+        Pipedream's ``GET /v1/apps/{id}``)."""
         found = await self.find(slug)
+        if found is None and slug.startswith("app_"):
+            found = next((a for a in await self.list() if a.id == slug), None)
         if found is None:
             raise errors.NotFound(f"no app {slug!r} in the catalog (GET /v1/apps lists them)")
         return found
