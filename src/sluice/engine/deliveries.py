@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import logging
 import random
 from collections.abc import Callable
@@ -87,7 +88,9 @@ class DeliveryWorker:
         #: The jitter's random draw in [0, 1) (a seeded one in tests).
         self.draw = draw
         self.writer = database.Writer(db)
-        self._outcomes = database.GroupWriter(self.writer)
+        #: Outcomes not stored yet, and the task storing them (``_settle``).
+        self._unsettled: list[Outcome] = []
+        self._settler: asyncio.Task[None] | None = None
         self.reader = database.Reader(db)
         #: Deliveries claimed and not settled, per webhook.
         self.held: collections.Counter[str] = collections.Counter()
@@ -145,21 +148,51 @@ class DeliveryWorker:
             gate = self._gates[target] = asyncio.Semaphore(self.config.per_webhook)
         try:
             async with gate, self._slots:
-                outcome = await self._attempt(delivery, hook)
-            await self._outcomes(lambda conn: deliveries.settle_sync(conn, [outcome]))
-        except Exception:
-            # Storing the outcome failed (the database is away): the lease ends, it runs again.
-            log.exception(
-                "could not store a delivery's outcome; it is tried again after its lease",
-                extra={"action": "delivery_unsettled", "delivery_id": delivery.id},
-            )
+                self._settle(await self._attempt(delivery, hook))
         finally:
             self.held[target] -= 1
-            if self.held[target] <= 0:
+            left = self.held[target]
+            if left <= 0:
                 del self.held[target]
                 self._gates.pop(target, None)
+            if left == self.config.per_webhook:
+                # Down to one round of its slots: claim its next ones (if due) while these
+                # run, one claim per round rather than one per delivery.
+                self._more = True
             if self._more:  # a slot freed: the loop claims again
                 self._wake.set()
+
+    def _settle(self, outcome: Outcome) -> None:
+        """Store the outcome with the others of this moment, in one transaction (by a task of
+        its own: the slot is free meanwhile; the lease keeps the delivery from other claims)."""
+        self._unsettled.append(outcome)
+        if self._settler is None:
+            self._settler = asyncio.create_task(self._store_outcomes())
+
+    async def _store_outcomes(self) -> None:
+        try:
+            # A few turns of the loop first: the outcomes of the attempts ending meanwhile
+            # join this transaction (one commit for many).
+            for _ in range(4):
+                await asyncio.sleep(0)
+            while self._unsettled:
+                batch, self._unsettled = self._unsettled, []
+                try:
+                    await self.writer(functools.partial(deliveries.settle_sync, outcomes=batch))
+                except Exception:
+                    # The database is away: these run again after their leases (at least once).
+                    log.exception(
+                        "could not store %d deliveries' outcomes; tried again after their leases",
+                        len(batch),
+                        extra={"action": "deliveries_unsettled"},
+                    )
+        finally:
+            self._settler = None
+
+    async def settled(self) -> None:
+        """Until every outcome so far is stored."""
+        while self._settler is not None:
+            await asyncio.shield(self._settler)
 
     async def _attempt(self, delivery: Delivery, hook: Webhook | None) -> Outcome:
         now_ms = self.clock.now_ms()
@@ -213,6 +246,7 @@ class DeliveryWorker:
         number attempted."""
         claimed = await self._claim()
         await asyncio.gather(*(self._start(d, hook) for d, hook in claimed))
+        await self.settled()
         return len(claimed)
 
     async def drain(self) -> int:
@@ -295,6 +329,7 @@ class DeliveryWorker:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await self.settled()
         if cut:
             now_ms = self.clock.now_ms()
             try:

@@ -38,6 +38,8 @@ log = logging.getLogger(__name__)
 
 #: Webhooks per account, at most.
 MAX_WEBHOOKS = 100
+#: An answer's body up to this size is read (and dropped), so its connection is kept alive.
+KEEP_ALIVE_BODY = 65_536
 #: Deliveries one listing returns, at most.
 MAX_PAGE = 100
 
@@ -215,7 +217,13 @@ class Webhooks:
                     "POST", hook.url, headers=headers(delivery), content=body, timeout=limit
                 ) as response,
             ):
-                # The body is not read: only the status matters, and it may be large.
+                # Only the status matters; a short body is read so that the connection is
+                # kept for the next delivery (one left unread is closed), a long one is not.
+                read = 0
+                async for chunk in response.aiter_raw():
+                    read += len(chunk)
+                    if read > KEEP_ALIVE_BODY:
+                        break
                 return Attempt(http_status=response.status_code)
         except errors.EgressRefused as exc:
             return Attempt(error=f"refused: {outbound.explain(exc)}")
