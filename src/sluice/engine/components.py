@@ -207,22 +207,26 @@ class Components:
         )
 
     async def _fetch(self, source: ComponentInput) -> ComponentInput:
-        """A component given by ``component_url`` only: its entry file's code, fetched."""
+        """A component given by ``component_url`` only: its entry file's code, fetched with
+        the files it imports by relative path."""
         url = source.url
         if not url:
             raise errors.InvalidRequest(
                 "give component_code (the entry file's code) or component_url",
                 field="component_code",
             )
-        code = await fetch.fetch_text(
+        fetched = await fetch.fetch_component(
             url,
             time_limit=self.settings.fetch_timeout_seconds,
             max_bytes=self.settings.fetch_max_bytes,
             policy=self.egress,
         )
-        entry_name = posixpath.basename(fetch.raw_url(url).split("?")[0])
+        # One file: named by the URL when that is a code file's name (else by its syntax).
+        entry: str | None = fetched.entry_path
+        if not fetched.files:
+            entry = files_rules.entry_from_url(posixpath.basename(fetched.entry_path))
         return ComponentInput(
-            code, url, source.entry_path or files_rules.entry_from_url(entry_name), source.files
+            fetched.code, url, source.entry_path or entry, {**fetched.files, **source.files}
         )
 
     async def _created_at(self, owner_id: str, key: str, now_s: int) -> int:
@@ -410,7 +414,23 @@ def scrub_paths(text: str, directory: Path) -> str:
     runtime = (str(JS_DIR), str(JS_DIR.resolve()))
     lines = [line for line in text.split("\n") if not any(r in line for r in runtime)]
     text = "\n".join(lines)
-    return text.replace(f"file://{directory}/", "").replace(f"{directory}/", "")
+    text = text.replace(f"file://{directory}/", "").replace(f"{directory}/", "")
+    # A path outside the component's tree (a relative import that goes above it, a package in
+    # the npm store) is shown relative to the tree, or from its node_modules/ on.
+    return _ABSOLUTE.sub(lambda m: _outside(m.group(1), directory), text)
+
+
+#: An absolute path (or file URL) standing alone: not part of a URL or of a relative path.
+_ABSOLUTE = re.compile(r"(?<![\w:/.~-])(?:file://)?(/[^\s'\"():,]+)")
+
+
+def _outside(path: str, directory: Path) -> str:
+    if "/node_modules/" in path:
+        return "node_modules/" + path.split("/node_modules/", 1)[1]
+    relative = os.path.relpath(path, directory)
+    if relative.count("../") <= 3 and Path(path).suffix:
+        return relative
+    return f"…/{Path(path).name}"
 
 
 def _first_location(stack: str, directory: Path) -> str | None:
