@@ -15,9 +15,11 @@ from pathlib import Path
 import httpx
 import pytest
 import pytest_asyncio
+import sqlalchemy as sa
 
 from sluice.clock import FakeClock, SystemClock
 from sluice.platform import Platform
+from sluice.storage.tables import jobs
 from tests.conftest import _create_pg_database, _drop_pg_database, account_client, make_settings
 
 SOURCE = """
@@ -33,7 +35,10 @@ async def shedding(
 ) -> AsyncIterator[tuple[Platform, FakeClock]]:
     database_url = await _create_pg_database() if request.param == "postgresql" else ""
     settings = make_settings(
-        tmp_path, database_url=database_url, shed_backlog_seconds=float(BOUND_S)
+        tmp_path,
+        database_url=database_url,
+        shed_backlog_seconds=float(BOUND_S),
+        http_rate_per_second=0.0,
     )
     clock = FakeClock(SystemClock().now_ms())
     try:
@@ -82,6 +87,56 @@ async def test_an_old_backlog_sheds_its_account_only(
         assert events.status_code == 200, events.text
         numbers = sorted(e["event"]["n"] for e in events.json()["data"])
         assert numbers == [0, 1, 2, 3, 4, 5, 7]
+
+
+async def test_a_backlog_that_runs_slower_than_it_grows_is_shed_before_it_is_old(
+    shedding: tuple[Platform, FakeClock],
+) -> None:
+    """The wait counts the backlog at the rate it runs: 136 queued jobs running 4 a second
+    wait 34 s, past the 30 s bound, though the oldest is only 2 s old."""
+    platform, clock = shedding
+    async with account_client(platform, f"fast-{secrets.token_hex(2)}") as who:
+        _, path = await _source(who.client)
+
+        async def worker_ran(count: int) -> None:
+            """The worker took ``count`` of the account's oldest jobs (as a claim would)."""
+            async with platform.db.begin() as conn:
+                ids = (
+                    await conn.execute(
+                        sa.select(jobs.c.id)
+                        .where(jobs.c.owner_id == who.account_id, jobs.c.status == "queued")
+                        .order_by(jobs.c.id)
+                        .limit(count)
+                    )
+                ).scalars()
+                await conn.execute(
+                    sa.update(jobs).where(jobs.c.id.in_(list(ids))).values(status="done")
+                )
+
+        async def send(count: int, first: int) -> None:
+            for n in range(first, first + count):
+                answer = await who.client.post(path, json={"n": n})
+                assert answer.status_code == 200, answer.text
+
+        await send(40, 0)
+        await platform.admission.refresh()  # 40 queued; no rate yet
+        clock.advance(seconds=1)
+        await worker_ran(4)
+        await platform.admission.refresh()  # 36 queued, 4 a second: a wait of 9 s
+        await send(104, 100)
+        clock.advance(seconds=1)
+        await worker_ran(4)
+        await platform.admission.refresh()  # 136 queued, 4 a second: 34 s
+        refused = await who.client.post(path, json={"n": 999})
+        assert refused.status_code == 503, refused.text
+        assert refused.json()["code"] == "overloaded"
+        assert refused.headers["Retry-After"] == "4"  # 34 s against 30, rounded up
+
+        clock.advance(seconds=1)
+        await worker_ran(100)  # the worker caught up: 36 left at (4 + 100) / 2 a second
+        await platform.admission.refresh()
+        assert (await who.client.post(path, json={"n": 1000})).status_code == 200
+        await platform.jobs.drain()
 
 
 async def _source(client: httpx.AsyncClient) -> tuple[str, str]:

@@ -1,15 +1,22 @@
 """Whether an HTTP endpoint takes a request now: load shedding on backlog and the disk's
 reserve. Pure: the queue's and the disk's state in, a refusal (with its ``Retry-After``) out.
 
-An account whose oldest due job has waited longer than the bound is shed: its endpoints answer
-503 ``overloaded`` until its backlog is back under the bound. Other accounts are not: the job
-worker's shares (``domain/shares.py``) keep their jobs moving, so their own backlog stays
-young. When every account's backlog is old, every account is shed, each on its own account.
+An account is shed (its endpoints answer 503 ``overloaded``) while the wait of its backlog is
+over the bound. That wait is the oldest due job's age, or, when the account's backlog ran at a
+measured rate through the last interval, the time that rate needs to run the backlog, whichever
+is longer: with the age alone, an endpoint taking 2,000 requests a second while its jobs run
+300 a second would queue 20,000 jobs (10 s of requests) before the first refusal, and those
+would wait a minute more. Other accounts are not shed: the job worker's shares
+(``domain/shares.py``) keep their jobs moving, so their own backlog stays young. When every
+account's backlog is old, every account is shed, each on its own.
 
 >>> shed({"u_a": 95_000, "u_b": 2_000}, bound_ms=60_000)
 {'u_a': 35}
 >>> shed({"u_a": 95_000}, bound_ms=0)
 {}
+>>> rate = run_rate(None, queued_before=4_000, added=2_000, queued_now=5_700, seconds=1.0)
+>>> rate, wait_ms(age_ms=1_500, queued=5_700, rate=rate)
+(300.0, 19000)
 >>> disk_low(free_bytes=10 << 20, reserve_bytes=64 << 20)
 True
 """
@@ -22,19 +29,37 @@ from collections.abc import Mapping
 #: A shed client is told to come back in at least this many seconds, at most that many.
 MIN_RETRY_S = 1
 MAX_RETRY_S = 60
+#: The weight of the last interval in an account's smoothed run rate.
+RATE_WEIGHT = 0.5
 
 
-def shed(ages_ms: Mapping[str, int], *, bound_ms: int) -> dict[str, int]:
-    """``{owner: Retry-After seconds}`` for every owner whose oldest due job has waited
-    (``ages_ms``) longer than ``bound_ms``; a bound of 0 or less sheds no one. The wait asked
-    of the client is the backlog's age over the bound: about how long the worker needs to
-    bring it back, at the rate it ran (clamped to 1..60 s)."""
+def run_rate(
+    previous: float | None, *, queued_before: int, added: int, queued_now: int, seconds: float
+) -> float:
+    """An account's due jobs taken off its queue a second (claimed by a worker), over an
+    interval in which it had a backlog throughout, smoothed with the previous rate."""
+    ran = max(0, queued_before + added - queued_now) / max(seconds, 1e-3)
+    return ran if previous is None else previous + RATE_WEIGHT * (ran - previous)
+
+
+def wait_ms(*, age_ms: int, queued: int, rate: float | None) -> int:
+    """How long a job the account adds now would wait: its oldest due job's age, or the time
+    its backlog takes at ``rate`` (when measured), whichever is longer."""
+    if not rate or rate <= 0:
+        return age_ms
+    return max(age_ms, int(queued / rate * 1000))
+
+
+def shed(waits_ms: Mapping[str, int], *, bound_ms: int) -> dict[str, int]:
+    """``{owner: Retry-After seconds}`` for every owner whose backlog's wait (``waits_ms``) is
+    longer than ``bound_ms``; a bound of 0 or less sheds no one. The client is asked to wait
+    the backlog's wait over the bound, clamped to 1..60 s."""
     if bound_ms <= 0:
         return {}
     return {
-        owner: min(MAX_RETRY_S, max(MIN_RETRY_S, math.ceil((age - bound_ms) / 1000)))
-        for owner, age in ages_ms.items()
-        if age > bound_ms
+        owner: min(MAX_RETRY_S, max(MIN_RETRY_S, math.ceil((wait - bound_ms) / 1000)))
+        for owner, wait in waits_ms.items()
+        if wait > bound_ms
     }
 
 

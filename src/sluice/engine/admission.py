@@ -3,12 +3,14 @@ reserve (the decisions: ``domain/admission.py``).
 
 Asked on every endpoint request (``check``), so it costs a dict lookup: what it looks at is
 read by a background task once every ``refresh_s`` (an async context manager), never per
-request. Each refresh reads the queue's oldest due job per account (one grouped read, off the
-event loop) and, on SQLite, the free space of the database's file system (``statvfs``).
+request. Each refresh reads each account's oldest due job and due queued jobs, and the jobs
+enqueued since the last refresh (two grouped reads, off the event loop), and, on SQLite, the
+free space of the database's file system (``statvfs``).
 
-- **Backlog.** An account whose oldest due job has waited longer than ``shed_after_ms`` gets
-  503 ``overloaded`` with ``Retry-After`` on its endpoints until its backlog is back under the
-  bound: it is the one sending more than the workers run.
+- **Backlog.** An account whose backlog waits longer than ``shed_after_ms`` (its oldest due
+  job's age, or its queued jobs at the rate they ran since the last refresh: see
+  ``domain/admission.py``) gets 503 ``overloaded`` with ``Retry-After`` on its endpoints until
+  it is back under the bound: it is the one sending more than the workers run.
 - **Disk reserve.** With less than ``reserve_bytes`` free, every endpoint gets 503
   ``storage_unavailable``: the space left is for the work already accepted (its runs' events,
   the jobs' done marks, a WAL checkpoint), so acknowledged work can always finish. Space
@@ -60,6 +62,12 @@ class Admission:
         self._disk_low = False
         #: The oldest due job's wait at the last refresh, ms (any account; 0 when none).
         self.oldest_age_ms = 0
+        #: From the last read: the largest job id, when, each account's due queued jobs, and
+        #: the run rate (jobs a second) of each account that had a backlog throughout.
+        self._max_id: int | None = None
+        self._read_at: int | None = None
+        self._queued: dict[str, int] = {}
+        self._rates: dict[str, float] = {}
         self._task: asyncio.Task[None] | None = None
 
     def check(self, owner_id: str) -> None:
@@ -86,17 +94,19 @@ class Admission:
         """Read the queue's backlog per account and the disk's free space now."""
         if self.policy.shed_after_ms > 0:
             now = self.clock.now_ms()
-            oldest = await self.reader.in_thread(
-                lambda conn: job_stats.oldest_due_by_owner(conn, now)
-            )
-            ages = {owner: now - due for owner, due in oldest.items()}
-            self.oldest_age_ms = max(ages.values(), default=0)
-            shed = admission.shed(ages, bound_ms=self.policy.shed_after_ms)
+            after = self._max_id
+            read = await self.reader.in_thread(lambda conn: job_stats.backlog(conn, now, after))
+            waits = self._waits(read, now)
+            self._max_id, self._read_at = read.max_id, now
+            self.oldest_age_ms = max((now - due for due, _ in read.due.values()), default=0)
+            shed = admission.shed(waits, bound_ms=self.policy.shed_after_ms)
             if shed.keys() != self._shed.keys():
                 log.warning(
-                    "load shedding: %d account(s) over the backlog bound (oldest due job %.1f s)",
+                    "load shedding: %d account(s) over the backlog bound (oldest due job %.1f s, "
+                    "longest wait %.1f s)",
                     len(shed),
                     self.oldest_age_ms / 1000,
+                    max(waits.values(), default=0) / 1000,
                     extra={"action": "shed", "owner_ids": sorted(shed)},
                 )
             self._shed = shed
@@ -114,6 +124,31 @@ class Admission:
                     extra={"action": "disk_reserve"},
                 )
             self._disk_low = low
+
+    def _waits(self, read: job_stats.Backlog, now: int) -> dict[str, int]:
+        """Each backlogged account's wait (``admission.wait_ms``), its run rate measured over
+        the interval since the last read when it had a backlog throughout."""
+        seconds = (now - self._read_at) / 1000 if self._read_at is not None else 0.0
+        rates: dict[str, float] = {}
+        waits: dict[str, int] = {}
+        for owner, (oldest, queued) in read.due.items():
+            before = self._queued.get(owner, 0)
+            rate = self._rates.get(owner)
+            if before > 0 and seconds > 0:
+                rate = admission.run_rate(
+                    rate,
+                    queued_before=before,
+                    added=read.added.get(owner, 0),
+                    queued_now=queued,
+                    seconds=seconds,
+                )
+            if rate is not None:
+                rates[owner] = rate
+            waits[owner] = admission.wait_ms(age_ms=now - oldest, queued=queued, rate=rate)
+        # An account whose backlog ran out is measured afresh next time.
+        self._rates = rates
+        self._queued = {owner: queued for owner, (_, queued) in read.due.items()}
+        return waits
 
     async def __aenter__(self) -> Admission:
         self._task = asyncio.create_task(self._loop(), name="sluice-admission")

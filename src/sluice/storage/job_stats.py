@@ -36,13 +36,40 @@ async def read(conn: AsyncConnection, now_ms: int) -> QueueStats:
     return QueueStats(counts, int(oldest) if oldest is not None else None)
 
 
-def oldest_due_by_owner(conn: Connection, now_ms: int) -> dict[str, int]:
-    """``{owner_id: run_after_ms}`` of each account's oldest queued job that is due (the
-    backlog's age per account; ``engine/admission.py``). Walks the queued jobs through
-    ``ix_jobs_status_id``: a read of its own, off the event loop, once a second."""
-    rows = conn.execute(
-        sa.select(t.c.owner_id, sa.func.min(t.c.run_after_ms))
-        .where(t.c.status == JobState.QUEUED, t.c.run_after_ms <= now_ms)
-        .group_by(t.c.owner_id)
-    )
-    return {str(owner): int(oldest) for owner, oldest in rows}
+@dataclass(frozen=True)
+class Backlog:
+    """Each account's due queued jobs, and the jobs enqueued since a previous read."""
+
+    #: ``{owner_id: (run_after_ms of its oldest due queued job, its due queued jobs)}``.
+    due: dict[str, tuple[int, int]]
+    #: ``{owner_id: jobs enqueued with an id above the previous read's max_id}``.
+    added: dict[str, int]
+    #: The largest job id now (the next read's starting point).
+    max_id: int
+
+
+def backlog(conn: Connection, now_ms: int, after_id: int | None) -> Backlog:
+    """The backlog per account (``engine/admission.py``): walks the queued jobs through
+    ``ix_jobs_status_id``, and the jobs enqueued since ``after_id`` by their primary key: a read
+    of its own, off the event loop, once a second."""
+    due = {
+        str(owner): (int(oldest), int(count))
+        for owner, oldest, count in conn.execute(
+            sa.select(t.c.owner_id, sa.func.min(t.c.run_after_ms), sa.func.count())
+            .where(t.c.status == JobState.QUEUED, t.c.run_after_ms <= now_ms)
+            .group_by(t.c.owner_id)
+        )
+    }
+    added: dict[str, int] = {}
+    max_id = after_id or 0
+    if after_id is None:
+        max_id = int(conn.scalar(sa.select(sa.func.max(t.c.id))) or 0)
+    else:
+        for owner, count, top in conn.execute(
+            sa.select(t.c.owner_id, sa.func.count(), sa.func.max(t.c.id))
+            .where(t.c.id > after_id)
+            .group_by(t.c.owner_id)
+        ):
+            added[str(owner)] = int(count)
+            max_id = max(max_id, int(top))
+    return Backlog(due, added, max_id)
