@@ -6,6 +6,7 @@ Nothing waits on time: a test reads the child's output until the text it expects
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -154,7 +155,13 @@ class Child:
 @pytest.fixture(scope="module")
 def cli(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cli]:
     """One server for the module, an account, and a config file written by `sluice login`."""
-    data_dir = tmp_path_factory.mktemp("cli-data")
+    with cli_server(tmp_path_factory.mktemp("cli-data")) as cli:
+        yield cli
+
+
+@contextlib.contextmanager
+def cli_server(data_dir: Path, settings: dict[str, str] | None = None) -> Iterator[Cli]:
+    """A server (with ``settings``: SLUICE_* variables) and a logged-in CLI for it."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -169,7 +176,7 @@ def cli(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cli]:
         env.pop(name, None)
     server = subprocess.Popen(
         [SLUICE, "serve", "--host", "127.0.0.1", "--port", str(port)],
-        env=env,
+        env={**env, **(settings or {})},
         stderr=subprocess.PIPE,
         text=True,
     )

@@ -82,14 +82,15 @@ async def deliveries(
         str | None, Query(description="pending, delivered or dead; all when left out.")
     ] = None,
     limit: Annotated[int, Query(description="At most this many (1 to 100).")] = 100,
-    before: Annotated[
-        str | None, Query(description="Older than this delivery: page_info.end_cursor.")
+    after: Annotated[
+        str | None,
+        Query(description="The next page: the deliveries after (older than) this end_cursor."),
     ] = None,
 ) -> dict[str, Any]:
     """The webhook's deliveries, newest first: pending (due or in flight), dead (every retry
     failed), delivered (kept ``SLUICE_DELIVERY_RETENTION_SECONDS``)."""
     found = await platform.webhooks.deliveries(
-        account.id, webhook_id, status=status, limit=limit, before=before
+        account.id, webhook_id, status=status, limit=limit, before=after
     )
     items = [_delivery(d) for d in found]
     page = {"count": len(items), "start_cursor": items[0]["id"] if items else None}

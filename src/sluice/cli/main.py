@@ -30,6 +30,7 @@ from sluice.cli import (
     render,
     sources,
     subscriptions,
+    webhooks,
     workflows,
 )
 from sluice.config import Settings
@@ -70,6 +71,7 @@ for module in (
     apps,
     data_stores,
     subscriptions,
+    webhooks,
     env,
 ):
     module.register(app)
