@@ -23,11 +23,15 @@ from sluice.web import (
     render,
     sources,
     step_tests,
+    webhooks,
     workflows,
 )
 from sluice.web import session as sessions
 
-ROUTERS = (logins, sources, action_steps, step_tests, workflows, catalog, connected, docs, env_vars)
+ROUTERS = (
+    logins, sources, action_steps, step_tests, workflows, catalog, connected, docs, env_vars,
+    webhooks,
+)  # fmt: skip
 
 
 async def _login_required(request: Request, _exc: Exception) -> Response:
