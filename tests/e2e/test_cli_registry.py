@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import tarfile
 from pathlib import Path
 
 import pytest
 
+from tests import monorepo
 from tests.e2e.test_cli import SLUICE, Cli, cli
 
 __all__ = ["cli"]
@@ -79,3 +81,51 @@ def test_registry_import_then_deploy_by_key(cli: Cli) -> None:
     ).json()["data"]
     out = cli.ok("deploy", "pipedream-new-scheduled-tasks", "--prop", f"pipedream={account['id']}")
     assert re.search(r"Deployed dc_\w+", out), out
+
+
+@pytest.mark.npm
+def test_registry_import_from_a_monorepo_checkout_and_archive(cli: Cli, tmp_path: Path) -> None:
+    """A checkout laid out as Pipedream's monorepo: one app or every app, from the directory
+    and from an archive of it; each app's package.json dependency is installed from npm."""
+    created = subprocess.run(
+        [SLUICE, "accounts", "create", "--name", "tree-admin", "--admin"],
+        env=cli.env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    admin = {"SLUICE_API_KEY": json.loads(created.stdout)["api_key"]}
+    checkout = monorepo.write(
+        tmp_path / "pipedream",
+        {
+            "treeone": monorepo.app_files("treeone", dependencies={"ms": "2.1.3"}),
+            "treetwo": monorepo.app_files("treetwo"),
+        },
+    )
+    one = cli.run("registry", "import", str(checkout), "--app", "treeone", env=admin)
+    assert one.returncode == 0, one.stderr
+    assert "@pipedream/treeone 0.1.0: 2 components, 2 loaded, 0 skipped, 0 failed" in one.stdout
+    assert "treetwo" not in one.stdout and re.search(r"app\s+treeone added", one.stdout)
+    archive = tmp_path / "pipedream-master.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(checkout, arcname="pipedream-master")
+    every = json.loads(cli.run("registry", "import", str(archive), "--json", env=admin).stdout)
+    counts = {p["name"]: p["counts"] for p in every["packages"]}
+    assert counts == {
+        "@pipedream/treeone": {"found": 2, "loaded": 0, "skipped": 2, "failed": 0},
+        "@pipedream/treetwo": {"found": 2, "loaded": 2, "skipped": 0, "failed": 0},
+    }, every
+    missing = cli.run("registry", "import", str(checkout), "--app", "nope", env=admin)
+    assert missing.returncode == 1 and "components/nope/" in missing.stderr, missing.stderr
+
+    account = cli.api.post(
+        "/v1/accounts", json={"app": "treeone", "credentials": {"oauth_access_token": "t"}}
+    ).json()["data"]
+    ran = cli.api.post(
+        "/v1/actions/run",
+        json={
+            "component_key": "treeone-say-hi",
+            "configured_props": {"treeone": {"authProvisionId": account["id"]}, "who": "ada"},
+        },
+    ).json()["data"]
+    assert ran["ret"] == {"text": "hi ada", "dep": "function"}, ran  # ms, installed

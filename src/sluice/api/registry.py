@@ -1,4 +1,5 @@
-"""``POST /v1/registry/imports``: fill the public registry from ``@pipedream/*`` npm packages.
+"""``POST /v1/registry/imports``: fill the public registry from ``@pipedream/*`` npm packages
+or from app directories of Pipedream's monorepo sent as files.
 
 Admin keys only. Each package is fetched from the npm registry and every component it holds
 is saved under its own key and version (docs/api.md, "Importing Pipedream's packages").
@@ -28,9 +29,13 @@ async def import_packages(
         raise errors.Forbidden(
             "only admin accounts import into the public registry (sluice accounts create --admin)"
         )
+    if not body.packages and not body.directories:
+        raise errors.InvalidRequest("give packages or directories", field="packages")
     for spec in body.packages:  # every spec checked before any is fetched
         package_rules.parse_spec(spec)
     reports = [
         await platform.registry_imports.import_package(account.id, spec) for spec in body.packages
     ]
+    for files in body.directories:
+        reports.append(await platform.registry_imports.import_tree(account.id, files))
     return {"data": {"packages": [render.package_import(r) for r in reports]}}

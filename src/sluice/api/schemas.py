@@ -117,10 +117,15 @@ class UserUpdate(_Body):
 
 class RegistryImport(_Body):
     packages: list[str] = Field(
-        ...,
-        min_length=1,
+        default_factory=list,
         max_length=50,
         description="npm package specs: @pipedream/slack@0.10.3, @pipedream/notion, slack@^0.10.",
+    )
+    directories: list[dict[str, str]] = Field(
+        default_factory=list,
+        max_length=50,
+        description="App directories of Pipedream's monorepo (components/<app>/), each as "
+        "{relative path: text} of its .mjs/.js/.cjs/.json files, package.json included.",
     )
 
 

@@ -1,5 +1,6 @@
 """``sluice publish``: save a component to the account (or the public registry) by its key;
-``sluice registry import``: fill the public registry from ``@pipedream/*`` npm packages."""
+``sluice registry import``: fill the public registry from ``@pipedream/*`` npm packages or
+from Pipedream's monorepo (a checkout, a directory or an archive: ``cli/monorepo.py``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from sluice.cli import config, files, render
+from sluice.cli import config, files, monorepo, render
 from sluice.cli.client import Client
 
 #: One package's import may install npm dependencies for the first time: minutes, not seconds.
@@ -68,30 +69,52 @@ def publish(
 def import_packages(
     packages: Annotated[
         list[str],
-        typer.Argument(help="npm package specs: @pipedream/slack@0.10.3, @pipedream/notion, …"),
+        typer.Argument(
+            help="npm package specs (@pipedream/slack@0.10.3, @pipedream/notion, …), or "
+            "paths: a checkout of Pipedream's monorepo, an app directory "
+            "(components/<app>/), or an archive of either (.tar.gz, .tgz, .tar)."
+        ),
     ],
+    app: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--app",
+            help="Only this app of a monorepo path (components/<app>/); repeat for more. "
+            "Default: every app the path holds.",
+        ),
+    ] = None,
     profile: config.ProfileOpt = config.DEFAULT_PROFILE,
     json_: render.JsonOpt = False,
 ) -> None:
-    """Import published @pipedream/* packages into the public registry (admin keys only).
+    """Import Pipedream's components into the public registry (admin keys only).
 
-    Every action and source of each package is saved under its own key and version, with its
-    app file, common modules and package.json; importing a version again changes nothing.
-    Prints, per component, whether it loaded, was skipped (why) or failed (the error).
+    From published @pipedream/* npm packages, or from Pipedream's monorepo checked out here
+    (each components/<app>/ with its package.json is imported as its npm package would be).
+    Every action and source is saved under its own key and version, with its app file,
+    common modules and package.json (its dependencies installed as a package's); importing a
+    version again changes nothing. Prints, per component, whether it loaded, was skipped
+    (why) or failed (the error).
 
-    Example: sluice registry import @pipedream/slack@0.10.3 @pipedream/notion
+    Examples: sluice registry import @pipedream/slack@0.10.3 @pipedream/notion;
+    sluice registry import ~/src/pipedream --app rss --app github
     """
     api = Client(config.resolve(profile))
     reports = []
-    for i, spec in enumerate(packages, 1):
-        with render.spinner(f"Importing {spec} ({i}/{len(packages)})…"):
-            answer = api.post(
-                "/v1/registry/imports", {"packages": [spec]}, timeout=_IMPORT_TIMEOUT
-            )["data"]
+
+    def send(label: str, body: dict[str, Any]) -> None:
+        with render.spinner(f"Importing {label}…"):
+            answer = api.post("/v1/registry/imports", body, timeout=_IMPORT_TIMEOUT)["data"]
         for report in answer["packages"]:
             reports.append(report)
             if not json_:
                 _show_import(report)
+
+    for i, spec in enumerate(packages, 1):
+        if monorepo.is_local(spec):
+            for name, tree in monorepo.app_directories(spec, app or []):
+                send(f"{name} from {spec}", {"directories": [tree]})
+        else:
+            send(f"{spec} ({i}/{len(packages)})", {"packages": [spec]})
     if json_:
         render.data({"packages": reports})
 

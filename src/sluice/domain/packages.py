@@ -117,3 +117,60 @@ def component_files(files: dict[str, str], entry: str) -> dict[str, str]:
     if "package.json" in files:
         needed["package.json"] = files["package.json"]
     return needed
+
+
+# --------------------------------------------------------------------------------------------
+# Pipedream's monorepo (a checkout or an archive of github.com/PipedreamHQ/pipedream): each
+# ``components/<app>/`` directory with a ``package.json`` is laid out as its npm package is.
+
+#: The files of an app directory an import reads (as ``npm pack``'s, ``runtime/packages.py``).
+TREE_SUFFIXES = (".mjs", ".js", ".cjs", ".json")
+_APP_DIR = re.compile(r"^(?:.*/)?components/([a-z0-9_][a-z0-9_.-]*)$")
+
+
+def app_roots(paths: list[str]) -> dict[str, str]:
+    """The app directories of a monorepo tree, ``{app: directory}``: each
+    ``components/<app>/`` holding a ``package.json`` (at any depth, as in an archive's
+    ``pipedream-master/``), or the tree itself when it is one app's directory.
+
+    >>> app_roots(["pd/components/rss/package.json", "pd/components/rss/rss.app.mjs",
+    ...            "pd/components/rss/node_modules/x/package.json", "pd/package.json"])
+    {'rss': 'pd/components/rss'}
+    >>> app_roots(["package.json", "rss.app.mjs", "sources/a/a.mjs"])
+    {'rss': ''}
+    """
+    roots: dict[str, str] = {}
+    for path in sorted(paths):
+        directory, name = posixpath.split(path)
+        if name != "package.json" or "node_modules" in directory.split("/"):
+            continue
+        m = _APP_DIR.match(directory)
+        if m and m.group(1) not in roots:
+            roots[m.group(1)] = directory
+    if not roots and "package.json" in paths:
+        apps = [p[: -len(".app.mjs")] for p in paths if "/" not in p and p.endswith(".app.mjs")]
+        if apps:
+            roots[apps[0]] = ""
+    return roots
+
+
+def tree_files(files: dict[str, str], root: str) -> dict[str, str]:
+    """The files under ``root`` an import reads, by path relative to it (no ``node_modules``,
+    no hidden directories, no path that leaves the tree).
+
+    >>> sorted(tree_files({"c/a/a.app.mjs": "", "c/a/.git/x.js": "", "c/a/README.md": "",
+    ...                    "c/ab/x.mjs": ""}, "c/a"))
+    ['a.app.mjs']
+    """
+    prefix = f"{root}/" if root else ""
+    out: dict[str, str] = {}
+    for path, text in files.items():
+        if not path.startswith(prefix) or not path.endswith(TREE_SUFFIXES):
+            continue
+        rel = path[len(prefix) :]
+        parts = rel.split("/")
+        # No node_modules, no hidden directories, and nothing that leaves the tree ("..", "").
+        if "node_modules" in parts or any(not p or p.startswith(".") for p in parts):
+            continue
+        out[rel] = text
+    return out

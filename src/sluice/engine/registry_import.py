@@ -1,4 +1,5 @@
-"""Filling the public registry from published ``@pipedream/<app>`` npm packages.
+"""Filling the public registry from published ``@pipedream/<app>`` npm packages, or from app
+directories of Pipedream's monorepo (``components/<app>/``, sent as files: ``import_tree``).
 
 Each package is fetched whole (``runtime/packages.py``), sorted into components and the
 modules they import (``domain/packages.py``), and each component is saved into the registry
@@ -13,6 +14,7 @@ has that app already (built in, an operator's, or imported before).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from dataclasses import dataclass, field, replace
 from typing import Literal
@@ -25,7 +27,7 @@ from sluice.domain import packages as layout_rules
 from sluice.domain import registry as registry_rules
 from sluice.engine.app_catalog import AppCatalog, Taken
 from sluice.engine.components import Checked, ComponentInput, Components
-from sluice.runtime.packages import PackageFetcher
+from sluice.runtime.packages import Package, PackageFetcher
 from sluice.storage import components as store
 
 log = logging.getLogger(__name__)
@@ -102,6 +104,17 @@ class RegistryImports:
             package = await self.fetcher.fetch(str(parsed), offline_first=parsed.exact)
         except errors.SluiceError as exc:
             return PackageReport(str(parsed), parsed.name, error=exc.message)
+        return await self._import(owner_id, str(parsed), package)
+
+    async def import_tree(self, owner_id: str, files: dict[str, str]) -> PackageReport:
+        """Import one app directory of Pipedream's monorepo (``components/<app>/``: its
+        ``package.json`` names the package and version), laid out as its npm package is.
+        Its dependencies are installed from its ``package.json`` as a package's are."""
+        name, version = _package_json(files)
+        package = Package(name, version, layout_rules.tree_files(files, ""))
+        return await self._import(owner_id, f"{name}@{version} (directory)", package)
+
+    async def _import(self, owner_id: str, spec: str, package: Package) -> PackageReport:
         found = layout_rules.layout(list(package.files))
         app = await self._import_app(package.name, package.version, package.files)
         gate = asyncio.Semaphore(_CONCURRENCY)
@@ -124,7 +137,7 @@ class RegistryImports:
             },
         )
         return PackageReport(
-            str(parsed), package.name, package.version, list(reports), found.modules, app=app
+            spec, package.name, package.version, list(reports), found.modules, app=app
         )
 
     async def _import_app(self, name: str, version: str, files: dict[str, str]) -> AppReport | None:
@@ -171,3 +184,23 @@ class RegistryImports:
         saved = await self.components.record(owner_id, checked, registry=True)
         await self.components.insert(saved)
         return replace(report, id=saved.id)
+
+
+def _package_json(files: dict[str, str]) -> tuple[str, str]:
+    """The ``name`` and ``version`` of an app directory's ``package.json``."""
+    try:
+        meta = json.loads(files.get("package.json") or "")
+    except ValueError:
+        meta = None
+    if not isinstance(meta, dict):
+        raise errors.InvalidRequest(
+            "the directory has no package.json (an app directory of Pipedream's monorepo, "
+            "components/<app>/, has one)",
+            field="directories",
+        )
+    name, version = meta.get("name"), meta.get("version")
+    if not isinstance(name, str) or not name or not isinstance(version, str) or not version:
+        raise errors.InvalidRequest(
+            "the directory's package.json needs a name and a version", field="directories"
+        )
+    return name, version
