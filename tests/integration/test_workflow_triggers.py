@@ -722,3 +722,36 @@ async def test_changing_a_source_trigger_moves_its_subscription(api: Api) -> Non
     await api.platform.jobs.drain()
     runs = (await api.client.get(f"/v1/workflows/{workflow['id']}/runs")).json()["data"]
     assert [r["steps"][0]["return_value"] for r in runs] == [{"order": 2}]
+
+
+async def test_pipedreams_notrigger_and_upload_body_switches(api: Api) -> None:
+    keep = step("keep", "async run({ steps }) { return steps.trigger.event.body; }")
+    workflow = await create(api, [keep], trigger={"type": "http"})
+    runs_url = f"/v1/workflows/{workflow['id']}/runs"
+    for kwargs in (
+        {"headers": {"x-pd-notrigger": "1"}},
+        {"params": {"x-pd-notrigger": "1"}},
+    ):
+        answered = await hit(api, workflow, json={"test": True}, **kwargs)
+        assert answered.status_code == 200, answered.text
+    await api.platform.jobs.drain()
+    assert (await api.client.get(runs_url)).json()["data"] == []  # received, not run
+    assert (await hit(api, workflow, json={"n": 1}, headers={"x-pd-notrigger": "0"})).is_success
+    await api.platform.jobs.drain()
+    assert len((await api.client.get(runs_url)).json()["data"]) == 1
+
+    limit = api.platform.settings.http_max_body_bytes
+    for kwargs in (
+        {"headers": {"x-pd-upload-body": "1"}},
+        {"params": {"pipedream_upload_body": "1"}},
+    ):
+        body = assert_error(
+            await hit(api, workflow, content=b"x" * (limit + 1), **kwargs),
+            413,
+            "payload_too_large",
+        )
+        assert "SLUICE_HTTP_MAX_BODY_BYTES" in body["error"], body
+    plain = assert_error(
+        await hit(api, workflow, content=b"x" * (limit + 1)), 413, "payload_too_large"
+    )
+    assert "x-pd-upload-body" not in plain["error"]

@@ -228,6 +228,27 @@ def declared_length(headers: Iterable[tuple[str, str]]) -> int | None:
     return None
 
 
+def pd_flag(
+    headers: Iterable[tuple[str, str]], query_string: str, header: str, *params: str
+) -> bool:
+    """Whether a request sets one of Pipedream's switches to ``1`` (``x-pd-notrigger``, a
+    header or a query parameter; ``x-pd-upload-body`` or ``?pipedream_upload_body=1``).
+
+    >>> pd_flag([("X-PD-NoTrigger", "1")], "", "x-pd-notrigger")
+    True
+    >>> pd_flag([], "a=b&pipedream_upload_body=1", "x-pd-upload-body", "pipedream_upload_body")
+    True
+    >>> pd_flag([("x-pd-notrigger", "0")], "", "x-pd-notrigger")
+    False
+    """
+    names = {header, *params}
+    if any(k.lower() == header and v.strip() == "1" for k, v in headers):
+        return True
+    if not query_string or not any(n in query_string for n in names):
+        return False
+    return any(k in names and v == "1" for k, v in parse_qsl(query_string))
+
+
 def custom_response(configurable_props: Iterable[dict[str, Any]]) -> bool:
     """Whether the source answers its endpoint's requests itself (``customResponse: true``)."""
     return any(
