@@ -8,6 +8,8 @@ alternating the two so machine noise hits both:
   cold start   a new account's first invocation of a trivial source: runner (and jail) start,
                worker start, import, run; ``--cold`` times per mode
   warm         the same invocation again in the warm worker: ``--n`` round trips per mode
+  new key      a deployment's first invocation in an account's runner that is already warm
+               (another deployment ran there): what a deployment's own realm costs it
   memory       RSS of one idle runner's whole process tree after its first invocation
 
 Then (unless ``--no-benches``) ``bench/cold_deploy.py --k 5`` and ``bench/workflow_steps.py
@@ -38,12 +40,12 @@ from _server import RESULTS_DIR, TRIVIAL_SOURCE, environment, summary, write_res
 HERE = Path(__file__).resolve().parent
 
 
-def _invocation(owner: str, entry: Path) -> Any:
+def _invocation(owner: str, entry: Path, key: str = "dc_bench:hash") -> Any:
     from sluice.runtime.pool import Invocation
 
     return Invocation(
         owner_id=owner,
-        worker_key="dc_bench:hash",
+        worker_key=key,
         entry=str(entry),
         call={
             "kind": "run",
@@ -75,7 +77,7 @@ async def _measure(n: int, cold: int) -> dict[str, dict[str, Any]]:
             "off": RunnerPool(PoolConfig(max_runners=4)),
         }
         out: dict[str, dict[str, Any]] = {
-            m: {"start": [], "cold": [], "warm": [], "rss": []} for m in pools
+            m: {"start": [], "cold": [], "new_key": [], "warm": [], "rss": []} for m in pools
         }
         async with pools["on"], pools["off"]:
             for i in range(cold):
@@ -108,6 +110,13 @@ async def _measure(n: int, cold: int) -> dict[str, dict[str, Any]]:
                     result = await pool.invoke(warm[mode])
                     out[mode]["warm"].append((time.perf_counter() - t0) * 1000)
                     assert result.ok
+            # Each new key is a new deployment of the warm account (its entry file the same).
+            for i in range(cold * 5):
+                for mode, pool in pools.items():
+                    t0 = time.perf_counter()
+                    result = await pool.invoke(_invocation(f"warm-{mode}", entry, f"dc_new{i}:h"))
+                    out[mode]["new_key"].append((time.perf_counter() - t0) * 1000)
+                    assert result.ok, result.error
     return {m: {k: summary(v) for k, v in d.items()} for m, d in out.items()}
 
 
@@ -148,6 +157,7 @@ def main() -> int:
     rows = [
         ("runner start p50 (ms)", "start"),
         ("cold start p50 (ms)", "cold"),
+        ("new key p50 (ms)", "new_key"),
         ("warm p50 (ms)", "warm"),
         ("warm p99 (ms)", "warm"),
         ("runner RSS p50 (MB)", "rss"),

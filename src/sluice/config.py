@@ -75,7 +75,7 @@ class Settings:
     runner_max_processes: int = 256
     #: Size of a jail's private /tmp, MB.
     sandbox_tmp_mb: int = 64
-    #: Worker threads per runner at most; each serves many deployments of the account
+    #: Warm worker threads per runner at most: one per deployment, each its own realm
     #: (docs/runtime.md, "Warm workers"), least recently used stopped first.
     max_workers_per_runner: int = 16
     #: A warm worker unused this long is stopped, seconds.

@@ -28,10 +28,9 @@ from sluice.runtime.sandbox import Sandbox
 class PoolConfig:
     node: str = "node"
     max_runners: int = 8
-    #: Worker threads per runner; each serves many deployments (docs/runtime.md, "Warm workers").
+    #: Warm worker threads per runner: one per deployment, each its own realm (docs/runtime.md,
+    #: "Warm workers").
     max_workers_per_runner: int = 16
-    #: Components (deployments) a worker thread imports in its life before it is retired.
-    max_keys_per_worker: int = 256
     worker_idle_ms: int = 300_000
     #: Seconds past an invocation's time-out before Python gives up on the runner.
     deadline_grace_seconds: float = 10.0
@@ -133,7 +132,6 @@ class RunnerPool:
                 owner_id,
                 node=self.config.node,
                 max_workers=self.config.max_workers_per_runner,
-                max_keys_per_worker=self.config.max_keys_per_worker,
                 idle_ms=self.config.worker_idle_ms,
                 sandbox=self.sandbox,
             )

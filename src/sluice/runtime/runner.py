@@ -54,7 +54,6 @@ class Runner:
         *,
         node: str = "node",
         max_workers: int = 32,
-        max_keys_per_worker: int = 256,
         idle_ms: int = 300_000,
         sandbox: Sandbox | None = None,
     ) -> None:
@@ -64,8 +63,6 @@ class Runner:
             str(SCRIPT),
             "--max-workers",
             str(max_workers),
-            "--max-keys-per-worker",
-            str(max_keys_per_worker),
             "--idle-ms",
             str(idle_ms),
         ]

@@ -1,38 +1,34 @@
 // The worker threads of one runner (docs/runtime.md, "Warm workers"). A worker (`Host`) holds
-// many deployments' components at once (slots, by worker_key, in worker.mjs), so a call for a
-// deployment not warm yet costs a module import in a running worker, not a new thread.
+// one deployment's component (a worker_key) for its whole life: each deployment has a realm of
+// its own (its globals, built-in prototypes, module cache and `process.env`), so one
+// deployment cannot observe or change another's values through anything the JS engine shares
+// (issue 25). A worker is never handed to a second key: a key that goes away stops its worker.
 //
-// - A key stays on the worker that imported it (affinity) while that worker takes new calls.
-// - A new key goes to the least busy worker of its memory limit that has room; a new worker
-//   starts when none has room or all are busy (BUSY calls in flight), up to --max-workers.
-// - Room: a worker imports at most --max-keys-per-worker components in its life (an ES module
-//   cannot be unloaded: the bound is on what it ever loaded), and its heap stays under
-//   RETIRE_HEAP of its limit. A worker past either is *retired*: no new calls; it stops once
-//   its calls in flight end. Its keys move to other workers on their next call.
-// - At --max-workers, the least recently used idle worker makes way (LRU); idle workers stop
-//   after --idle-ms.
+// - A key stays on its worker while that worker takes new calls; concurrent calls of one key
+//   run in it together (async user code).
+// - A new key takes the *spare*: a worker started in the background after the runner's first
+//   call, so a new deployment's first call waits for its import, not for a thread start.
+// - At --max-workers, the least recently used idle worker makes way (LRU; soft cap: when every
+//   worker is busy, the new one starts anyway rather than making the call wait); idle workers
+//   stop after --idle-ms. A worker whose heap passes RETIRE_HEAP of its limit is *retired*: no
+//   new calls; it stops once its calls in flight end, and the key starts afresh.
 // - A time-out: the call ends with TIMEOUT at once; its worker is retired and pinged every
 //   PING_MS while it drains. A worker that answers is not blocked (an async hang): its other
 //   calls finish normally. One that misses an answer is stuck in a loop and is terminated: its
-//   other calls end with WORKER_STOPPED. A key that timed out, ran out of memory or exited runs *solo* afterwards,
-//   in a worker of its own, so it can cost other deployments at most once.
+//   other calls (of the same deployment) end with WORKER_STOPPED.
 
 import { Worker } from "node:worker_threads";
 
 const WORKER_URL = new URL("./worker.mjs", import.meta.url);
-const BUSY = 4;
 const RETIRE_HEAP = 0.75;
 const PING_MS = 250;
-const MAX_SOLO_KEYS = 10_000;
 
 export class Host {
-  constructor(pool, { memoryMb, transient = false, solo = null }) {
+  constructor(pool, { memoryMb, transient = false }) {
     this.pool = pool;
     this.memoryMb = memoryMb;
     this.transient = transient; // inspect workers: terminated after their single call
-    this.solo = solo; // the one key this worker serves, if any
-    this.keys = new Set(); // keys whose slot lives here
-    this.imported = 0; // keys ever imported here
+    this.key = null; // the one deployment this worker serves (null: the spare, not yet given)
     this.inflight = new Map(); // seq → Call, oldest first
     this.dead = false;
     this.retired = false;
@@ -59,18 +55,16 @@ export class Host {
     pool.hosts.add(this);
   }
 
-  get full() {
-    return this.imported >= this.pool.options.maxKeysPerWorker;
+  get keys() {
+    return this.key === null ? [] : [this.key];
   }
 
   dispatch(call, env) {
     clearTimeout(this.idleTimer);
     this.lastUsed = performance.now();
     call.handle = this;
-    if (!this.keys.has(call.key)) {
-      this.keys.add(call.key);
-      this.imported += 1;
-    }
+    if (this.key === null) this.key = call.key;
+    else if (this.key !== call.key) throw new Error(`worker of ${this.key} was handed ${call.key}`);
     this.inflight.set(call.seq, call);
     const req = call.request;
     this.worker.postMessage({ t: "call", seq: call.seq, key: call.key, entry: req.entry, env, call: req.call });
@@ -92,12 +86,11 @@ export class Host {
       case "exit": {
         const call = this.inflight.get(m.seq);
         call?.fail("WorkerStoppedError", "WORKER_STOPPED", `the invocation exited with code ${m.code} (process.exit() in user code): its worker is retired`);
-        if (call) this.pool.makeSolo(call.key);
         this.retire();
         return;
       }
       case "done":
-        if (m.heap > this.memoryMb * 1024 * 1024 * RETIRE_HEAP && this.keys.size > 1) this.retire();
+        if (m.heap > this.memoryMb * 1024 * 1024 * RETIRE_HEAP) this.retire();
         break;
       default:
     }
@@ -120,10 +113,9 @@ export class Host {
   }
 
   onError(err) {
-    const keys = [...this.inflight.values()].map((c) => c.key);
-    for (const key of keys) this.pool.makeSolo(key);
     if (err?.code === "ERR_WORKER_OUT_OF_MEMORY") {
-      const shared = keys.length > 1 ? ` (shared by ${keys.length} invocations in flight)` : "";
+      const n = this.inflight.size;
+      const shared = n > 1 ? ` (shared by ${n} invocations in flight)` : "";
       this.stop("OUT_OF_MEMORY", `the worker ran out of memory${shared}: ${err.message}`, "OutOfMemoryError");
     } else {
       this.stop("WORKER_STOPPED", `the worker crashed: ${err?.stack ?? err}`);
@@ -144,7 +136,6 @@ export class Host {
   /** A call of this worker timed out (already answered): retire, and stop it if it is stuck. */
   onTimedOut(call) {
     if (this.dead) return;
-    this.pool.makeSolo(call.key);
     this.retire();
     this.runaway = call.id;
     this.ping();
@@ -186,11 +177,11 @@ export class Host {
 
 export class HostPool {
   constructor(options, diag) {
-    this.options = options; // {maxWorkers, maxKeysPerWorker, idleMs, egressSocket}
+    this.options = options; // {maxWorkers, idleMs, egressSocket}
     this.diag = diag;
-    this.hosts = new Set(); // every live worker (for shutdown)
+    this.hosts = new Set(); // every live worker (for shutdown), the spare included
     this.byKey = new Map(); // worker_key → Host taking its calls, least recently used first
-    this.solo = new Set(); // keys that run in a worker of their own
+    this.spare = null; // a started worker no key has yet
   }
 
   /** The worker for `call` (started if need be), with the key moved to the LRU's end. */
@@ -199,80 +190,79 @@ export class HostPool {
     const key = call.key;
     let host = this.byKey.get(key);
     this.byKey.delete(key);
-    if (!host || host.retired || host.memoryMb !== memoryMb) host = this.choose(key, memoryMb);
+    if (host && (host.retired || host.memoryMb !== memoryMb)) {
+      // Its calls in flight finish there; its realm is not reused for the new ones.
+      host.retire();
+      host = null;
+    }
+    if (!host) host = this.start(memoryMb);
     this.byKey.set(key, host);
     return host;
   }
 
-  choose(key, memoryMb) {
-    if (this.solo.has(key)) return this.start({ memoryMb, solo: key });
-    let best = null;
-    for (const h of this.hosts) {
-      if (h.retired || h.solo !== null || h.transient || h.memoryMb !== memoryMb || h.full) continue;
-      if (!best || h.inflight.size < best.inflight.size) best = h;
-    }
-    if (best && (best.inflight.size < BUSY || this.shared() >= this.options.maxWorkers)) return best;
-    return this.start({ memoryMb });
-  }
-
   shared() {
     let n = 0;
-    for (const h of this.hosts) if (!h.retired && !h.transient) n += 1;
+    for (const h of this.hosts) if (!h.retired && !h.transient && h !== this.spare) n += 1;
     return n;
   }
 
-  /** A new worker; at the cap, the least recently used idle one makes way first (soft cap: when
-   * every worker is busy, the new one starts anyway rather than making the call wait). */
-  start(opts) {
+  /** A worker for a new key: the spare when it has the memory limit, else a new one; at the
+   * cap, the least recently used idle one makes way first. A new spare starts afterwards. */
+  start(memoryMb) {
     if (this.shared() >= this.options.maxWorkers) {
-      const idle = [...this.hosts].filter((h) => !h.retired && !h.transient && h.inflight.size === 0);
+      const idle = [...this.hosts].filter(
+        (h) => !h.retired && !h.transient && h !== this.spare && h.inflight.size === 0,
+      );
       idle.sort((a, b) => a.lastUsed - b.lastUsed);
       idle[0]?.retire();
     }
-    return new Host(this, opts);
+    let host = this.spare;
+    this.spare = null;
+    if (!host || host.dead || host.memoryMb !== memoryMb) {
+      host?.stop("WORKER_STOPPED", "spare of another memory limit");
+      host = new Host(this, { memoryMb });
+    }
+    // After this call is posted: the spare's thread start does not delay it.
+    setImmediate(() => this.refillSpare(memoryMb));
+    return host;
   }
 
-  /** A retired or dead worker's keys go elsewhere on their next call. */
+  refillSpare(memoryMb) {
+    if (this.spare !== null || this.stopping) return;
+    this.spare = new Host(this, { memoryMb });
+    this.spare.onCallFinished({ seq: null }); // arms its idle timer
+  }
+
+  /** A retired or dead worker's key goes to a new worker on its next call. */
   detach(host) {
-    for (const key of host.keys) if (this.byKey.get(key) === host) this.byKey.delete(key);
+    if (this.spare === host) this.spare = null;
+    if (host.key !== null && this.byKey.get(host.key) === host) this.byKey.delete(host.key);
   }
 
   forget(key, host) {
-    host.keys.delete(key);
     if (this.byKey.get(key) === host) this.byKey.delete(key);
-  }
-
-  makeSolo(key) {
-    if (this.solo.has(key)) return;
-    if (this.solo.size >= MAX_SOLO_KEYS) this.solo.delete(this.solo.values().next().value);
-    this.solo.add(key);
+    // A failed import leaves nothing worth keeping in that realm.
+    host.retire();
   }
 
   /** Evict keys (exact, or `prefix:*`): their calls in flight end with WORKER_STOPPED and their
-   * workers are retired (stopped once their other calls end); idle slots are just dropped. */
+   * workers stop. */
   evict(pattern) {
     const match = pattern.endsWith(":*")
       ? (k) => k.startsWith(pattern.slice(0, -1))
       : (k) => k === pattern;
     let found = false;
     for (const host of [...this.hosts]) {
-      const running = [...host.inflight.values()].filter((c) => match(c.key));
-      const keys = [...host.keys].filter(match);
-      if (running.length === 0 && keys.length === 0) continue;
+      if (host.key === null || !match(host.key)) continue;
       found = true;
-      for (const call of running) call.fail("WorkerStoppedError", "WORKER_STOPPED", "the worker was evicted");
-      if (running.length > 0 || host.solo !== null) {
-        host.retire();
-      } else {
-        for (const key of keys) this.forget(key, host);
-        host.worker.postMessage({ t: "drop", keys });
-      }
+      for (const call of [...host.inflight.values()]) call.fail("WorkerStoppedError", "WORKER_STOPPED", "the worker was evicted");
+      host.stop("WORKER_STOPPED", "the worker was evicted");
     }
-    for (const key of [...this.solo]) if (match(key)) this.solo.delete(key);
     return found;
   }
 
   stopAll(message) {
+    this.stopping = true;
     return [...this.hosts].map((h) => h.stop("WORKER_STOPPED", message));
   }
 }

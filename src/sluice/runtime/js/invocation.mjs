@@ -22,10 +22,8 @@ export const post = (msg) => parentPort.postMessage(msg);
 let finished = 0;
 
 export class Invocation {
-  constructor(seq, env) {
+  constructor(seq) {
     this.seq = seq;
-    // The invocation's own environment (its message's copy): `process.env` reads it (worker.mjs).
-    this.env = env;
     this.done = false;
     this.responded = false;
     this.flowExit = null;

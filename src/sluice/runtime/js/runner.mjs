@@ -1,5 +1,6 @@
-// Sluice Node runner: JSON lines (docs/runner-protocol.md) for one account. Its calls run in a
-// few worker_threads, each serving many deployments (hosts.mjs, worker.mjs). The protocol runs
+// Sluice Node runner: JSON lines (docs/runner-protocol.md) for one account. Its calls run in
+// worker_threads, one per deployment: each deployment is a realm of its own (hosts.mjs,
+// worker.mjs). The protocol runs
 // on its own descriptor (`--protocol-fd N`, a socket) so that nothing user code writes to fd 1
 // or 2 can corrupt or forge a result; without the flag it runs on stdin/stdout (the JS tests).
 // Diagnostics go to stderr. Every request gets exactly one `result` line, whatever happens to
@@ -27,11 +28,10 @@ const callsById = new Map();
 
 function parseArgs(argv) {
   const opts = {
-    maxWorkers: 4, maxKeysPerWorker: 256, idleMs: 300_000, protocolFd: null, reapChildren: false, egressSocket: null,
+    maxWorkers: 4, idleMs: 300_000, protocolFd: null, reapChildren: false, egressSocket: null,
   };
   const names = {
     "--max-workers": "maxWorkers",
-    "--max-keys-per-worker": "maxKeysPerWorker",
     "--idle-ms": "idleMs",
     "--protocol-fd": "protocolFd",
   };
@@ -168,7 +168,7 @@ function onEvict(req) {
 
 function onStats(req) {
   const mem = process.memoryUsage();
-  const workers = [...pool.hosts].filter((h) => !h.transient).length;
+  const workers = [...pool.hosts].filter((h) => !h.transient && h !== pool.spare).length;
   answer(req.id, true, { workers, keys: [...pool.byKey.keys()], rss: mem.rss, heap_used: mem.heapUsed });
 }
 

@@ -13,6 +13,7 @@
 
 import { performance } from "node:perf_hooks";
 
+import { withEnv } from "./env.mjs";
 import { buildInstance, END_NEEDLE, isFlowExit, makeDollar } from "./instance.mjs";
 import { toJsonSafe } from "./jsonsafe.mjs";
 import { isObject, resolveProp } from "./props.mjs";
@@ -22,7 +23,7 @@ const ANY_REF = /\{\{([\s\S]+?)\}\}/g;
 
 const PAUSED = { delay: "delayed", suspend: "suspended", rerun: "rerun" };
 
-export async function runWorkflow(call, inv, serializeError, importStep) {
+export async function runWorkflow(call, inv, env, serializeError, importStep) {
   // A resumed run (after $.flow.delay/suspend/rerun) starts at `start`, with the records of
   // the steps before it in `prior`, and `run` ($.context.run) for the step it starts with.
   const steps = {
@@ -39,13 +40,12 @@ export async function runWorkflow(call, inv, serializeError, importStep) {
     };
     inv.beginStep(record, step.timeout_ms ?? null);
     const started = performance.now();
-    // The account's environment variables are for code steps: an action's props may name them
-    // ({{process.env.X}}, resolved here), its code never reads them (the requirement).
-    const env = inv.env;
     try {
       const raw = step.props ?? {};
-      const props = resolveRefs(raw, steps, `step "${step.name}"`);
-      if (step.kind === "action") inv.env = {};
+      // The account's environment variables are for code steps: an action's props may name
+      // them ({{process.env.X}}, resolved here, in a scope of their own), its code never reads
+      // them (the requirement), not even in a callback after its step (env.mjs).
+      const props = await withEnv(env, async () => resolveRefs(raw, steps, `step "${step.name}"`));
       const component = await loadStep(step, importStep);
       checkResolved(component, raw, props, step.name);
       const state = await buildInstance(component, { props, db: step.db ?? {}, max_db_bytes: step.max_db_bytes }, inv);
@@ -54,8 +54,10 @@ export async function runWorkflow(call, inv, serializeError, importStep) {
       const run = index === start && isObject(call.run) ? call.run : { runs: 1 };
       const context = { ...steps.trigger.context, step_id: step.id, step_name: step.name, run };
       const $ = makeDollar({ context, flow: call.flow }, inv);
+      // A code step's writes to process.env last for the run's later code steps.
+      const vars = step.kind === "action" ? {} : env;
       try {
-        const value = await component.run.call(self, { steps, $ });
+        const value = await withEnv(vars, () => component.run.call(self, { steps, $ }));
         record.return_value = value === undefined ? null : toJsonSafe(value);
       } finally {
         // Legacy exports: `this.name = value` inside run().
@@ -69,8 +71,6 @@ export async function runWorkflow(call, inv, serializeError, importStep) {
         record.status = "error";
         record.error = serializeError(err);
       }
-    } finally {
-      inv.env = env;
     }
     if (record.pause && record.status === "success") record.status = PAUSED[record.pause.kind];
     else delete record.pause;

@@ -1,13 +1,12 @@
-// Worker bootstrap: one worker thread serves many deployments of one account (its runner).
-// Each deployment's component (a worker_key) is imported once into a *slot* of its own and kept
-// while the runner keeps the key here (runner.mjs, hosts.mjs); calls of any slot may run at
-// once (async user code). What one call sees is its own: `this`, `this.db`, `$`, `process.env`
-// and the module's own top-level state (each slot imports the entry under its own URL); what
-// the slots of a worker share is the thread: globals, the npm packages they import, the heap
-// and the event loop (docs/runtime.md, "Warm workers").
+// Worker bootstrap: one worker thread is one deployment's realm (hosts.mjs): the component of
+// one worker_key is imported once (its *slot*) and serves every call of that key while the
+// runner keeps the worker; calls may run at once (async user code). What one call sees is its
+// own: `this`, `this.db`, `$` and `process.env` (env.mjs); what the calls of one deployment
+// share is its realm: globals, built-in prototypes, the modules it imports, the heap and the
+// event loop. No other deployment's code ever runs here (docs/runtime.md, "Warm workers").
 //
 // Runner → worker: {t: "call", seq, key, entry, env, call}, {t: "store_result", …},
-//   {t: "drop", keys} (forget these slots: the next call imports again), {t: "ping"}.
+//   {t: "ping"}.
 // Worker → runner messages (all tagged with the runner's invocation `seq`; JSON payloads are
 // sent as JSON text so the runner can splice them into its output without re-encoding):
 //   {t: "loaded", key, ok, error?}             once a slot's import settles
@@ -31,6 +30,7 @@ import { parentPort, workerData } from "node:worker_threads";
 import { buildInstance, callOptions, flowExitSignal, makeDollar } from "./instance.mjs";
 import { settleStore } from "./datastore.mjs";
 import { installEgress } from "./egress.mjs";
+import { CLOSED, installProcessEnv, runIn, withEnv } from "./env.mjs";
 import { als, Invocation, post, runnerError, serializeError, writeLog } from "./invocation.mjs";
 import { describeComponent, describeProps, isObject } from "./props.mjs";
 import { runWorkflow } from "./steps.mjs";
@@ -91,29 +91,8 @@ globalThis.$end = (reason) => {
 // user code can capture an agent (docs/runtime.md, "Network egress").
 if (workerData.egressSocket) installEgress(workerData.egressSocket);
 
-// `process.env` is the running invocation's own environment (`PD_COMPONENT` for sources):
-// deployments sharing this worker never see each other's. Outside any invocation it is empty.
-const NO_ENV = Object.freeze({});
-const envOf = () => als.getStore()?.env ?? NO_ENV;
-process.env = new Proxy({}, {
-  get: (_t, k) => (typeof k === "string" && Object.hasOwn(envOf(), k) ? envOf()[k] : undefined),
-  has: (_t, k) => Object.hasOwn(envOf(), k),
-  ownKeys: () => Reflect.ownKeys(envOf()),
-  getOwnPropertyDescriptor: (_t, k) => (Object.hasOwn(envOf(), k)
-    ? { value: envOf()[k], enumerable: true, configurable: true, writable: true }
-    : undefined),
-  // Outside an invocation writes go nowhere.
-  set: (_t, k, v) => {
-    const env = envOf();
-    if (env !== NO_ENV) env[k] = String(v);
-    return true;
-  },
-  deleteProperty: (_t, k) => {
-    const env = envOf();
-    if (env !== NO_ENV) delete env[k];
-    return true;
-  },
-});
+// Before any user code: nothing it does can replace `process.env` (env.mjs).
+installProcessEnv();
 
 // process.exit() in user code ends its invocation (WORKER_STOPPED), not the worker under every
 // deployment it serves: the runner retires this worker (no new calls; it stops once the calls
@@ -127,53 +106,37 @@ process.exit = (code) => {
   throw err;
 };
 
-// Slots by worker_key: the component's import, its format, and (workflows) its steps' modules.
-// A module file imported by a second slot gets a URL of its own (`?sluice=N`), so each
-// deployment has its own module instance (its top-level state); the packages it imports are
-// resolved by their own URLs and shared by the worker.
-const slots = new Map();
-const imports = new Map(); // file → how many slots imported it
+// The deployment's slot (one per worker: hosts.mjs): the component's import, its format, and
+// (workflows) its steps' modules by file.
+let slot = null;
 
-/** Import `file` for `slot` (once per slot): the module's default export, or the module. */
-function importFor(slot, file) {
+/** Import `file` for the slot (once): the module's default export, or the module. */
+function importFor(file) {
   let loading = slot.modules.get(file);
   if (loading) return loading;
-  const seen = imports.get(file) ?? 0;
-  imports.set(file, seen + 1);
-  if (seen > 0) {
-    // A CommonJS file is cached by path: forget it so this slot evaluates it anew.
-    const cache = createRequire(file).cache;
-    delete cache[file];
-    try {
-      delete cache[realpathSync(file)];
-    } catch {
-      // the import reports a missing file
-    }
-  }
-  const base = pathToFileURL(file).href;
-  loading = import(seen === 0 ? base : `${base}?sluice=${seen}`).then((mod) => mod.default ?? mod);
-  // A failed import is cached by its URL: the next call imports again under a new one.
+  // Evaluated with no environment: a module's top level never reads process.env (env.mjs).
+  loading = runIn(CLOSED, () => import(pathToFileURL(file).href)).then((mod) => mod.default ?? mod);
   loading.catch(() => slot.modules.delete(file));
   slot.modules.set(file, loading);
   return loading;
 }
 
 function slotFor(key, entry) {
-  let slot = slots.get(key);
-  if (slot) return slot;
-  slot = { format: "esm", modules: new Map() };
-  slot.loading = importFor(slot, entry).then((component) => {
-    slot.format = isCommonJs(entry) ? "cjs" : "esm";
+  if (slot) {
+    if (slot.key !== key) throw new Error(`this worker holds ${slot.key}, not ${key}`);
+    return slot;
+  }
+  slot = { key, format: "esm", modules: new Map() };
+  const mine = slot;
+  slot.loading = importFor(entry).then((component) => {
+    mine.format = isCommonJs(entry) ? "cjs" : "esm";
     return component;
   });
   slot.loading.then(
     () => post({ t: "loaded", key, ok: true }),
-    (err) => {
-      if (slots.get(key) === slot) slots.delete(key);
-      post({ t: "loaded", key, ok: false, error: serializeError(err, "LOAD_FAILED") });
-    },
+    // The runner retires this worker (hosts.mjs): the next call imports in a new realm.
+    (err) => post({ t: "loaded", key, ok: false, error: serializeError(err, "LOAD_FAILED") }),
   );
-  slots.set(key, slot);
   return slot;
 }
 
@@ -191,32 +154,35 @@ parentPort.on("message", (msg) => {
   if (!msg) return;
   if (msg.t === "call") handleCall(msg);
   else if (msg.t === "store_result") settleStore(msg);
-  else if (msg.t === "drop") for (const key of msg.keys) slots.delete(key);
   else if (msg.t === "ping") post({ t: "pong" });
 });
 
 function handleCall({ seq, key, entry, env, call }) {
-  const inv = new Invocation(seq, env ?? {});
-  als.run(inv, async () => {
+  const inv = new Invocation(seq);
+  als.run(inv, () => runIn(CLOSED, async () => {
     let component;
-    let slot;
+    let mine;
     try {
-      // Imported inside the call: top-level code of the module sees this invocation's env.
-      slot = slotFor(key, entry);
-      component = await slot.loading;
+      mine = slotFor(key, entry);
+      component = await mine.loading;
     } catch (err) {
       inv.fail(err, "LOAD_FAILED");
       return;
     }
     try {
-      inv.succeed(await execute(component, call, inv, slot));
+      // A workflow's code steps open scopes of their own (steps.mjs); a source or an action
+      // reads only what its invocation names (never the account's variables), during its call.
+      const value = call.kind === "workflow"
+        ? await execute(component, call, inv, mine, env ?? {})
+        : await withEnv(env ?? {}, () => execute(component, call, inv, mine, null));
+      inv.succeed(value);
     } catch (err) {
       inv.fail(err);
     }
-  });
+  }));
 }
 
-async function execute(component, call, inv, slot) {
+async function execute(component, call, inv, slot, workflowEnv) {
   if (!isObject(component) || Array.isArray(component)) {
     throw runnerError("NOT_A_COMPONENT", `the module's export is not an object (got ${typeof component})`);
   }
@@ -248,7 +214,7 @@ async function execute(component, call, inv, slot) {
     case "action":
       return await runAction(component, call, inv);
     case "workflow":
-      return await runWorkflow(call, inv, serializeError, (file) => importFor(slot, file));
+      return await runWorkflow(call, inv, workflowEnv, serializeError, importFor);
     case "options": {
       const state = await buildInstance(component, call, inv);
       return await callOptions(state, call);
