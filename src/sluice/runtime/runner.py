@@ -327,24 +327,41 @@ class Runner:
 
     async def _read_output(self, stream: asyncio.StreamReader | None, name: str) -> None:
         """The runner's own fd 1 and 2: diagnostics, or user code writing there directly.
-        Logged (rate-limited), never parsed."""
+        Logged (rate-limited, each line cut), never parsed. Read in chunks for as long as the
+        runner lives, whatever the lines' length: a reader that stops (``readline`` gives up
+        past 64 KiB without a newline) leaves the pipe full, and the next write to it blocks
+        the runner's thread that made it."""
         if stream is None:
             return
-        with contextlib.suppress(ValueError, asyncio.LimitOverrunError, ConnectionError):
-            while line := await stream.readline():
-                now = time.monotonic()
-                if now - self._out_window > _OUTPUT_WINDOW_S:
-                    if self._out_dropped:
-                        log.warning(
-                            "runner %s: %d output lines not logged", self.name, self._out_dropped
-                        )
-                    self._out_window, self._out_count, self._out_dropped = now, 0, 0
-                if self._out_count >= _OUTPUT_LINES:
-                    self._out_dropped += 1
-                    continue
-                self._out_count += 1
-                text = line.decode(errors="replace").rstrip()[:_OUTPUT_LINE_CHARS]
-                log.warning("runner %s %s: %s", self.name, name, text)
+        partial = b""  # the start of a line not ended yet, at most _OUTPUT_LINE_CHARS of it
+        cut = False  # whether the line being read was already logged (cut) or dropped
+        with contextlib.suppress(ConnectionError):
+            while chunk := await stream.read(1 << 16):
+                lines = chunk.split(b"\n")
+                for i, piece in enumerate(lines):
+                    ended = i < len(lines) - 1
+                    if not cut:
+                        partial += piece[: _OUTPUT_LINE_CHARS - len(partial)]
+                        if ended or len(partial) >= _OUTPUT_LINE_CHARS:
+                            self._log_output(name, partial)
+                            partial, cut = b"", not ended
+                    elif ended:
+                        cut = False
+        if partial:
+            self._log_output(name, partial)
+
+    def _log_output(self, name: str, line: bytes) -> None:
+        now = time.monotonic()
+        if now - self._out_window > _OUTPUT_WINDOW_S:
+            if self._out_dropped:
+                log.warning("runner %s: %d output lines not logged", self.name, self._out_dropped)
+            self._out_window, self._out_count, self._out_dropped = now, 0, 0
+        if self._out_count >= _OUTPUT_LINES:
+            self._out_dropped += 1
+            return
+        self._out_count += 1
+        text = line.decode(errors="replace").rstrip()
+        log.warning("runner %s %s: %s", self.name, name, text)
 
     async def close(self, grace: float = 2.0) -> None:
         """Close the protocol socket (the runner exits on EOF), then SIGKILL if it lingers."""
