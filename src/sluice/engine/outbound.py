@@ -21,6 +21,7 @@ tests/security/test_egress.py fails if that stops taking effect.
 
 from __future__ import annotations
 
+import http.cookiejar
 import logging
 from collections.abc import Iterable
 from typing import Any
@@ -34,6 +35,9 @@ from sluice.domain import egress
 from sluice.runtime.egress import Resolver, SystemResolver, vet
 
 log = logging.getLogger(__name__)
+
+#: A cookie policy that accepts no cookie from anywhere.
+_NO_COOKIES = http.cookiejar.DefaultCookiePolicy(allowed_domains=[])
 
 #: Appended to refusal reasons: where the operator lifts them.
 HINT = "SLUICE_EGRESS_ALLOW can allow it"
@@ -151,7 +155,14 @@ class Clients:
         shared = self._clients.get(policy)
         if shared is None:
             shared = self._clients[policy] = client(
-                policy, resolver=self._resolver, limits=self._limits, follow_redirects=False
+                policy,
+                resolver=self._resolver,
+                limits=self._limits,
+                follow_redirects=False,
+                # Shared by every account: a cookie one receiver sets must never go out with
+                # another's request (the jar's policy accepts none).
+                # (A CookieJar as it is: httpx.Cookies would copy it into a default jar.)
+                cookies=http.cookiejar.CookieJar(_NO_COOKIES),
             )
         return shared
 

@@ -315,7 +315,7 @@ class _Running:
         )
         executor = Executor(db, pool, workflows, commit, settings, clock, reader, stores=stores)
         waiters, enqueuer = Waiters(), Enqueuer(db, clock)
-        sends = SendJobs(db, cipher, Mailer(settings), settings, clock, commit)
+        sends = SendJobs(db, cipher, Mailer(settings), settings, clock, commit, clients)
         webhooks = Webhooks(db, settings, clock, clients)
         # Webhook deliveries: slots of their own, apart from the job worker's.
         deliveries = DeliveryWorker(db, clock, webhooks, DeliveryConfig.of(settings))

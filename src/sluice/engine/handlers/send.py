@@ -36,6 +36,7 @@ class SendJobs:
         settings: Settings,
         clock: Clock,
         commit: Commit,
+        clients: outbound.Clients | None = None,
     ) -> None:
         self.db = db
         self.cipher = cipher
@@ -46,6 +47,8 @@ class SendJobs:
         self.commit = commit
         #: Parsed once: a bad SLUICE_EGRESS_ALLOW fails at start, not at the first send.
         self.egress = outbound.policy(settings)
+        #: The process's shared clients (None: a client per send).
+        self.clients = clients
 
     async def __call__(self, job: Job, finish: Finish) -> None:
         payload = job.payload or {}
@@ -60,7 +63,10 @@ class SendJobs:
         try:
             if send["type"] == "http":
                 outcome = await destinations.send_http(
-                    config, time_limit=self.settings.send_http_timeout_seconds, policy=self.egress
+                    config,
+                    time_limit=self.settings.send_http_timeout_seconds,
+                    policy=self.egress,
+                    client=self.clients.get(self.egress) if self.clients else None,
                 )
             elif send["type"] == "s3":
                 outcome = await destinations.send_s3(self.settings, config, now_ms=now_ms)

@@ -1,0 +1,56 @@
+"""The process's shared outbound clients (``engine/outbound.Clients``): one per egress policy,
+connections kept alive, no cookie carried from one request to the next (the client is shared
+by every account), closed for good when the platform closes."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from sluice import errors
+from sluice.domain import egress
+from sluice.engine import outbound
+
+
+async def test_one_client_per_policy_no_cookies_kept_and_closed() -> None:
+    seen: list[str] = []
+    connections = 0
+    ended = asyncio.Event()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        while True:
+            try:
+                head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
+            except asyncio.IncompleteReadError:
+                break
+            seen.append(head)
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nSet-Cookie: session=account-a; Path=/\r\n"
+                b"Content-Length: 0\r\n\r\n"
+            )
+            await writer.drain()
+        writer.close()
+        ended.set()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/in"
+    policy = egress.EgressPolicy.parse("127.0.0.1:*")
+    async with server:
+        async with outbound.Clients() as clients:
+            shared = clients.get(policy)
+            assert clients.get(egress.EgressPolicy.parse("127.0.0.1:*")) is shared
+            assert clients.get(egress.EgressPolicy()) is not shared
+            for _ in range(3):
+                assert (await shared.post(url, content=b"{}")).status_code == 200
+            assert len(seen) == 3 and connections == 1  # kept alive
+            assert not any("cookie:" in head.lower() for head in seen)
+            # The default policy refuses loopback, on its own client.
+            with pytest.raises(errors.EgressRefused):
+                await clients.get(egress.EgressPolicy()).post(url)
+        await ended.wait()  # the connection was closed with the clients
+    assert shared.is_closed
+    with pytest.raises(errors.NotReady):
+        clients.get(policy)
