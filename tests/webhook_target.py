@@ -34,6 +34,7 @@ class Target:
         self.hang_ups = 0
         self.port = 0
         self._server: asyncio.Server | None = None
+        self._arrived = asyncio.Condition()
 
     @property
     def url(self) -> str:
@@ -72,6 +73,8 @@ class Target:
                 }
                 body = await reader.readexactly(int(headers.get("content-length", "0")))
                 self.received.append(Received(path, headers, body))
+                async with self._arrived:
+                    self._arrived.notify_all()
                 if self.hang_ups > 0:
                     self.hang_ups -= 1
                     return
@@ -82,6 +85,11 @@ class Target:
                 await writer.drain()
         finally:
             writer.close()
+
+    async def wait_for(self, count: int) -> None:
+        """Until ``count`` requests were read in all (woken by each one, no polling)."""
+        async with self._arrived:
+            await self._arrived.wait_for(lambda: len(self.received) >= count)
 
     def by_key(self) -> dict[str, list[Received]]:
         out: dict[str, list[Received]] = {}

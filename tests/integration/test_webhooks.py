@@ -6,7 +6,9 @@ subscriptions and deliveries, invisible to other accounts."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from typing import Any
 
 import pytest
@@ -175,3 +177,78 @@ async def test_dead_deliveries_are_listed_and_retried_with_the_same_key(
         assert {r.json()["n"] for r in target.received} == {1, 2}
         assert (await api.client.delete(f"/v1/webhooks/{hook['id']}")).status_code == 200
     await worker.stop()
+
+
+async def test_a_slow_webhook_holds_only_its_own_delivery_slots(
+    api: Api, loopback_webhooks: Any
+) -> None:
+    """A URL that does not answer holds at most its webhook's slots: another webhook of the
+    account gets every event meanwhile, and the account's runs go on (deliveries are not
+    jobs)."""
+    worker = DeliveryWorker(
+        api.platform.db,
+        api.platform.clock,
+        api.platform.webhooks,
+        DeliveryConfig(concurrency=8, per_webhook=2, poll_seconds=0.05),
+    )
+    async with Gate(hold=1000) as slow, Target() as fast:
+        hooks = []
+        for url in (f"{slow.url}/in", fast.url):
+            hooks.append(
+                (await api.client.post("/v1/webhooks", params={"url": url})).json()["data"]
+            )
+        source = (await api.client.post("/v1/sources", json={"component_code": EMITTER})).json()[
+            "data"
+        ]
+        for hook in hooks:
+            link = {"emitter_id": source["id"], "listener_id": hook["id"]}
+            assert (await api.client.post("/v1/subscriptions", params=link)).status_code == 200
+        await worker.start()
+        try:
+            for n in range(6):
+                await api.client.post(f"/v1/sources/{source['id']}/run", json={"event": {"n": n}})
+            worker.notify()
+            async with asyncio.timeout(30):
+                await fast.wait_for(6)  # all of the other webhook's, while the slow one hangs
+            assert len(slow.requests) == 2  # its 2 slots, no more
+            # The account's source still runs at once (its job slots are its own).
+            again = await api.client.post(
+                f"/v1/sources/{source['id']}/run", json={"event": {"n": 6}}
+            )
+            assert again.status_code == 200
+            async with asyncio.timeout(30):
+                await fast.wait_for(7)
+            slow.release()
+            async with asyncio.timeout(30):
+                while len(slow.requests) < 7:
+                    slow.arrived.clear()
+                    await slow.arrived.wait()
+        finally:
+            await worker.stop(grace_seconds=5)
+        assert sorted(json.loads(body)["n"] for _, _, body in slow.requests) == list(range(7))
+        for hook in hooks:
+            assert (await api.client.delete(f"/v1/webhooks/{hook['id']}")).status_code == 200
+
+
+async def test_a_failed_attempt_is_one_warning_without_a_stack(
+    api: Api, loopback_webhooks: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with Target() as target:
+        target.status = 500
+        hook = (await api.client.post("/v1/webhooks", params={"url": target.url})).json()["data"]
+        source = (await api.client.post("/v1/sources", json={"component_code": EMITTER})).json()[
+            "data"
+        ]
+        link = {"emitter_id": source["id"], "listener_id": hook["id"]}
+        assert (await api.client.post("/v1/subscriptions", params=link)).status_code == 200
+        await api.client.post(f"/v1/sources/{source['id']}/run", json={"event": {"n": 1}})
+        caplog.clear()
+        with caplog.at_level(logging.INFO):
+            assert await api.platform.deliveries.drain() == 1
+        [record] = [r for r in caplog.records if r.levelno >= logging.WARNING]
+        assert record.levelno == logging.WARNING and record.exc_info is None
+        assert record.__dict__["action"] == "delivery_failed"
+        assert record.__dict__["webhook_id"] == hook["id"]
+        assert record.__dict__["http_status"] == 500 and record.__dict__["retry_at_ms"]
+        assert "answered 500" in record.getMessage()
+        assert (await api.client.delete(f"/v1/webhooks/{hook['id']}")).status_code == 200
