@@ -82,3 +82,84 @@ async def test_raw_writes_of_any_size_to_stdout_and_stderr_never_stall_the_runne
         assert result["ok"] is True and result["value"] == "written", result
     after = await _run(attacker, _source("return 'still answering';"))
     assert after["value"] == "still answering"
+
+
+async def test_the_kernel_surface_seccomp_leaves_is_small(attacker: Api, jailed: Platform) -> None:
+    """Before issue 25 the filter allowed ``io_uring_setup``, ``socket(AF_VSOCK)`` (a path past
+    the network namespace on hosts with a vsock peer), netlink and ``personality`` changes
+    (``setarch -R``: address-space randomisation off)."""
+    if jailed.pool.sandbox is None or jailed.pool.sandbox.seccomp_path is None:
+        pytest.fail("libseccomp is not available: the jail runs without a filter")
+    perl = (
+        "my %r; $r{io_uring} = syscall(425, 1, 0) < 0 ? $!+0 : 0;"
+        " for my $f ([vsock => 40], [netlink => 16], [packet => 17], [unspec => 0],"
+        " [inet => 2], [inet6 => 10], [unix => 1]) {"
+        " $r{$f->[0]} = socket(my $s, $f->[1], $f->[0] eq 'netlink' ? 3 : 1, 0) ? 0 : $!+0 }"
+        ' print join(",", map { "$_=$r{$_}" } sort keys %r);'
+    )
+    code = _source(
+        'const cp = await import("node:child_process");\n'
+        f"const perl = cp.spawnSync('/usr/bin/perl', ['-e', {perl!r}], {{ encoding: 'utf8' }});\n"
+        "const setarch = cp.spawnSync('/usr/bin/setarch', ['-R', '/usr/bin/true'],"
+        " { encoding: 'utf8' });\n"
+        "return { perl: perl.stdout + perl.stderr, setarch: [setarch.status, setarch.stderr] };"
+    )
+    value = (await _run(attacker, code))["value"]
+    found = dict(item.split("=") for item in value["perl"].split(","))
+    enosys, eafnosupport = "38", "97"
+    assert found["io_uring"] == enosys, value
+    for family in ("vsock", "netlink", "packet", "unspec"):
+        assert found[family] == eafnosupport, (family, value)
+    for family in ("inet", "inet6", "unix"):
+        assert found[family] == "0", (family, value)  # what Node and the proxy need
+    status, err = value["setarch"]
+    assert status != 0 and "Operation not permitted" in err, value
+
+
+async def test_every_writable_filesystem_of_the_jail_has_a_size(attacker: Api) -> None:
+    """Before issue 25 only /tmp had a size: / and /dev (with /dev/shm) were tmpfs without
+    one, and a 256 MB runner held 1 GiB in /dev/shm. Now / and /dev are read-only and /tmp
+    and /dev/shm are sized."""
+    code = _source(
+        "const out = {};\n"
+        "for (const p of ['/x', '/run/x', '/dev/x', '/dev/shm/x', '/tmp/x'])\n"
+        "  out[p] = tryIt(() => { fs.writeFileSync(p, 'x'); return 'written'; });\n"
+        "out.big = tryIt(() => { const fd = fs.openSync('/dev/shm/big', 'w');\n"
+        "  const mb = Buffer.alloc(1 << 20);\n"
+        "  try { for (let i = 0; i < 256; i++) fs.writeSync(fd, mb); } finally {\n"
+        "    fs.closeSync(fd); }\n"
+        "  return 'wrote 256 MiB'; });\n"
+        "fs.rmSync('/dev/shm/big', { force: true });\n"
+        "out.mounts = fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\\n')\n"
+        "  .filter((l) => l.includes(' - tmpfs '));\n"
+        "return out;"
+    )
+    value = (await _run(attacker, code))["value"]
+    for path in ("/x", "/run/x", "/dev/x"):
+        assert value[path]["ok"] is False and value[path]["code"] in ("EROFS", "ENOENT"), value
+    assert value["/tmp/x"]["ok"] and value["/dev/shm/x"]["ok"], value
+    assert value["big"] == {"ok": False, "code": "ENOSPC", "msg": value["big"]["msg"]}
+    for line in value["mounts"]:
+        point, options = line.split()[4], line.split(" - ")[1]
+        assert point in ("/tmp", "/dev/shm") or " ro," in f" {line.split()[5]},", line
+        if point in ("/tmp", "/dev/shm"):
+            assert "size=" in options, line
+
+
+async def test_the_servers_environment_and_working_directory_are_not_in_the_jail(
+    attacker: Api,
+) -> None:
+    """Before issue 25 the jail's PID 1 (bubblewrap) had the environment of the shell that
+    joins the cgroups, with the server's working directory in PWD."""
+    cwd = os.getcwd()
+    code = _source(
+        "const read = (p) => tryIt(() => fs.readFileSync(p, 'latin1'));\n"
+        "return { environ: read('/proc/1/environ'), self: read('/proc/self/environ'),"
+        " cwd: tryIt(() => fs.readlinkSync('/proc/1/cwd')) };"
+    )
+    value = (await _run(attacker, code))["value"]
+    for name in ("environ", "self"):
+        if value[name]["ok"]:
+            assert cwd not in value[name]["value"], value
+            assert "HOME=/root" not in value[name]["value"], value
+    assert not value["cwd"]["ok"] or cwd not in value["cwd"]["value"], value

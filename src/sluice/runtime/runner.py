@@ -119,6 +119,9 @@ class Runner:
                 stderr=asyncio.subprocess.PIPE,
                 pass_fds=(theirs.fileno(),) if filter_fd is None else (theirs.fileno(), filter_fd),
                 env=env,
+                # Bubblewrap stays the jail's PID 1, readable there: its environment (the shell
+                # that joins the cgroups sets PWD) and its cwd must not be the server's.
+                cwd="/" if self.sandbox is not None else None,
                 start_new_session=True,
             )
         except BaseException:

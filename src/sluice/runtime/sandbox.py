@@ -9,7 +9,8 @@ environment. Its filesystem holds only:
 - that account's *view*: the component trees and npm dependency sets its invocations have
   used, read-only, at the host paths of the component store and the npm store (so entry paths
   and ``node_modules`` symlinks mean the same inside and out);
-- a private, size-limited ``/tmp``.
+- a private, size-limited ``/tmp`` and ``/dev/shm`` (``SLUICE_SANDBOX_TMP_MB`` each); the rest
+  of ``/`` and ``/dev`` is read-only, so no tmpfs of the jail grows without a bound.
 
 Nothing of the data directory is there (no ``secret.key``, no database, no other account's
 files); ``/proc`` is the jail's own PID namespace. The view is a directory of hard links
@@ -54,6 +55,7 @@ _SAFE = re.compile(r"[^A-Za-z0-9_.-]")
 # /etc entries Node may read: CA bundles for TLS, the time zone. Nothing with secrets.
 #: The jail's own tmpfs (private to the jail, never the host's /tmp).
 _JAIL_TMP = "/tmp"  # noqa: S108
+_JAIL_SHM = "/dev/shm"  # noqa: S108
 _ETC = ("ssl/certs", "ca-certificates", "localtime", "nsswitch.conf")
 
 
@@ -173,6 +175,8 @@ class Sandbox:
                 text=True,
                 timeout=30,
                 check=False,
+                cwd="/",
+                env={},
                 pass_fds=() if filter_fd is None else (filter_fd,),
             )
         finally:
@@ -317,7 +321,23 @@ class Sandbox:
         for name in _ETC:
             args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
         size = str(self.config.tmp_mb * 1024 * 1024)
-        return [*args, "--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", _JAIL_TMP]
+        return [
+            *args,
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            # Every writable tmpfs has a size: /dev/shm is a directory of /dev's (unsized)
+            # tmpfs otherwise, and / and /dev are made read-only once built (``_mounts``).
+            "--size",
+            size,
+            "--tmpfs",
+            _JAIL_SHM,
+            "--size",
+            size,
+            "--tmpfs",
+            _JAIL_TMP,
+        ]
 
     def _mounts(self, jail: Jail) -> list[str]:
         """Sluice's runtime, the account's view at the stores' host paths, its egress socket."""
@@ -339,6 +359,11 @@ class Sandbox:
             EGRESS_SOCKET,
             "--chdir",
             _JAIL_TMP,
+            # Last: bubblewrap makes the mount points above on / and /dev (unsized tmpfs).
+            "--remount-ro",
+            "/dev",
+            "--remount-ro",
+            "/",
         ]
 
     def _launcher(self, jail: Jail, bwrap: list[str]) -> list[str]:

@@ -12,6 +12,15 @@ starts Node. Everything is allowed but:
 - administration: modules, ``kexec``, ``reboot``, swap, ``acct``, quotas, ``syslog``, file
   handles (``open_by_handle_at``);
 - ``ioctl(TIOCSTI)`` (typing into a terminal);
+- ``io_uring_setup``, ``io_uring_enter``, ``io_uring_register`` answer ``ENOSYS`` (a large
+  kernel surface of its own, which seccomp cannot see into; libuv falls back to its thread
+  pool when it is missing);
+- ``socket`` and ``socketpair`` of any family but ``AF_UNIX``, ``AF_INET`` and ``AF_INET6``
+  answer ``EAFNOSUPPORT``: ``AF_VSOCK`` reaches a hypervisor peer past the network namespace,
+  ``AF_NETLINK``, ``AF_PACKET`` and the rest are kernel surface no component needs
+  (``os.networkInterfaces()`` fails; egress goes through the proxy's Unix socket);
+- ``personality`` other than the query (``0xffffffff``): no turning address-space
+  randomisation off (``ADDR_NO_RANDOMIZE``) or ``READ_IMPLIES_EXEC`` on;
 - ``clone3`` answers ``ENOSYS``, not ``EPERM``: its flags live in memory a filter cannot read,
   and glibc falls back to ``clone`` (filtered above) only on ``ENOSYS``.
 
@@ -85,10 +94,22 @@ _NAMESPACE_FLAGS = (
     0x04000000,
     0x02000000,
 )
-_TIOCSTI = 0x5412
-_ACT_ALLOW = 0x7FFF0000
-_CMP_MASKED_EQ = 7
+_CMP_NE = 1
 _CMP_EQ = 4
+_CMP_GE = 5
+_CMP_MASKED_EQ = 7
+_TIOCSTI = 0x5412
+#: Answered ENOSYS, as on a kernel without them.
+_NOT_THERE = ("io_uring_setup", "io_uring_enter", "io_uring_register")
+#: AF_UNIX 1, AF_INET 2, AF_INET6 10 are allowed: every other family is refused, as ranges
+#: (a libseccomp rule compares an argument once, and the rules are OR-ed): 0, 3..9, 11 and up.
+_REFUSED_FAMILIES = (
+    (_CMP_EQ, 0),
+    *((_CMP_EQ, n) for n in range(3, 10)),
+    (_CMP_GE, 11),
+)
+_PERSONALITY_QUERY = 0xFFFFFFFF
+_ACT_ALLOW = 0x7FFF0000
 
 
 def _act_errno(code: int) -> int:
@@ -143,6 +164,16 @@ def build(path: Path) -> None:
             rule(_act_errno(errno.EPERM), "clone", _ArgCmp(0, _CMP_MASKED_EQ, flag, flag))
         rule(_act_errno(errno.ENOSYS), "clone3")
         rule(_act_errno(errno.EPERM), "ioctl", _ArgCmp(1, _CMP_EQ, _TIOCSTI, 0))
+        for syscall in _NOT_THERE:
+            rule(_act_errno(errno.ENOSYS), syscall)
+        for syscall in ("socket", "socketpair"):
+            for op, family in _REFUSED_FAMILIES:
+                rule(_act_errno(errno.EAFNOSUPPORT), syscall, _ArgCmp(0, op, family, 0))
+        rule(
+            _act_errno(errno.EPERM),
+            "personality",
+            _ArgCmp(0, _CMP_NE, _PERSONALITY_QUERY, 0),
+        )
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             rc = lib.seccomp_export_bpf(ctx, fd)
