@@ -43,9 +43,14 @@ async def test_delete_all_or_one_channel(api: Api) -> None:
         {"payload": 3, "channel": "$in"},
         {"payload": 4},
     )
+    # $in (the queue of scheduled emits) is listed only when asked for by name.
+    assert await event_ids(api, source) == [ids[0], ids[3]]
+    assert await event_ids(api, source, event_name="$in") == [ids[1], ids[2]]
     await delete(api, source, start_id=ids[2], end_id=ids[2], event_name="$in")
-    assert await event_ids(api, source) == [ids[0], ids[1], ids[3]]
+    assert await event_ids(api, source, event_name="$in") == [ids[1]]
+    assert await event_ids(api, source) == [ids[0], ids[3]]
     await delete(api, source, event_name="$in")
+    assert await event_ids(api, source, event_name="$in") == []
     assert await event_ids(api, source) == [ids[0], ids[3]]
     await delete(api, source, event_name="")  # the default channel
     assert await event_ids(api, source) == []

@@ -345,7 +345,8 @@ def event_summary(e: Event, *, expand: bool) -> dict[str, Any]:
     """An item of ``…/event_summaries``: Pipedream's ``{id, indexed_at_ms, event, metadata}``;
     ``event`` whole when expanded, else cut past 1 KB (then ``truncated: true``)."""
     meta = {"emitter_id": e.emitter_id, "emit_id": e.emit_id, "name": e.channel}
-    meta.update({k: v for k, v in e.meta.items() if k in ("id", "summary", "ts")})
+    # delivery_ts: when a scheduled emit waiting in $in is due.
+    meta.update({k: v for k, v in e.meta.items() if k in ("id", "summary", "ts", "delivery_ts")})
     event, cut = (e.payload, False) if expand else previews.preview(e.payload)
     item: dict[str, Any] = {"id": e.id, "indexed_at_ms": e.ts_ms, "event": event, "metadata": meta}
     if cut:

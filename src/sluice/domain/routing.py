@@ -13,12 +13,16 @@ Two guards against a source triggering itself forever:
    subscribes to its own ``self`` channel.
 2. A glob never delivers a source's event back to that source: ``dc_*`` means "every source
    of the account", and a listener that is itself a source would otherwise hear its own emits.
+
+An emit with a ``delivery_ts`` in the future (``scheduled_at``) waits in its source's ``$in``
+channel and is delivered on its own channel at that time (unless deleted from ``$in`` first).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from sluice import errors
 from sluice.domain import states
@@ -63,6 +67,21 @@ def listeners(links: Iterable[Link], emitter_id: str, channel: str) -> list[str]
         if link.listener_id not in out:
             out.append(link.listener_id)
     return out
+
+
+def scheduled_at(meta: Any, now_ms: int) -> int | None:
+    """When an emit is to be delivered, if later than now: its ``delivery_ts`` (epoch ms, as
+    Pipedream's ``$emit(event, {delivery_ts})``); None to deliver it now.
+
+    >>> scheduled_at({"delivery_ts": 5_000}, 1_000), scheduled_at({"delivery_ts": 500}, 1_000)
+    (5000, None)
+    >>> scheduled_at({"delivery_ts": "soon"}, 0), scheduled_at({}, 0)
+    (None, None)
+    """
+    ts = meta.get("delivery_ts") if isinstance(meta, dict) else None
+    if isinstance(ts, bool) or not isinstance(ts, int | float) or ts != ts:
+        return None
+    return int(ts) if ts > now_ms else None
 
 
 def check_link(emitter_id: str, listener_id: str, event_name: str) -> None:

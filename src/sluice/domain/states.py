@@ -32,6 +32,7 @@ class JobKind(StrEnum):
     WORKFLOW = "workflow"  #: run a workflow (its endpoint, a manual run, a replay)
     SEND = "send"  #: deliver a run's $.send.http / email / s3
     RESUME = "resume"  #: wake a paused run ($.flow.delay/suspend/rerun): due, resumed, cancelled
+    RELEASE = "release"  #: emit a source's scheduled event ($in) at its delivery_ts
 
 
 class JobState(StrEnum):
@@ -95,3 +96,8 @@ class Unanswered(StrEnum):
 ERRORS = "$errors"
 #: The channel of a workflow's ``$.send.sse`` events.
 SSE = "$sse"
+#: The queue of a source's scheduled emits (``$emit(e, {delivery_ts})``), each listed and
+#: deletable there until its time comes (Pipedream's ``$in``).
+QUEUED = "$in"
+#: Channels a source's event list and stream leave out unless asked for by name.
+UNLISTED = (ERRORS, QUEUED)

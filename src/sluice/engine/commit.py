@@ -115,7 +115,14 @@ class _Batch:
                 payload["hops"] = self.chain
             self.enqueue(JobKind.EMIT, listener, payload)
 
-    def enqueue(self, kind: JobKind, target_id: str, payload: dict[str, Any]) -> None:
+    def enqueue(
+        self,
+        kind: JobKind,
+        target_id: str,
+        payload: dict[str, Any],
+        *,
+        run_after_ms: int | None = None,
+    ) -> None:
         jobs.enqueue_sync(
             self.conn,
             kind=kind,
@@ -123,6 +130,7 @@ class _Batch:
             target_id=target_id,
             payload=payload,
             now_ms=self.now_ms,
+            run_after_ms=run_after_ms,
         )
         self.queued += 1
 
@@ -195,7 +203,10 @@ class Commit:
             )
             db_error = self._source_db(conn, deployment.id, results)
             error, error_lines = outcomes.source_failure(results.error, db_error)
-            decision = dedupe.apply(strategy, current.dedupe_state, results.emits, now_ms)
+            # Emits for later wait in $in, outside dedupe: their delivery is the emit.
+            later = [e for e in results.emits if routing.scheduled_at(e.get("meta"), now_ms)]
+            now = [e for e in results.emits if not routing.scheduled_at(e.get("meta"), now_ms)]
+            decision = dedupe.apply(strategy, current.dedupe_state, now, now_ms)
             if strategy is not None and decision.state != current.dedupe_state:
                 sources.set_dedupe_state_sync(conn, deployment.id, decision.state)
             dropped = [reason for _emit, reason in decision.dropped]
@@ -211,6 +222,7 @@ class Commit:
             event_ids = batch.append(items)
             for event_id, (channel, payload, _meta) in zip(event_ids, items, strict=True):
                 batch.deliver(event_id, channel, payload)
+            self._schedule(batch, later)
             batch.log(results.invocation_id, lines)
             self._trim_source(conn, deployment.id, added=len(event_ids), lines=len(lines))
             return SourceStored(event_ids, items, dropped, lines, error)
@@ -219,6 +231,44 @@ class Commit:
         if stored is not None and batch is not None:
             self._published(batch)
         return stored
+
+    @staticmethod
+    def _schedule(batch: _Batch, later: list[dict[str, Any]]) -> None:
+        """Scheduled emits: stored in ``$in`` (listed, deletable there), each with a
+        ``release`` job due at its ``delivery_ts``."""
+        items: list[Item] = [(states.QUEUED, e.get("event"), dict(e["meta"])) for e in later]
+        for event_id, (_channel, _payload, meta) in zip(batch.append(items), items, strict=True):
+            due = routing.scheduled_at(meta, batch.now_ms)
+            batch.enqueue(
+                JobKind.RELEASE, batch.emitter_id, {"event_id": event_id}, run_after_ms=due
+            )
+
+    async def release(self, owner_id: str, deployment_id: str, event_id: str, also: Finish) -> bool:
+        """A scheduled emit's time has come: taken out of ``$in`` and emitted on its own
+        channel (a new event, delivered to that channel's listeners). False when it is no
+        longer in ``$in`` (deleted: cancelled) or its source is gone."""
+        now_ms = self.clock.now_ms()
+        batch: _Batch | None = None
+
+        def transaction(conn: Connection) -> bool:
+            nonlocal batch
+            also(conn)
+            if sources.lock_sync(conn, deployment_id) is None:
+                return False
+            queued = events.take_sync(conn, deployment_id, event_id, states.QUEUED)
+            if queued is None:
+                return False
+            batch = _Batch(conn, owner_id, deployment_id, now_ms)
+            meta = {k: v for k, v in queued.meta.items() if k != "delivery_ts"}
+            item: Item = (str(meta.get("name") or ""), queued.payload, meta)
+            [emitted] = batch.append([item])
+            batch.deliver(emitted, item[0], item[1])
+            return True
+
+        released = await self._grouped(transaction)
+        if released and batch is not None:
+            self._published(batch)
+        return released
 
     def _source_db(
         self, conn: Connection, deployment_id: str, results: SourceResults

@@ -148,7 +148,7 @@ def open_emits(
         keep=(
             (lambda event: event.channel == channel)
             if channel is not None
-            else (lambda event: event.channel != states.ERRORS)
+            else (lambda event: event.channel not in states.UNLISTED)
         ),
         poll=poll,
         poll_seconds=poll_seconds,

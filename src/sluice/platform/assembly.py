@@ -42,6 +42,7 @@ from sluice.engine.events import Events
 from sluice.engine.executor import Executor
 from sluice.engine.handlers.emit import EmitJobs
 from sluice.engine.handlers.http import HttpJobs
+from sluice.engine.handlers.release import ReleaseJobs
 from sluice.engine.handlers.resume import ResumeJobs
 from sluice.engine.handlers.send import SendJobs
 from sluice.engine.handlers.timer import TimerJobs
@@ -220,6 +221,7 @@ class Platform(Services):
             JobKind.WORKFLOW: WorkflowJobs(executor, waiters),
             JobKind.SEND: sends,
             JobKind.RESUME: ResumeJobs(executor.db, executor),
+            JobKind.RELEASE: ReleaseJobs(invoker.commit),
         }
 
     @staticmethod

@@ -154,13 +154,13 @@ async def page(
     after: tuple[int, int] | None = None,
 ) -> Page:
     """Newest first, within the newest ``window`` events (the spec serves the last 100).
-    Without ``channel``, every channel but ``$errors`` (a source's errors are listed only when
-    asked for by name)."""
+    Without ``channel``, every channel but ``$errors`` and ``$in`` (a source's errors and its
+    scheduled emits are listed only when asked for by name)."""
     scope = [t.c.emitter_id == emitter_id]
     if channel is not None:
         scope.append(t.c.channel == channel)
     else:
-        scope.append(t.c.channel != states.ERRORS)
+        scope.append(t.c.channel.not_in(states.UNLISTED))
     newest = (
         sa.select(t.c.pk).where(*scope).order_by(t.c.ts_ms.desc(), t.c.seq.desc()).limit(window)
     ).subquery()
@@ -204,6 +204,17 @@ def trim_sync(conn: Connection, emitter_id: str, keep: int) -> None:
 
 async def trim(conn: AsyncConnection, emitter_id: str, keep: int) -> None:
     return await conn.run_sync(trim_sync, emitter_id, keep)
+
+
+def take_sync(conn: Connection, emitter_id: str, event_id: str, channel: str) -> Event | None:
+    """Remove one event of ``channel`` and return it; None when it is not there (deleted)."""
+    row = conn.execute(
+        sa.select(t).where(t.c.emitter_id == emitter_id, t.c.id == event_id, t.c.channel == channel)
+    ).first()
+    if row is None:
+        return None
+    conn.execute(t.delete().where(t.c.pk == row.pk))
+    return _event(row)
 
 
 async def delete_range(

@@ -12,6 +12,8 @@ worker; nothing registers itself.
     emit      an emitted (or $errors) event delivered to one listener, source or workflow
     workflow  a workflow run: its endpoint, a manual run, a replay
     send      a run's $.send.http / email / s3
+    resume    a paused run ($.flow) woken
+    release   a source's scheduled emit ($in) emitted at its delivery_ts
 
 Handlers import the engine's services (invoker, executor); nothing imports handlers but the
 platform.
