@@ -100,6 +100,16 @@ class Settings:
     #: Largest request body of the ``/v1`` API, bytes; larger gets 413. Above
     #: ``max_component_bytes``, as a component's files travel JSON-escaped.
     api_max_body_bytes: int = 5_242_880
+    #: A request's head (request line and headers) must arrive within this many seconds of
+    #: its connection's start (or of its first byte, on a kept-alive connection), else the
+    #: connection is closed; 0: no limit (docs/deploy.md, "Connections").
+    http_head_timeout_seconds: float = 10.0
+    #: A kept-alive connection idle this long after an answer is closed, seconds (uvicorn's
+    #: ``timeout_keep_alive``).
+    http_keep_alive_seconds: float = 5.0
+    #: Open connections one client address may hold in one process; past it new ones are
+    #: closed at once. ``SLUICE_TRUSTED_PROXIES`` are exempt. 0: no limit.
+    http_max_connections_per_client: int = 256
     #: Requests a second one HTTP endpoint sustains, else 429 (Pipedream: 10 on average); a
     #: token bucket per endpoint, kept per process. 0: no limit.
     http_rate_per_second: float = 10.0

@@ -36,6 +36,7 @@ def _free_port() -> int:
 class Server:
     url: str
     data_dir: Path
+    pid: int = 0
 
 
 @contextlib.contextmanager
@@ -66,7 +67,7 @@ def serve(data_dir: Path, extra_env: dict[str, str] | None = None) -> Iterator[S
     drain = threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True)
     drain.start()
     try:
-        yield Server(env.get("SLUICE_PUBLIC_URL") or f"http://127.0.0.1:{port}", data_dir)
+        yield Server(env.get("SLUICE_PUBLIC_URL") or f"http://127.0.0.1:{port}", data_dir, proc.pid)
     finally:
         proc.terminate()
         proc.wait(timeout=30)

@@ -152,6 +152,7 @@ def _serve(settings: Settings) -> None:
     """Run the role ``settings`` asks for until stopped: the worker, or the HTTP server."""
     import uvicorn
 
+    from sluice.api import connections
     from sluice.api.app import create_app
 
     if settings.role not in ("all", "api", "worker"):
@@ -190,6 +191,8 @@ def _serve(settings: Settings) -> None:
         # X-Forwarded-* are read by the app itself, from SLUICE_TRUSTED_PROXIES only
         # (sluice/public_url.py): uvicorn's own reading (127.0.0.1 by default) is off.
         proxy_headers=False,
+        # A head time-out and a cap per client: idle connections cannot starve others.
+        **connections.server_options(settings),
     )
 
 
