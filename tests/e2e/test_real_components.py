@@ -27,7 +27,7 @@ from tests.conftest import CACHE, make_settings
 
 pytestmark = pytest.mark.npm
 
-PACKAGES = {"helper_functions": "0.3.13", "slack": "0.10.3"}
+PACKAGES = {"helper_functions": "0.3.13", "slack": "0.10.3", "data_stores": "0.1.11"}
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
@@ -216,6 +216,76 @@ async def test_helper_functions_actions(
         },
     )
     assert mrkdwn["ret"] == "Hello *bold* _it_ <https://example.com|ex>"
+
+
+async def test_every_data_stores_action(
+    client: httpx.AsyncClient, packages: dict[str, Path]
+) -> None:
+    """Each of @pipedream/data_stores' 13 actions, on two of the account's stores."""
+    root = packages["data_stores"]
+    for name in ("e2e-a", "e2e-b"):
+        made = await client.post("/v1/data_stores", json={"name": name})
+        assert made.status_code == 200, made.text
+    await client.put("/v1/data_stores/e2e-b/records/only-b", json={"value": 1})
+
+    async def run(slug: str, **props: Any) -> Any:
+        done = await run_action(client, root, action(slug), props)
+        assert done["ok"], (slug, done)
+        return done["ret"]
+
+    async def record(key: str) -> Any:
+        found = await client.get(f"/v1/data_stores/e2e-a/records/{key}")
+        return found.json()["data"]["value"] if found.status_code == 200 else None
+
+    await run("add-update-record", dataStore="e2e-a", key="k1", value='{"n": 1}')
+    assert await record("k1") == {"n": 1}
+    # Its values are converted as its code does: "3" is the number 3.
+    await run("add-update-multiple-records", dataStore="e2e-a", data={"k2": "v2", "k3": "3"})
+    assert (await record("k2"), await record("k3")) == ("v2", 3)
+    await run("append-to-record", dataStore="e2e-a", key="list", value="x")
+    await run("append-to-record", dataStore="e2e-a", key="list", value='{"y": 2}')
+    assert await record("list") == ["x", {"y": 2}]
+    assert await run("get-record-or-create", dataStore="e2e-a", key="k1") == {"n": 1}
+    created = await run(
+        "get-record-or-create",
+        dataStore="e2e-a",
+        key="made",
+        addRecordIfNotFound="Yes",
+        value='"fresh"',
+    )
+    assert created == "fresh" and await record("made") == "fresh"
+    had = await run(
+        "has-key-or-create", dataStore="e2e-a", key="had", addRecordIfNotFound="Yes", value="7"
+    )
+    assert had == {"existingKeyFound": False, "newKeyCreated": True, "value": 7, "ttl": None}
+    assert await record("had") == 7
+    again = await run("has-key-or-create", dataStore="e2e-a", key="had")
+    assert again == {"existingKeyFound": True, "newKeyCreated": False}
+    found = await run("get-record-keys", dataStore="e2e-a", query="v2")
+    assert found["keys"] == ["k2"] and found["hasRegisteredKeys"] is True, found
+    keys = await run("list-keys", dataStore="e2e-a")
+    assert sorted(keys) == ["had", "k1", "k2", "k3", "list", "made"], keys
+    listed = await run("list-records", dataStore="e2e-a", keys=["k1"], returnType="object")
+    assert listed == {"k1": {"n": 1}}
+    every = await run("get-all-records", dataStore="e2e-a")
+    assert every == {
+        "k1": {"n": 1},
+        "k2": "v2",
+        "k3": 3,
+        "list": ["x", {"y": 2}],
+        "made": "fresh",
+        "had": 7,
+    }, every
+    difference = await run(
+        "get-difference", dataStoreA="e2e-b", dataStoreB="e2e-a", returnType="object"
+    )
+    assert difference == {"only-b": 1}, difference
+    ttl = await run("update-ttl", dataStore="e2e-a", key="k1", ttlOption="3600")
+    assert ttl["success"] is True and ttl["ttl"] == 3600, ttl
+    await run("delete-single-record", dataStore="e2e-a", key="k1")
+    assert await record("k1") is None
+    await run("delete-all-records", dataStore="e2e-a")
+    assert await run("list-keys", dataStore="e2e-a") == []
 
 
 async def test_slack_verify_signature_action(
