@@ -19,7 +19,7 @@ KEYS: set[str] = set()
 
 
 async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    STATS["connections"] += 1
+    counted = False  # a connection is counted at its first delivery (not the bench's polls)
     try:
         while True:
             try:
@@ -44,6 +44,9 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
                 STATS.update(count=0, first=0.0, last=0.0, connections=0)
                 KEYS.clear()
             else:
+                if not counted:
+                    STATS["connections"] += 1
+                    counted = True
                 now = time.monotonic()
                 if not STATS["count"]:
                     STATS["first"] = now

@@ -2,7 +2,7 @@
 each attempt's outcome, retrying with backoff for hours (``domain/deliveries.py``).
 
 It has slots of its own, apart from the job worker's: ``concurrency`` deliveries in flight in
-the process, at most ``per_webhook`` of them to one webhook (and twice that claimed), so a
+the process, at most ``per_webhook`` of them to one webhook (and three rounds of that claimed), so a
 slow or unreachable URL holds only its own slots, never the account's job slots nor other
 webhooks' deliveries. A claim leases a batch of due deliveries for ``lease_ms`` (time to wait
 for their webhook's slot and make the request); a worker that dies leaves them due again
@@ -40,6 +40,12 @@ from sluice.storage.webhooks import Webhook
 
 log = logging.getLogger(__name__)
 
+#: Outcomes stored in one transaction, at most before it commits.
+SETTLE_BATCH = 64
+#: A webhook's deliveries a worker claims ahead: this many rounds of its slots (one claim
+#: per round, not per delivery), the first running, the others waiting their turn.
+ROUNDS_HELD = 3
+
 
 @dataclass(frozen=True)
 class DeliveryConfig:
@@ -51,6 +57,8 @@ class DeliveryConfig:
     #: Delivered ones are deleted this long after; 0 keeps them.
     retention_ms: int = 3_600_000
     prune_every_ms: int = 60_000
+    #: Outcomes wait this long at most to share a transaction.
+    settle_ms: float = 20.0
     policy: RetryPolicy = field(default_factory=RetryPolicy)
 
     @classmethod
@@ -59,8 +67,8 @@ class DeliveryConfig:
         return cls(
             concurrency=max(1, settings.delivery_concurrency),
             per_webhook=max(1, settings.delivery_per_webhook),
-            # A claimed delivery waits for at most one round of its webhook's requests.
-            lease_ms=3 * timeout_ms + 10_000,
+            # A claimed delivery waits for the rounds ahead of it, then makes its request.
+            lease_ms=(ROUNDS_HELD + 1) * timeout_ms + 10_000,
             poll_seconds=settings.job_poll_seconds,
             retention_ms=settings.delivery_retention_seconds * 1000,
             policy=RetryPolicy(
@@ -91,6 +99,7 @@ class DeliveryWorker:
         #: Outcomes not stored yet, and the task storing them (``_settle``).
         self._unsettled: list[Outcome] = []
         self._settler: asyncio.Task[None] | None = None
+        self._flush = asyncio.Event()
         self.reader = database.Reader(db)
         #: Deliveries claimed and not settled, per webhook.
         self.held: collections.Counter[str] = collections.Counter()
@@ -111,13 +120,14 @@ class DeliveryWorker:
         self._wake.set()
 
     async def _claim(self) -> list[tuple[Delivery, Webhook | None]]:
-        hold = 2 * self.config.per_webhook
+        hold = ROUNDS_HELD * self.config.per_webhook
         room = self._room()
         if room <= 0:
             return []
         skip = decide.full(self.held, hold)
         now_ms, held = self.clock.now_ms(), dict(self.held)
-        lease_ms, limit = self.config.lease_ms, 2 * room
+        # Enough to fill a webhook's rounds and see a few others'; the loop claims again for more.
+        lease_ms, limit = self.config.lease_ms, min(room, 2 * hold)
 
         def transaction(conn: Connection) -> tuple[list[Delivery], dict[str, Webhook], bool]:
             due = deliveries.due_sync(conn, now_ms=now_ms, limit=limit, skip=skip)
@@ -156,8 +166,8 @@ class DeliveryWorker:
                 del self.held[target]
                 self._gates.pop(target, None)
             if left == self.config.per_webhook:
-                # Down to one round of its slots: claim its next ones (if due) while these
-                # run, one claim per round rather than one per delivery.
+                # Down to its last round: claim its next ones (if due) while these run, one
+                # claim per round or two rather than one per delivery.
                 self._more = True
             if self._more:  # a slot freed: the loop claims again
                 self._wake.set()
@@ -166,16 +176,21 @@ class DeliveryWorker:
         """Store the outcome with the others of this moment, in one transaction (by a task of
         its own: the slot is free meanwhile; the lease keeps the delivery from other claims)."""
         self._unsettled.append(outcome)
+        if len(self._unsettled) >= SETTLE_BATCH:
+            self._flush.set()
         if self._settler is None:
             self._settler = asyncio.create_task(self._store_outcomes())
 
     async def _store_outcomes(self) -> None:
         try:
-            # A few turns of the loop first: the outcomes of the attempts ending meanwhile
-            # join this transaction (one commit for many).
-            for _ in range(4):
-                await asyncio.sleep(0)
+            # The outcomes of the attempts ending meanwhile join this transaction (one commit
+            # for many, rather than one a delivery): up to ``settle_ms``, or until a batch is
+            # full or ``settled()`` is awaited.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.config.settle_ms / 1000):
+                    await self._flush.wait()
             while self._unsettled:
+                self._flush.clear()
                 batch, self._unsettled = self._unsettled, []
                 try:
                     await self.writer(functools.partial(deliveries.settle_sync, outcomes=batch))
@@ -190,8 +205,9 @@ class DeliveryWorker:
             self._settler = None
 
     async def settled(self) -> None:
-        """Until every outcome so far is stored."""
+        """Until every outcome so far is stored (at once: no batching wait)."""
         while self._settler is not None:
+            self._flush.set()
             await asyncio.shield(self._settler)
 
     async def _attempt(self, delivery: Delivery, hook: Webhook | None) -> Outcome:
