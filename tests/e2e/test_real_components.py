@@ -218,6 +218,50 @@ async def test_helper_functions_actions(
     assert mrkdwn["ret"] == "Hello *bold* _it_ <https://example.com|ex>"
 
 
+async def test_more_helper_functions_actions(
+    client: httpx.AsyncClient, packages: dict[str, Path]
+) -> None:
+    """The helper_functions actions that need no outside service, besides those above."""
+    root = packages["helper_functions"]
+    app = await connect(client, "helper_functions")
+
+    async def run(slug: str, key: str = "helper_functions", **props: Any) -> dict[str, Any]:
+        done = await run_action(client, root, action(slug), {key: app, **props})
+        assert done["ok"], (slug, done)
+        return done
+
+    assert (await run("convert-object-to-json-string", object={"a": [1]}))["ret"] == '{"a":[1]}'
+    delayed = await run("delay", ms="5")
+    assert delayed["summary"] == "Workflow successfully delayed for 5 ms"
+    formatted = await run("format-iso8601-datetime", iso8601="2024-03-05T14:07:09")
+    assert formatted["ret"] == {
+        "date_time": "03/05/2024 2:07:09 pm",
+        "date": "03/05/2024",
+        "time": "2:07:09 pm",
+    }
+    now_in = (await run("get-current-time-in-specific-timezone", timezone="Asia/Tokyo"))["ret"]
+    assert now_in.endswith("+09:00"), now_in
+    ago = (await run("get-iso-string-n-days-ago", days="3"))["exports"]["date"]
+    assert ago.endswith("Z") and len(ago) == 24, ago
+    at = await run(
+        "get-time-in-specific-timezone", time="2024-01-01T12:00:00Z", timezone="Europe/Paris"
+    )
+    assert at["ret"] == "2024-01-01T13:00:00+01:00"
+    # Its options pass undefined to Turndown when left out (the component's own code, the
+    # same on Pipedream): a user sets the delimiters they need.
+    markdown = await run(
+        "html-to-markdown",
+        input="<h1>Title</h1><p>Some <b>bold</b></p>",
+        headingStyle="setext",
+        strongDelimiter="**",
+    )
+    assert markdown["ret"] == "Title\n=====\n\nSome **bold**"
+    picked = await run(
+        "random-item-from-list", "helperFunctions", list=["a", "b", "c"], quantity="2"
+    )
+    assert len(picked["ret"]) == 2 and set(picked["ret"]) <= {"a", "b", "c"}, picked
+
+
 async def test_every_data_stores_action(
     client: httpx.AsyncClient, packages: dict[str, Path]
 ) -> None:
