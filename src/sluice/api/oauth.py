@@ -15,7 +15,6 @@ connection was started with."""
 from __future__ import annotations
 
 import html
-import secrets
 import urllib.parse
 
 from fastapi import APIRouter, Request
@@ -24,7 +23,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sluice import errors
 from sluice.api import errors as api_errors
 from sluice.api.auth import PlatformDep
-from sluice.domain.oauth import CALLBACK_PATH, START_PATH, STATE_TTL_MS
+from sluice.domain.oauth import CALLBACK_PATH, START_PATH
 from sluice.platform import OAuthOpening
 from sluice.web import session as sessions
 
@@ -38,8 +37,6 @@ _HEADERS = {
 }
 
 
-#: The browser's token, a random value whose hash the connections it opened keep.
-BROWSER_COOKIE = "sluice_oauth"
 
 
 def page(title: str, message: str, status: int, form: str = "") -> HTMLResponse:
@@ -90,23 +87,13 @@ async def _open(request: Request, platform: PlatformDep, *, confirmed: bool) -> 
         )
     if not confirmed and session is None:
         return _ask(opening, state)
-    browser = request.cookies.get(BROWSER_COOKIE) or ""
-    if not (20 <= len(browser) <= 100):
-        browser = secrets.token_urlsafe(32)
+    browser = sessions.oauth_browser(request)
     try:
         provider_url = await platform.oauth.bind(state, browser)
     except errors.SluiceError as exc:
         return page("Not connected", exc.message, api_errors.status_of(exc))
     response = RedirectResponse(provider_url, status_code=303, headers=_HEADERS)
-    response.set_cookie(
-        BROWSER_COOKIE,
-        browser,
-        max_age=STATE_TTL_MS // 1000,
-        httponly=True,
-        samesite="lax",  # sent on the provider's redirect back (a top-level GET)
-        secure=request.url.scheme == "https",
-        path="/oauth",
-    )
+    sessions.set_oauth_cookie(request, response, browser)
     return response
 
 
@@ -132,7 +119,7 @@ def _ask(opening: OAuthOpening, state: str) -> HTMLResponse:
 async def callback(request: Request, platform: PlatformDep) -> Response:
     params = {k: v for k, v in request.query_params.items() if isinstance(v, str)}
     try:
-        finished = await platform.oauth.finish(params, request.cookies.get(BROWSER_COOKIE))
+        finished = await platform.oauth.finish(params, request.cookies.get(sessions.OAUTH_COOKIE))
     except errors.SluiceError as exc:
         return page("Not connected", exc.message, api_errors.status_of(exc))
     account = finished.account

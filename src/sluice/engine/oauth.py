@@ -7,7 +7,9 @@
    connection (it is told which Sluice account it connects to; a browser signed in to the web
    UI as that account is not asked), and is then bound to it: a random token in its
    ``sluice_oauth`` cookie, stored hashed, once. It goes on to the provider's authorize URL,
-   which no one else is given.
+   which no one else is given. A connection the web UI starts is bound at ``start`` to the
+   browser session that started it, and its link is the provider's URL: no start link exists
+   for another browser to open first.
 3. The provider redirects to ``SLUICE_PUBLIC_URL/oauth/callback?code=…&state=…``.
 4. ``finish``: only in the bound browser (its cookie), the state is taken (once), the code
    exchanged with the verifier, the user's id asked for, and the ``apn_`` account created, or
@@ -90,8 +92,20 @@ class OAuthConnect:
         return oauth.redirect_uri(self.base_url)
 
     async def start(
-        self, owner_id: str, slug: str, *, name: str | None, return_to: str | None
+        self,
+        owner_id: str,
+        slug: str,
+        *,
+        name: str | None,
+        return_to: str | None,
+        browser: str | None = None,
     ) -> Started:
+        """A new connection and the link a browser opens for it. ``browser``: the
+        ``sluice_oauth`` token of the signed-in browser that starts it (the web UI's Connect);
+        then the connection is bound to that browser at once and the link is the provider's
+        authorize URL itself, so no other browser can open or finish it. Without one (an API
+        key, the CLI), the link is Sluice's start link, bound to the first browser that
+        confirms it (``opening``/``bind``)."""
         app = await self.catalog.get(slug)
         config = _connectable(app)
         if return_to is not None and not _local_path(return_to):
@@ -106,7 +120,14 @@ class OAuthConnect:
         )
         async with self.db.begin() as conn:
             await oauth_states.create(conn, self.cipher, state, pending, now_ms=now_ms)
-        link = oauth.start_url(self.base_url, state)
+            if browser is not None:
+                await oauth_states.bind(conn, state, oauth.browser_hash(browser), now_ms=now_ms)
+        if browser is not None:
+            link = oauth.authorize_url(
+                config, redirect=self.redirect_uri, state=state, verifier=verifier
+            )
+        else:
+            link = oauth.start_url(self.base_url, state)
         return Started(link, state, self.redirect_uri, pending.expires_at_ms)
 
     async def opening(self, state: str) -> Opening:

@@ -155,10 +155,14 @@ async def start(request: Request) -> Response:
         # The add form says what the app needs (its fields, or an operator's client id).
         query = {"app": app, **({"return_to": return_to} if return_to else {})}
         return _go(request, "/accounts?" + urlencode(query))
+    # Bound to this browser from the start: the provider's URL, no start link to leak.
+    browser = sessions.oauth_browser(request)
     started = await platform.oauth.start(
-        session.account.id, app, name=name, return_to=return_to or "/accounts"
+        session.account.id, app, name=name, return_to=return_to or "/accounts", browser=browser
     )
-    return _go(request, started.authorize_url)
+    response = _go(request, started.authorize_url)
+    sessions.set_oauth_cookie(request, response, browser)
+    return response
 
 
 @router.post("/accounts/{account_id}/delete")

@@ -1,4 +1,5 @@
-"""Browser sessions: the cookie, the CSRF token, the same-origin check.
+"""Browser sessions: the cookie, the CSRF token, the same-origin check; and the browser's
+OAuth binding (``sluice_oauth``: the connections it opened finish only with it).
 
 The session cookie is HttpOnly and SameSite=Lax and holds a random token whose sha256 alone is
 stored. The CSRF token is derived from the session token (a synchronizer token without a
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import secrets
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -18,9 +20,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from sluice import errors
+from sluice.domain.oauth import STATE_TTL_MS
 from sluice.platform import Account, Platform
 
 COOKIE = "sluice_session"
+#: The browser's OAuth token, a random value whose hash the connections it opened keep.
+OAUTH_COOKIE = "sluice_oauth"
 CSRF_HEADER = "x-csrf-token"
 CSRF_FIELD = "csrf_token"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -92,3 +97,21 @@ def set_cookie(request: Request, response: Response, token: str, max_age: int) -
 
 def clear_cookie(response: Response) -> None:
     response.delete_cookie(COOKIE, path="/")
+
+
+def oauth_browser(request: Request) -> str:
+    """This browser's ``sluice_oauth`` token, or a new one (``set_oauth_cookie`` keeps it)."""
+    token = request.cookies.get(OAUTH_COOKIE) or ""
+    return token if 20 <= len(token) <= 100 else secrets.token_urlsafe(32)
+
+
+def set_oauth_cookie(request: Request, response: Response, token: str) -> None:
+    response.set_cookie(
+        OAUTH_COOKIE,
+        token,
+        max_age=STATE_TTL_MS // 1000,
+        httponly=True,
+        samesite="lax",  # sent on the provider's redirect back (a top-level GET)
+        secure=request.url.scheme == "https",
+        path="/oauth",
+    )
