@@ -24,6 +24,7 @@ from sluice.api.app import create_app
 from sluice.domain import imports
 from sluice.platform import Platform
 from tests.conftest import CACHE, make_settings
+from tests.integration.test_destinations import HttpServer, http_server
 
 pytestmark = pytest.mark.npm
 
@@ -77,10 +78,23 @@ def component_files(root: Path, entry: str) -> dict[str, Any]:
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def client(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[httpx.AsyncClient]:
+async def server() -> AsyncIterator[HttpServer]:
+    """A loopback HTTP server the components may reach (the egress policy lists it)."""
+    async with http_server() as running:
+        yield running
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def client(
+    tmp_path_factory: pytest.TempPathFactory, server: HttpServer
+) -> AsyncIterator[httpx.AsyncClient]:
     # Registry components put defaults on required props (compare-arrays, random-integer):
     # the compatibility rules Pipedream's registry needs.
-    settings = make_settings(tmp_path_factory.mktemp("real"), component_rules="pipedream")
+    settings = make_settings(
+        tmp_path_factory.mktemp("real"),
+        component_rules="pipedream",
+        egress_allow=f"127.0.0.1:{server.port}",
+    )
     async with Platform.open(settings) as platform:
         _account, key = await platform.create_account("proof")
         async with httpx.AsyncClient(
@@ -260,6 +274,38 @@ async def test_more_helper_functions_actions(
         "random-item-from-list", "helperFunctions", list=["a", "b", "c"], quantity="2"
     )
     assert len(picked["ret"]) == 2 and set(picked["ret"]) <= {"a", "b", "c"}, picked
+
+
+async def test_helper_functions_actions_that_reach_out(
+    client: httpx.AsyncClient, packages: dict[str, Path], server: HttpServer
+) -> None:
+    """Those that call a URL, pointed at a loopback server; the RSS ones as their code runs."""
+    root = packages["helper_functions"]
+    app = await connect(client, "helper_functions")
+    sent = await run_action(
+        client,
+        root,
+        action("send-http-request"),
+        {"helperFunctions": app, "httpRequest": {"url": f"{server.url}/hook", "method": "POST"}},
+    )
+    assert sent["ok"] and sent["ret"]["status"] == 200, sent
+    assert (server.received[-1].method, server.received[-1].target) == ("POST", "/hook")
+    downloaded = await run_action(
+        client,
+        root,
+        action("download-file-to-tmp"),
+        {"helper_functions": app, "url": f"{server.url}/file.txt", "filename": "file.txt"},
+    )
+    assert downloaded["ok"] and downloaded["ret"] == ["file.txt", "/tmp/file.txt"], downloaded
+    assert server.received[-1].target == "/file.txt"
+    # `for (url of this.rss_feeds)` assigns an undeclared variable: in an ES module (strict
+    # mode, on Pipedream too) that throws before any feed is read.
+    for slug in ("retrieve-all-rss-stories", "retrieve-new-rss-stories"):
+        rss = await run_action(
+            client, root, action(slug), {"helper_functions": app, "rss_feeds": [server.url]}
+        )
+        assert rss["ok"] is False and rss["error"]["name"] == "ReferenceError", rss
+        assert "url is not defined" in rss["error"]["message"], rss
 
 
 async def test_every_data_stores_action(
