@@ -564,7 +564,7 @@ async def test_the_global_error_workflow_mails_over_smtp(api: Api) -> None:
     assert message["To"] == me["email"] and me["email"].endswith("@example.com")
     text = message.get_content()
     assert f"Workflow: smtp-check ({failing['id']})" in text
-    assert "Error: TypeError: Cannot read properties of undefined" in text
+    assert "What: TypeError: Cannot read properties of undefined" in text
     runs = await error_workflow_runs(api)
     assert runs[0]["sends"][0]["status"] == "sent"
     assert runs[0]["sends"][0]["outcome"]["transport"] == "smtp"

@@ -1,8 +1,10 @@
-"""``/openapi.json``: FastAPI's document, with the error answers the API really gives.
+"""``/openapi.json``: FastAPI's document, with the answers the API really gives.
 
 FastAPI declares only 200 and a 422 it never sends (``api/errors.py`` answers a bad request
 with 400). Every operation here lists the statuses of ``api/errors.py`` instead, each with the
-one error shape (``{"error", "code"}``, docs/errors.md).
+one error shape (``{"error", "code"}``, docs/errors.md); its successful answer's shape, its
+group and the API key it needs are ``api/openapi_shapes.py``'s (``/docs`` shows the groups
+and an Authorize button).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+
+from sluice.api import openapi_shapes as shapes
 
 ERROR_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -51,16 +55,38 @@ def document(app: FastAPI) -> dict[str, Any]:
     schema = get_openapi(
         title=app.title, version=app.version, description=app.description, routes=app.routes
     )
-    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    parts = schema.setdefault("components", {})
+    components = parts.setdefault("schemas", {})
     components["Error"] = ERROR_SCHEMA
+    components.update(shapes.schemas())
     for name in ("HTTPValidationError", "ValidationError"):
         components.pop(name, None)
-    for path in schema.get("paths", {}).values():
+    parts["securitySchemes"] = {"ApiKey": shapes.SECURITY_SCHEME}
+    schema["security"] = [{"ApiKey": []}]
+    schema["tags"] = [{"name": n, "description": d} for n, d in shapes.TAGS]
+    for route, path in schema.get("paths", {}).items():
         for method in _METHODS:
             if method in path:
+                _describe(route, method, path[method])
                 _declare_errors(path[method])
     app.openapi_schema = schema
     return schema
+
+
+def _describe(route: str, method: str, operation: dict[str, Any]) -> None:
+    """The operation's group, its successful answer's shape, and no key for public routes."""
+    group = shapes.tag(route)
+    if group is not None:
+        operation["tags"] = [group]
+    if shapes.is_public(route):
+        operation["security"] = []
+    shape = shapes.answer(method, route)
+    if shape is None:
+        return
+    for status, response in operation.get("responses", {}).items():
+        content = response.get("content", {}).get("application/json")
+        if status.startswith("2") and content is not None:
+            content["schema"] = shape
 
 
 def _declare_errors(operation: dict[str, Any]) -> None:

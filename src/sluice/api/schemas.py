@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 
+# Booleans are JSON's true and false: pydantic's lax mode took 0, 1, "yes" and "off" too,
+# which the OpenAPI document (type boolean) says are refused.
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -42,7 +44,7 @@ class SourceCreate(ComponentFiles):
     component_key: str | None = Field(None, description="Key of a component saved in the account.")
     name: str | None = None
     configured_props: dict[str, Any] | None = None
-    active: bool = True
+    active: StrictBool = True
 
 
 class SourceRun(_Body):
@@ -75,7 +77,7 @@ class SourceUpdate(ComponentFiles):
     configured_props: dict[str, Any] | None = Field(
         None, description="The full new set; secret props left out keep their values."
     )
-    active: bool | None = None
+    active: StrictBool | None = None
 
 
 class WorkflowCreate(_Body):
@@ -91,8 +93,8 @@ class WorkflowCreate(_Body):
         description='In order: {"name": "…", "code": "<module source>", "props": {…}} or '
         '{"name": "…", "action": "<sc_ id or key>", "props": {…}}.',
     )
-    active: bool | None = None
-    global_errors: bool | None = Field(
+    active: StrictBool | None = None
+    global_errors: StrictBool | None = Field(
         None,
         description="false: this workflow's errors do not go to the global error workflow "
         "(its $errors subscribers still get them). Default true.",
