@@ -141,12 +141,3 @@ async def read(key_or_id: str, account: AccountDep, platform: PlatformDep) -> di
     if found is None:
         raise errors.NotFound(f"component {key_or_id} not found")
     return {"data": render.component(found)}
-
-
-# The path reads as GET's: one path item, so a 405's Allow names both methods.
-@router.delete("/v1/components/{key_or_id}")
-async def delete(key_or_id: str, account: AccountDep, platform: PlatformDep) -> dict[str, Any]:
-    """Delete one of the account's saved components by its ``sc_`` id (``409`` while a
-    source or a workflow step runs it; a registry component is not the account's: ``404``)."""
-    await platform.components.delete(account.id, key_or_id)
-    return {}

@@ -46,6 +46,7 @@ _TAG_OF = {
     "accounts": "Connected accounts",
     "apps": "Apps",
     "me": "Account",
+    "oauth": "Account",
     "healthz": "Operations",
     "readyz": "Operations",
     "metrics": "Operations",
@@ -67,6 +68,8 @@ def tag(path: str) -> str | None:
     parts = [p for p in path.split("/") if p and p != "v1"]
     if parts[:2] == ["users", "me"]:
         parts = parts[2:] or ["me"]
+    elif parts[:1] in (["orgs"], ["workspaces"]):  # Pipedream's workspace lists
+        parts = parts[2:]
     return _TAG_OF.get(parts[0]) if parts else None
 
 
