@@ -9,6 +9,7 @@ on npm (all are .mjs), so CommonJS is proven on a legacy-style fixture (tests/e2
 
 from __future__ import annotations
 
+import json
 import posixpath
 import subprocess
 import tarfile
@@ -298,6 +299,31 @@ async def test_helper_functions_actions_that_reach_out(
     )
     assert downloaded["ok"] and downloaded["ret"] == ["file.txt", "/tmp/file.txt"], downloaded
     assert server.received[-1].target == "/file.txt"
+    scheduled = await run_action(
+        client,
+        root,
+        action("schedule-task-in-future"),
+        {
+            "helper_functions": app,
+            "numSeconds": "60",
+            "secret": "s3",
+            "taskSchedulerURL": server.url,
+            "message": "later",
+        },
+    )
+    assert scheduled["ok"], scheduled
+    asked = server.received[-1]
+    # Its code sets no method: axios sends a GET with the JSON body (so on Pipedream too).
+    assert (asked.method, asked.target, asked.headers["x-pd-secret"]) == ("GET", "/schedule", "s3")
+    assert json.loads(asked.body) == {"timestamp": scheduled["exports"]["ts"], "message": "later"}
+    # $.send.s3 is recorded with the run (no bucket configured here: its send fails, not the run).
+    s3 = await run_action(
+        client,
+        root,
+        action("send-to-s3"),
+        {"helper_functions": app, "bucket": "b", "prefix": "p/", "payload": {"a": 1}},
+    )
+    assert s3["ok"], s3
     # `for (url of this.rss_feeds)` assigns an undeclared variable: in an ES module (strict
     # mode, on Pipedream too) that throws before any feed is read.
     for slug in ("retrieve-all-rss-stories", "retrieve-new-rss-stories"):
