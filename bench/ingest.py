@@ -316,7 +316,11 @@ def measure_cell(
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     concurrencies = [int(c) for c in args.concurrency.split(",")]
-    env = {"SLUICE_HTTP_RATE_PER_SECOND": "0", "SLUICE_EVENT_RETENTION": str(args.retention)}
+    env = {
+        "SLUICE_HTTP_RATE_PER_SECOND": "0",
+        "SLUICE_EVENT_RETENTION": str(args.retention),
+        "SLUICE_STORAGE_QUOTA_MB": str(args.storage_quota_mb),
+    }
     counter = Counter()
     acked: list[int] = []
     results: list[dict[str, Any]] = []
@@ -411,6 +415,12 @@ def main() -> int:
         type=int,
         default=100_000_000,
         help="SLUICE_EVENT_RETENTION; below the requests sent, the check cannot be exact",
+    )
+    parser.add_argument(
+        "--storage-quota-mb",
+        type=int,
+        default=1024,
+        help="SLUICE_STORAGE_QUOTA_MB; 0 turns the quota (its check and its counter) off",
     )
     parser.add_argument("--keep", action="store_true", help="keep the server's data dir")
     parser.add_argument(

@@ -89,6 +89,10 @@ class Settings:
     max_prop_bytes: int = 65_536
     #: Largest ``$.service.db`` store of one component, bytes (Pipedream: 60 KB).
     max_db_bytes: int = 61_440
+    #: Bytes one account may keep stored (events, runs, logs, ``$.service.db`` stores, data
+    #: stores), MB; past it new runs, events and writes are refused with
+    #: ``storage_quota_exceeded`` (docs/errors.md). 0: no quota.
+    storage_quota_mb: int = 1024
     #: Events kept in storage per source (the API serves the newest 100).
     event_retention: int = 1000
     #: Logs kept per source.
@@ -154,6 +158,9 @@ class Settings:
     #: Outgoing mail: ``smtp://user:pass@host:port`` (``smtps://`` for TLS, ``?starttls=1``).
     #: Empty: messages are written to ``<data_dir>/outbox`` instead.
     smtp_url: str = ""
+    #: ``$.send.email`` messages one account may send in an hour (to its verified address);
+    #: past it a send fails, its outcome saying why. 0: no limit.
+    email_max_per_hour: int = 50
     #: The From address of mail Sluice sends.
     mail_from: str = "sluice@localhost"
     #: The default global error workflow e-mails one error per workflow and code at most this

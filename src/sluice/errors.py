@@ -13,13 +13,17 @@ classes to HTTP statuses (``sluice.api.errors``).
     ├── Unauthorized              missing or wrong API key
     │   └── LoginRequired         a web UI page without a live session (redirect to sign in)
     ├── Forbidden                 the key is valid but may not do this
-    │   └── EgressRefused         the egress policy refuses that destination
+    │   ├── EgressRefused         the egress policy refuses that destination
+    │   └── EmailRefused          ``$.send.email`` to an address not verified, or past its rate
     ├── NotFound                  no such resource (or it belongs to another account)
     ├── Conflict                  the resource exists or is in a state that forbids this
     │   └── ReconnectNeeded       a connected account's OAuth grant is gone: reconnect it
     ├── PayloadTooLarge           a body or value over a configured size limit
     │   └── DataStoreFull         a data store write past max_db_bytes
     ├── RateLimited               too many requests to one HTTP endpoint
+    ├── QuotaExceeded             the account is at one of its quotas
+    │   ├── StorageQuotaExceeded  it keeps stored as many bytes as it may (storage_quota_mb)
+    │   └── NpmQuotaExceeded      its npm dependency sets fill its share of the store
     ├── NotSupported              a Pipedream feature Sluice does not have; names the equivalent
     ├── ComponentLoadFailed       Node could not load the component (syntax, missing module)
     ├── DependencyInstallFailed   npm could not install a package the component imports
@@ -148,6 +152,31 @@ class DataStoreFull(PayloadTooLarge):
     """The data store would grow past its size limit (max_db_bytes)."""
 
     code = "data_store_full"
+
+
+class QuotaExceeded(SluiceError):
+    """The account is at one of its quotas."""
+
+    code = "quota_exceeded"
+
+
+class StorageQuotaExceeded(QuotaExceeded):
+    """The account keeps stored as many bytes as it may: delete events, runs or data store
+    records, or ask the operator for more (SLUICE_STORAGE_QUOTA_MB)."""
+
+    code = "storage_quota_exceeded"
+
+
+class NpmQuotaExceeded(QuotaExceeded):
+    """The account's npm dependencies fill its share of the npm store (SLUICE_NPM_QUOTA_MB)."""
+
+    code = "npm_quota_exceeded"
+
+
+class EmailRefused(Forbidden):
+    """$.send.email may send only to addresses the account has verified, at a bounded rate."""
+
+    code = "email_refused"
 
 
 class RateLimited(SluiceError):

@@ -36,6 +36,8 @@ STATUS: dict[type[errors.SluiceError], int] = {
     errors.Conflict: 409,
     errors.PayloadTooLarge: 413,
     errors.RateLimited: 429,
+    # 507 Insufficient Storage: nothing is wrong with the request; the account is full.
+    errors.QuotaExceeded: 507,
     errors.NotSupported: 501,
     errors.ComponentLoadFailed: 400,
     errors.DependencyInstallFailed: 400,

@@ -37,8 +37,6 @@ _HEADERS = {
 }
 
 
-
-
 def page(title: str, message: str, status: int, form: str = "") -> HTMLResponse:
     body = (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"

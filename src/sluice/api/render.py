@@ -37,6 +37,7 @@ def account(a: Account) -> dict[str, Any]:
         "id": a.id,
         "username": a.username,
         "email": a.email,
+        "email_verified": a.email_verified,
         "is_admin": a.is_admin,
         "created_at": a.created_at,
     }

@@ -14,9 +14,12 @@ router = APIRouter()
 
 
 @router.get("/v1/users/me")
-async def me(account: AccountDep) -> dict[str, Any]:
-    """The account, with ``orgs``: itself, its own workspace (``api/workspaces.py``)."""
-    return {"data": {**render.account(account), "orgs": workspaces.orgs(account)}}
+async def me(account: AccountDep, platform: PlatformDep) -> dict[str, Any]:
+    """The account, with ``orgs``: itself, its own workspace (``api/workspaces.py``), and
+    ``quotas``: what it uses of them, bytes (a quota of 0 is none)."""
+    usage = await platform.usage(account.id)
+    data = {**render.account(account), "orgs": workspaces.orgs(account), "quotas": usage}
+    return {"data": data}
 
 
 @router.put("/v1/users/me")
@@ -25,4 +28,20 @@ async def update_me(body: UserUpdate, account: AccountDep, platform: PlatformDep
     workflow's messages go); ``null`` removes it."""
     email = body.email.strip() if body.email is not None else None
     found = await platform.set_email(account.id, email)
+    return {"data": render.account(found)}
+
+
+@router.post("/v1/users/me/email/verification", status_code=202)
+async def request_email_verification(account: AccountDep, platform: PlatformDep) -> dict[str, Any]:
+    """Mail a link to the account's address; following it lets ``$.send.email`` send there."""
+    sent_to = await platform.email_verification.request(
+        account, platform.settings.resolved_public_url
+    )
+    return {"data": {"sent_to": sent_to}}
+
+
+@router.get("/v1/email/verify")
+async def verify_email(token: str, platform: PlatformDep) -> dict[str, Any]:
+    """The link of a verification e-mail (no API key: the token is the proof)."""
+    found = await platform.email_verification.confirm(token)
     return {"data": render.account(found)}

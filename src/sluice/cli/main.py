@@ -24,6 +24,7 @@ from sluice.cli import (
     components,
     data_stores,
     dev,
+    email,
     env,
     listing,
     login,
@@ -73,6 +74,7 @@ for module in (
     subscriptions,
     webhooks,
     env,
+    email,
 ):
     module.register(app)
 

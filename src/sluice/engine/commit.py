@@ -16,6 +16,7 @@ On one ``database.Writer`` (inline on SQLite). What an answer *means* (a run's s
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -23,12 +24,13 @@ from typing import Any, TypeVar
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from sluice import errors
 from sluice.clock import Clock
 from sluice.config import Settings
 from sluice.domain import dedupe, error_events, limits, outcomes, routing, states, text
 from sluice.domain.outcomes import Item, SourceResults, SourceStored
 from sluice.domain.states import JobKind, RunStatus
-from sluice.engine import broker, webhooks
+from sluice.engine import broker, quotas, webhooks
 from sluice.engine.broker import Broker
 from sluice.engine.jobs import Finish
 from sluice.storage import database, events, jobs, runs, sources, subscriptions
@@ -152,6 +154,8 @@ class Commit:
         self.broker = broker
         self.writer = database.Writer(db)
         self._grouped = database.GroupWriter(self.writer)  # runs' and sources' transactions
+        #: Each account's stored bytes against its quota, counted in these transactions.
+        self.quota = quotas.StorageQuota(settings.storage_quota_mb, clock, self.writer)
         # Events, log lines and runs added per emitter since its last trim, in this process.
         self._trims = limits.TrimSchedule()
 
@@ -196,35 +200,46 @@ class Commit:
             current = sources.lock_sync(conn, deployment.id)
             if current is None:
                 return None  # deleted while it ran: nothing to keep
-            chain = None if results.hops is None else [*results.hops, deployment.id]
+            kept = results
+            chain = None if kept.hops is None else [*kept.hops, deployment.id]
             hops_max = self.settings.max_hops
+            owner = deployment.owner_id
+            if self.quota.enabled and self.quota.over_sync(conn, owner, now_ms):
+                # Nothing of the run is kept but why: its emits, db writes and logs are not.
+                kept = _over_quota(results, self.quota.error())
             batch = _Batch(
                 conn, deployment.owner_id, deployment.id, now_ms, chain=chain, max_hops=hops_max
             )
-            db_error = self._source_db(conn, deployment.id, results)
-            error, error_lines = outcomes.source_failure(results.error, db_error)
+            db_error = self._source_db(conn, deployment.id, kept)
+            error, error_lines = outcomes.source_failure(kept.error, db_error)
             # Emits for later wait in $in, outside dedupe: their delivery is the emit.
-            later = [e for e in results.emits if routing.scheduled_at(e.get("meta"), now_ms)]
-            now = [e for e in results.emits if not routing.scheduled_at(e.get("meta"), now_ms)]
+            later = [e for e in kept.emits if routing.scheduled_at(e.get("meta"), now_ms)]
+            now = [e for e in kept.emits if not routing.scheduled_at(e.get("meta"), now_ms)]
             decision = dedupe.apply(strategy, current.dedupe_state, now, now_ms)
             if strategy is not None and decision.state != current.dedupe_state:
                 sources.set_dedupe_state_sync(conn, deployment.id, decision.state)
             dropped = [reason for _emit, reason in decision.dropped]
-            lines = results.logs + [{"ts": now_ms, "level": "warn", "msg": r} for r in dropped]
+            lines = kept.logs + [{"ts": now_ms, "level": "warn", "msg": r} for r in dropped]
             lines += [{"ts": now_ms, "level": "error", "msg": line} for line in error_lines]
             items: list[Item] = [
                 (str(e["meta"].get("name") or ""), e.get("event"), dict(e.get("meta") or {}))
                 for e in decision.emitted
             ]
-            if results.error_event is not None and error is not None:
+            if kept.error_event is not None and error is not None:
                 # Its subscribers (a workflow archiving the source's errors) hear it like an emit.
-                items.append((states.ERRORS, results.error_event(error), {}))
+                items.append((states.ERRORS, kept.error_event(error), {}))
             event_ids = batch.append(items)
             for event_id, (channel, payload, _meta) in zip(event_ids, items, strict=True):
                 batch.deliver(event_id, channel, payload)
             self._schedule(batch, later)
-            batch.log(results.invocation_id, lines)
+            batch.log(kept.invocation_id, lines)
             self._trim_source(conn, deployment.id, added=len(event_ids), lines=len(lines))
+            if self.quota.enabled:
+                size = sum(quotas.size_of(e.payload, e.meta) for e in batch.stored)
+                size += sum(quotas.size_of(line.get("msg")) for line in lines)
+                if db_error is None and kept.db_writes:
+                    size += quotas.size_of(kept.db_writes)
+                self.quota.charge_sync(conn, owner, size, now_ms)
             return SourceStored(event_ids, items, dropped, lines, error)
 
         stored = await self._grouped(transaction)
@@ -327,6 +342,11 @@ class Commit:
                 also(conn)
             if not workflow_store.exists_sync(conn, run.owner_id, run.workflow_id):
                 return False  # deleted while it ran
+            over = self.quota.enabled and self.quota.over_sync(conn, run.owner_id, now_ms)
+            if over:
+                # Stored as failed, with nothing of what it did: only why.
+                _refuse_run(run, self.quota.error())
+                db_writes.clear()
             if run.pause is not None:
                 self._pause(conn, run, now_ms)
             if sends_from is None:
@@ -340,9 +360,17 @@ class Commit:
             batch = _Batch(
                 conn, run.owner_id, run.workflow_id, now_ms, chain=chain, max_hops=hops_max
             )
-            if run.status == RunStatus.ERROR:
+            if run.status == RunStatus.ERROR and not over:
                 self._errors(batch, run, global_errors)
             self._sends(batch, run, sends_from or 0)
+            if self.quota.enabled and not over:
+                size = quotas.size_of(run.event, run.context, run.steps, run.error)
+                size += sum(
+                    quotas.size_of(p, m) for e in batch.stored for p, m in [(e.payload, e.meta)]
+                )
+                if db_writes:
+                    size += quotas.size_of(db_writes)
+                self.quota.charge_sync(conn, run.owner_id, size, now_ms)
             return True
 
         done = await self._grouped(transaction)
@@ -431,3 +459,27 @@ class Commit:
             )
 
         await self.writer(transaction)
+
+
+def _over_quota(results: SourceResults, error: errors.SluiceError) -> SourceResults:
+    """A source's results when its account is over its storage quota: only the error."""
+    return dataclasses.replace(
+        results,
+        emits=[],
+        db_writes={},
+        db_deletes=[],
+        logs=[],
+        error={"name": "StorageQuotaExceeded", "code": "STORAGE_QUOTA", "message": error.message},
+        error_event=None,
+    )
+
+
+def _refuse_run(run: Run, error: errors.SluiceError) -> None:
+    """A workflow run of an account over its storage quota: failed, its steps' records,
+    sends and pause dropped."""
+    run.status = RunStatus.ERROR
+    run.error = {"name": "StorageQuotaExceeded", "code": "STORAGE_QUOTA", "message": error.message}
+    run.steps = []
+    run.sends = []
+    run.pause = None
+    run.response = None

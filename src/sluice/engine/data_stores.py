@@ -21,6 +21,7 @@ from sluice import errors, ids
 from sluice.clock import Clock
 from sluice.config import Settings
 from sluice.domain import data_stores as rules
+from sluice.engine import quotas
 from sluice.engine.commit import Commit
 from sluice.storage import data_stores as store
 from sluice.storage.data_stores import DataStore
@@ -94,7 +95,20 @@ class DataStores:
 
         if op in {"get", "get_record", "has", "keys", "entries"}:
             return await self._read(run)
-        return await self.commit.write(run)
+        quota = self.commit.quota
+        if op != "set" or not quota.enabled:
+            return await self.commit.write(run)
+
+        def counted(conn: Connection) -> Any:
+            if quota.over_sync(conn, owner_id, now):
+                raise quota.error()
+            answer = run(conn)
+            quota.charge_sync(
+                conn, owner_id, quotas.size_of(args.get("key"), args.get("value")), now
+            )
+            return answer
+
+        return await self.commit.write(counted)
 
     def runner_call(self, owner_id: str) -> StoreCall:
         """The answerer of one invocation's ``store`` requests, bound to its account."""

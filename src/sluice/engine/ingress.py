@@ -46,6 +46,7 @@ from sluice.engine.client_runs import ClientRun, ClientRuns
 from sluice.engine.directory import EndpointDirectory
 from sluice.engine.enqueuer import Enqueuer
 from sluice.engine.jobs import JobWorker
+from sluice.engine.quotas import StorageQuota
 from sluice.engine.workflows import Workflows
 from sluice.storage import database, endpoints
 from sluice.storage.job_batches import NewJob
@@ -104,6 +105,7 @@ class Ingress:
         waiters: Waiters,
         client_runs: ClientRuns,
         admission: Admission,
+        quota: StorageQuota,
     ) -> None:
         self.reader = reader
         self.directory = directory
@@ -118,6 +120,8 @@ class Ingress:
         self.client_runs = client_runs
         #: Load shedding and the disk's reserve: asked before a request is read.
         self.admission = admission
+        #: The accounts at their storage quota: their endpoints take nothing (a dict lookup).
+        self.quota = quota
         #: Replaceable as a whole (``dataclasses.replace``), e.g. by tests.
         self.limits = Limits.from_settings(settings)
         self._buckets: dict[str, Bucket] = {}
@@ -148,6 +152,7 @@ class Ingress:
         endpoint = entry.endpoint
         self._take_token(endpoint_id)
         self.admission.check(endpoint.owner_id)
+        self.quota.check(endpoint.owner_id)
         limit = self.limits.max_body_bytes
         declared = http_events.declared_length(request.headers)
         if declared is not None and declared > limit:

@@ -36,6 +36,7 @@ from sluice.engine.data_stores import DataStores
 from sluice.engine.deliveries import DeliveryConfig, DeliveryWorker
 from sluice.engine.directory import EndpointDirectory
 from sluice.engine.dynamic_props import DynamicProps
+from sluice.engine.email_verification import EmailVerification
 from sluice.engine.enqueuer import Enqueuer
 from sluice.engine.error_workflows import create_default_error_workflow
 from sluice.engine.events import Events
@@ -193,6 +194,9 @@ class Platform(Services):
             executor=run.executor,
             enqueuer=run.enqueuer,
             sends=run.sends,
+            email_verification=EmailVerification(
+                db, cipher, run.sends.mailer, settings, clock, run.commit
+            ),
             logins=Logins(db, settings, clock),
             pauses=Pauses(run.commit, clock),
             data_stores=run.stores,
@@ -336,7 +340,7 @@ class _Running:
         )
         ingress = Ingress(
             reader, directory, workflows, settings, clock, enqueuer=enqueuer, worker=worker,
-            waiters=waiters, client_runs=client_runs, admission=admission,
+            waiters=waiters, client_runs=client_runs, admission=admission, quota=commit.quota,
         )  # fmt: skip
         # Jobs this process enqueues with a run's results (emits, sends) wake its worker now.
         commit.broker.on(broker.JOBS, lambda _items: worker.notify())

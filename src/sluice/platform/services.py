@@ -26,6 +26,7 @@ from sluice.engine.credentials import Credentials
 from sluice.engine.data_stores import DataStores
 from sluice.engine.deliveries import DeliveryWorker
 from sluice.engine.dynamic_props import DynamicProps
+from sluice.engine.email_verification import EmailVerification
 from sluice.engine.enqueuer import Enqueuer
 from sluice.engine.error_workflows import create_default_error_workflow
 from sluice.engine.events import Events
@@ -90,6 +91,8 @@ class Services:
     executor: Executor
     enqueuer: Enqueuer
     sends: SendJobs
+    #: Links that prove an account's e-mail address its own (``$.send.email`` needs one).
+    email_verification: EmailVerification
     logins: Logins
     pauses: Pauses
     data_stores: DataStores
@@ -150,6 +153,12 @@ class Services:
 
     async def authenticate(self, api_key: str) -> Account | None:
         return await self.reader(lambda conn: accounts.authenticate(conn, api_key))
+
+    async def usage(self, account_id: str) -> dict[str, int]:
+        """What the account uses of its quotas (``GET /v1/users/me``): stored bytes as counted
+        (``engine/quotas.py``), and the quota (0: none)."""
+        stored = await self.commit.quota.figure(self.reader, account_id)
+        return {"stored_bytes": stored, "storage_quota_bytes": self.commit.quota.quota_bytes}
 
     async def set_email(self, account_id: str, email: str | None) -> Account:
         """Change (``None``: remove) the account's e-mail address; the account as it is now."""

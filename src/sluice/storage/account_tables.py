@@ -15,6 +15,9 @@ accounts = sa.Table(
     sa.Column("id", Str(40), primary_key=True),
     sa.Column("username", Str(200), nullable=False),
     sa.Column("email", Str(320)),
+    # The address is the account's own, proven by a link sent to it (or given by the operator
+    # at creation): ``$.send.email`` sends only to a verified address.
+    sa.Column("email_verified", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.Column("is_admin", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.Column("created_at", sa.BigInteger, nullable=False),
     # The global error workflow (p_): every workflow error goes to it. Null: none.

@@ -33,10 +33,19 @@ class Account:
     email: str | None
     is_admin: bool
     created_at: int
+    #: The address was proven the account's (``engine/email_verification.py``).
+    email_verified: bool = False
 
 
 def from_row(row: Any) -> Account:
-    return Account(row.id, row.username, row.email, bool(row.is_admin), row.created_at)
+    return Account(
+        row.id,
+        row.username,
+        row.email,
+        bool(row.is_admin),
+        row.created_at,
+        bool(row.email_verified),
+    )
 
 
 async def _refuse_taken(
@@ -74,10 +83,18 @@ async def create(
     if username.strip().lower() == (email or "").strip().lower():
         raise errors.InvalidRequest("username and e-mail must differ", field="username")
     await _refuse_taken(conn, {"username": username, "email": email})
-    account = Account(ids.new_id("u"), username, email, is_admin, now_s)
+    # An address the operator gives at creation counts as verified; one the account sets
+    # itself later does not (``set_email``).
+    verified = email is not None
+    account = Account(ids.new_id("u"), username, email, is_admin, now_s, verified)
     await conn.execute(
         accounts.insert().values(
-            id=account.id, username=username, email=email, is_admin=is_admin, created_at=now_s
+            id=account.id,
+            username=username,
+            email=email,
+            is_admin=is_admin,
+            created_at=now_s,
+            email_verified=verified,
         )
     )
     return account
@@ -128,10 +145,29 @@ def _hash(secret: str) -> str:
 
 
 async def set_email(conn: AsyncConnection, account_id: str, email: str | None) -> None:
+    """Change the address; a new one is not verified until its link is followed."""
     if email is not None:
         text.check_email_address(email)
         await _refuse_taken(conn, {"email": email}, account_id)
-    await conn.execute(accounts.update().where(accounts.c.id == account_id).values(email=email))
+    changed = sa.func.coalesce(sa.func.lower(accounts.c.email), "") != (email or "").lower()
+    await conn.execute(
+        accounts.update()
+        .where(accounts.c.id == account_id)
+        .values(
+            email=email,
+            email_verified=sa.case((changed, sa.false()), else_=accounts.c.email_verified),
+        )
+    )
+
+
+async def mark_verified(conn: AsyncConnection, account_id: str, email: str) -> bool:
+    """Mark the account's address verified if it is still ``email``; False when it changed."""
+    result = await conn.execute(
+        accounts.update()
+        .where(accounts.c.id == account_id, sa.func.lower(accounts.c.email) == email.lower())
+        .values(email_verified=True)
+    )
+    return bool(result.rowcount)
 
 
 async def count(conn: AsyncConnection) -> int:

@@ -274,11 +274,45 @@ async def get_send(conn: AsyncConnection, run_id: str, idx: int) -> dict[str, An
     return {"type": row.type, "config": row.config, "status": row.status, "outcome": row.outcome}
 
 
-async def account_email(conn: AsyncConnection, owner_id: str) -> str | None:
-    value = (
-        await conn.execute(sa.select(accounts.c.email).where(accounts.c.id == owner_id))
-    ).scalar_one_or_none()
-    return str(value) if value else None
+async def account_email(conn: AsyncConnection, owner_id: str) -> tuple[str | None, bool]:
+    """The account's address and whether it is verified (``$.send.email`` needs it)."""
+    row = (
+        await conn.execute(
+            sa.select(accounts.c.email, accounts.c.email_verified).where(accounts.c.id == owner_id)
+        )
+    ).first()
+    if row is None or not row.email:
+        return None, False
+    return str(row.email), bool(row.email_verified)
+
+
+def reserve_email_sync(
+    conn: Connection, owner_id: str, run_id: str, idx: int, *, now_ms: int, limit: int
+) -> int | None:
+    """Take one of the account's ``limit`` e-mails of the last hour for send ``(run_id, idx)``
+    (its status becomes ``sending``, so concurrent sends count it); None when taken, else the
+    count that refuses it. The account's row is locked on PostgreSQL, so the count is exact
+    across processes too."""
+    conn.execute(sa.select(accounts.c.id).where(accounts.c.id == owner_id).with_for_update())
+    query = (
+        sa.select(sa.func.count())
+        .select_from(st)
+        .where(
+            st.c.owner_id == owner_id,
+            st.c.type == "email",
+            st.c.status.in_(("sent", "written", "sending")),
+            st.c.updated_ms >= now_ms - 3_600_000,
+        )
+    )
+    sent = int(conn.execute(query).scalar_one())
+    if sent >= limit:
+        return sent
+    conn.execute(
+        st.update()
+        .where(st.c.run_id == run_id, st.c.idx == idx)
+        .values(status="sending", updated_ms=now_ms)
+    )
+    return None
 
 
 def release_mail_slot_sync(conn: Connection, owner_id: str, key: str, sent_ms: int) -> None:

@@ -314,6 +314,18 @@ run_sends = sa.Table(
     sa.Column("updated_ms", sa.BigInteger, nullable=False),
 )
 
+account_usage = sa.Table(
+    "account_usage",
+    metadata,
+    # What the account keeps stored, counted as it is written (storage/usage.py), bytes.
+    sa.Column(
+        "owner_id", Str(40), sa.ForeignKey("accounts.id", ondelete="CASCADE"), primary_key=True
+    ),
+    sa.Column("stored_bytes", sa.BigInteger, nullable=False),
+    # When ``stored_bytes`` was last counted exactly (a recount finds what trims freed).
+    sa.Column("counted_ms", sa.BigInteger, nullable=False),
+)
+
 mail_throttle = sa.Table(
     "mail_throttle",
     metadata,

@@ -55,7 +55,7 @@ class SendJobs:
         run_id, idx = str(payload.get("run_id")), int(payload.get("idx", 0))
         async with self.db.connect() as conn:
             send = await runs.get_send(conn, run_id, idx)
-            email = await runs.account_email(conn, job.owner_id)
+            email, verified = await runs.account_email(conn, job.owner_id)
         if send is None or send["status"] != SendStatus.QUEUED:
             return  # the run was trimmed or deleted, or the send was done already
         config = sealed.unseal(self.cipher, send["config"], run_id, idx)
@@ -71,16 +71,28 @@ class SendJobs:
             elif send["type"] == "s3":
                 outcome = await destinations.send_s3(self.settings, config, now_ms=now_ms)
             else:
-                outcome = await self._email(job.owner_id, email, config, now_ms)
+                outcome = await self._email(
+                    job.owner_id, email, verified, config, now_ms, (run_id, idx)
+                )
         except errors.InvalidSend as exc:
             outcome = {"status": "failed", "error": exc.message}
         await self.commit.send_outcome(run_id, idx, outcome, finish)
 
     async def _email(
-        self, owner_id: str, to: str | None, config: dict[str, Any], now_ms: int
+        self,
+        owner_id: str,
+        to: str | None,
+        verified: bool,
+        config: dict[str, Any],
+        now_ms: int,
+        send: tuple[str, int],
     ) -> dict[str, Any]:
-        """Send one e-mail, unless its ``dedupe_key`` sent one within the throttle window (a
-        failed send frees the window again)."""
+        """Send one e-mail to the account's verified address, within its hourly rate, unless
+        its ``dedupe_key`` sent one within the throttle window (a failed send frees the window
+        again)."""
+        refused = await self._email_refused(owner_id, to, verified, now_ms, send)
+        if refused is not None:
+            return {"status": "failed", "code": errors.EmailRefused.code, "error": refused}
         key = config.get("dedupe_key")
         slot = f"email:{key}" if key is not None else None
         throttle_s = self.settings.error_email_throttle_seconds
@@ -102,3 +114,31 @@ class SendJobs:
                 lambda conn: runs.release_mail_slot_sync(conn, owner_id, slot, now_ms)
             )
         return outcome
+
+    async def _email_refused(
+        self, owner_id: str, to: str | None, verified: bool, now_ms: int, send: tuple[str, int]
+    ) -> str | None:
+        """Why ``$.send.email`` may not send now (None: it may): Sluice's mail identity goes
+        only to an address the account proved its own, at a bounded rate (issue 25)."""
+        if to is not None and not verified:
+            return (
+                f"the account's address {to} is not verified: $.send.email sends only to a "
+                "verified address (POST /v1/users/me/email/verification, or `sluice email "
+                "verify`, mails it a link)"
+            )
+        limit = self.settings.email_max_per_hour
+        if limit <= 0:
+            return None
+
+        def reserve(conn: Connection) -> int | None:
+            return runs.reserve_email_sync(
+                conn, owner_id, send[0], send[1], now_ms=now_ms, limit=limit
+            )
+
+        sent = await self.commit.write(reserve)
+        if sent is not None:
+            return (
+                f"this account sent {sent} e-mails in the last hour, its limit "
+                f"(SLUICE_EMAIL_MAX_PER_HOUR={limit}): this one was not sent"
+            )
+        return None
