@@ -324,6 +324,28 @@ async def test_helper_functions_actions_that_reach_out(
         {"helper_functions": app, "bucket": "b", "prefix": "p/", "payload": {"a": 1}},
     )
     assert s3["ok"], s3
+    # Nodemailer opens a raw TCP socket: the sandbox has no way out but the egress proxy's
+    # HTTP tunnels (docs/runtime.md, "Network egress"; a listed difference from Pipedream).
+    mailed = await run_action(
+        client,
+        root,
+        action("send-email-with-nodemailer"),
+        {
+            "helper_functions": app,
+            "host": "127.0.0.1",
+            "port": str(server.port),
+            "secure": False,
+            "ignoreTLS": True,
+            "user": "ada",
+            "pass": "secret",
+            "from": "a@example.com",
+            "to": "b@example.com",
+            "subject": "hi",
+            "text": "hello",
+        },
+    )
+    assert mailed["ok"] is False, mailed
+    assert any(code in json.dumps(mailed["error"]) for code in ("ECONNREFUSED", "ENETUNREACH"))
     # `for (url of this.rss_feeds)` assigns an undeclared variable: in an ES module (strict
     # mode, on Pipedream too) that throws before any feed is read.
     for slug in ("retrieve-all-rss-stories", "retrieve-new-rss-stories"):
