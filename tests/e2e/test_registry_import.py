@@ -36,7 +36,11 @@ PACKAGES = {
     "google_drive": "1.4.1",
     "shopify": "1.0.1",
     "youtube_data_api": "1.0.1",
+    "brex": "0.1.1",
 }
+#: Apps whose app file spreads a common module that reads ``$auth`` (issue 27: they were
+#: catalogued ``none``), with the auth type their import gives.
+SPREAD_APPS = {"docusign": "oauth", "youtube_data_api": "oauth", "brex": "oauth"}
 #: Components that cannot load, with the reason (none so far).
 KNOWN_FAILURES: dict[str, str] = {}
 
@@ -97,6 +101,8 @@ async def test_every_component_of_the_packages_loads(admin: httpx.AsyncClient) -
         # The app file's app joins the catalog, unless the catalog has it (built in).
         assert report["app"]["name_slug"] == app, report["app"]
         assert report["app"]["status"] == ("kept" if app in BUILTIN_BY_SLUG else "added")
+        if app in SPREAD_APPS:
+            assert report["app"]["auth_type"] == SPREAD_APPS[app], report["app"]
     assert figures["helper_functions"] == {"found": 24, "loaded": 1, "skipped": 23, "failed": 0}
     newer = await admin.get("/v1/components/registry/helper_functions-convert-currency")
     assert newer.json()["data"]["versions"] == ["0.1.1", "0.2.0"], newer.text
