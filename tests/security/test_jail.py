@@ -7,6 +7,7 @@ depend on the dialect).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import secrets
 from collections.abc import AsyncIterator
@@ -15,7 +16,10 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from sluice.engine.components import ComponentInput
 from sluice.platform import Platform
+from sluice.runtime.pool import Invocation
+from sluice.storage import tables
 from tests.conftest import Api, account_client, make_settings
 
 pytestmark = pytest.mark.skipif(
@@ -163,3 +167,63 @@ async def test_the_servers_environment_and_working_directory_are_not_in_the_jail
             assert cwd not in value[name]["value"], value
             assert "HOME=/root" not in value[name]["value"], value
     assert not value["cwd"]["ok"] or cwd not in value["cwd"]["value"], value
+
+
+def _colliding_ids() -> tuple[str, str]:
+    """Two account ids whose hashes pick the same jail uid (a birthday search: a few thousand
+    ids give one), found the same way each run."""
+    seen: dict[int, str] = {}
+    for i in range(1_000_000):
+        owner = f"u_collide{i}"
+        slot = int.from_bytes(hashlib.sha256(owner.encode()).digest()[:4], "big") % (1 << 24)
+        if slot in seen:
+            return seen[slot], owner
+        seen[slot] = owner
+    raise AssertionError("no collision")
+
+
+async def test_one_jail_uid_per_account_across_processes(attacker: Api, jailed: Platform) -> None:
+    """Before issue 25 each process picked jail uids for itself (a hash of the account, then
+    the next one free *in that process*): two accounts whose hashes meet, in two processes
+    sharing the database, ran under one uid. Now the uid is stored with the account."""
+    sandbox = jailed.pool.sandbox
+    assert sandbox is not None
+    if not sandbox.is_root:
+        pytest.fail("jail uids are per account only as root (run the suite as root)")
+    first, second = _colliding_ids()
+    async with jailed.db.begin() as conn:
+        for owner in (first, second):
+            await conn.execute(
+                tables.accounts.insert().values(
+                    id=owner, username=owner, is_admin=False, created_at=0
+                )
+            )
+    saved = await jailed.components.save(
+        attacker.account_id,
+        ComponentInput(
+            code='export default { name: "Uid", version: "1", type: "action",'
+            " async run() { return process.getuid(); } };"
+        ),
+    )
+    entry = str(await jailed.components.materialize(saved))
+
+    async def uid_in(platform: Platform, owner: str) -> int:
+        result = await platform.pool.invoke(
+            Invocation(
+                owner_id=owner,
+                worker_key=f"uid-{owner}",
+                entry=entry,
+                timeout_ms=20_000,
+                memory_mb=64,
+                call={"kind": "action", "props": {}, "db": {}, "steps": {}},
+            )
+        )
+        assert result.ok, result.error
+        return int(result.value)
+
+    # Another process on the same database (as ``sluice serve`` twice).
+    async with Platform.open(jailed.settings, background=False) as other:
+        mine = await uid_in(jailed, first)
+        theirs = await uid_in(other, second)
+        assert mine != theirs
+        assert await uid_in(other, first) == mine  # one uid per account, whichever process

@@ -8,6 +8,7 @@ async with Platform.open(settings) as platform:
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -108,6 +109,7 @@ class Platform(Services):
                         worker_idle_ms=int(settings.worker_idle_seconds * 1000),
                     ),
                     _sandbox(settings),
+                    functools.partial(accounts.jail_uid, db, base=SandboxConfig.uid_base),
                 ) as pool,
             ):
                 platform = cls._assemble(settings, clock, db, reader, cipher, pool, clients)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,11 +37,19 @@ class PoolConfig:
     deadline_grace_seconds: float = 10.0
 
 
+#: An account's jail uid, as stored with it (``storage.accounts.jail_uid``); None when the
+#: owner is no account (then the sandbox picks one for this process).
+UidOf = Callable[[str], Awaitable[int | None]]
+
+
 class RunnerPool:
-    def __init__(self, config: PoolConfig, sandbox: Sandbox | None = None) -> None:
+    def __init__(
+        self, config: PoolConfig, sandbox: Sandbox | None = None, uid_of: UidOf | None = None
+    ) -> None:
         self.config = config
         #: The jails runners start in; None runs Node directly (SLUICE_SANDBOX=off).
         self.sandbox = sandbox
+        self.uid_of = uid_of
         self._runners: dict[str, Runner] = {}
         # One lock for choosing victims and starting runners: two accounts starting at once
         # must not both evict (and close) the same runner.
@@ -128,12 +137,16 @@ class RunnerPool:
                 await runner.close(grace=0)
                 metrics.runner_restarted()  # it died: this account's runner starts again
             await self._make_room()
+            uid = None
+            if self.sandbox is not None and self.sandbox.is_root and self.uid_of is not None:
+                uid = await self.uid_of(owner_id)
             runner = Runner(
                 owner_id,
                 node=self.config.node,
                 max_workers=self.config.max_workers_per_runner,
                 idle_ms=self.config.worker_idle_ms,
                 sandbox=self.sandbox,
+                uid=uid,
             )
             await runner.start()
             self._runners[owner_id] = runner

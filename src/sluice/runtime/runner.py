@@ -56,8 +56,11 @@ class Runner:
         max_workers: int = 32,
         idle_ms: int = 300_000,
         sandbox: Sandbox | None = None,
+        uid: int | None = None,
     ) -> None:
         self.name = name
+        #: The account's jail uid (stored with it); None: the sandbox picks one.
+        self.uid = uid
         self._argv = [
             node,
             str(SCRIPT),
@@ -101,7 +104,7 @@ class Runner:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
         filter_fd: int | None = None
         if self.sandbox is not None:
-            self.jail = jail = self.sandbox.jail(self.name)
+            self.jail = jail = self.sandbox.jail(self.name, uid=self.uid)
             self._proxy = EgressProxy(jail.egress_socket, self.name, self.sandbox.egress_policy)
             await self._proxy.__aenter__()
             if jail.uid is not None:

@@ -17,11 +17,11 @@ files); ``/proc`` is the jail's own PID namespace. The view is a directory of ha
 (copies across filesystems) that grows while the runner lives: a bind mount shows entries
 added after the jail started, so a new deployment needs no restart.
 
-As root, each runner also runs under its own unprivileged uid (``uid_base`` + a hash of the
-account, distinct among live runners) and in its own cgroup (memory for the whole process,
-heap and off-heap, and a process count). Without cgroups the runner's RSS is watched instead
-(``runner.py``). ``SandboxConfig(enabled=False)`` (``SLUICE_SANDBOX=off``) runs Node directly,
-for development on systems without namespaces.
+As root, each runner also runs under its account's own unprivileged uid (``uid_base`` + a
+hash of the account, stored with the account so it is one uid in every process) and in its own
+cgroup (memory for the whole process, heap and off-heap, and a process count). Without
+cgroups the runner's RSS is watched instead (``runner.py``). ``SandboxConfig(enabled=False)``
+(``SLUICE_SANDBOX=off``) runs Node directly, for development on systems without namespaces.
 """
 
 from __future__ import annotations
@@ -192,12 +192,19 @@ class Sandbox:
 
     # ---- jails ---------------------------------------------------------------------------
 
-    def jail(self, owner_id: str) -> Jail:
-        """A jail for ``owner_id``'s next runner: its view directory, uid and cgroups."""
+    def jail(self, owner_id: str, uid: int | None = None) -> Jail:
+        """A jail for ``owner_id``'s next runner: its view directory, uid and cgroups.
+        ``uid``: the account's own, as stored with it; else (an owner that is no account) one
+        distinct among this process's live jails."""
         assert self.root is not None, "the sandbox is not open"
         name = _SAFE.sub("_", owner_id)[:80] or "_"
         view = self.root / "accounts" / name
-        uid = self._allocate_uid(owner_id) if self.is_root else None
+        if not self.is_root:
+            uid = None
+        elif uid is None:
+            uid = self._allocate_uid(owner_id)
+        else:
+            self._uids[uid] = owner_id
         if not view.exists():
             (view / "components").mkdir(parents=True)
             (view / "npm").mkdir()

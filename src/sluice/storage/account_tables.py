@@ -24,6 +24,9 @@ accounts = sa.Table(
     sa.Column("error_workflow_id", Str(40)),
     # argon2id (PHC string) of the browser password; null: no browser login (API keys only).
     sa.Column("password_hash", Str(200)),
+    # The uid its runners' jails run under (as root): one per account in every process that
+    # shares the database, assigned on first need. Null: none yet.
+    sa.Column("jail_uid", sa.BigInteger, unique=True),
 )
 
 api_keys = sa.Table(

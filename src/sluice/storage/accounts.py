@@ -13,7 +13,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from sluice import errors, ids
 from sluice.domain import text
@@ -250,3 +250,44 @@ async def revoke_key(conn: AsyncConnection, account_id: str, key_id: str, *, now
         .values(revoked_at=now_s)
     )
     return result.rowcount > 0
+
+
+#: Jail uids are ``base + n`` with ``n`` below this (``SandboxConfig.uid_base``).
+JAIL_UIDS = 1 << 24
+
+
+async def jail_uid(db: AsyncEngine, account_id: str, base: int) -> int | None:
+    """The uid ``account_id``'s jails run under, assigned and stored on first need (None when
+    there is no such account): a hash of the id, then the next free one. Unique in the
+    database, so no two accounts share one in any process; a process racing another for the
+    same uid gets an ``IntegrityError`` and looks again."""
+    start = int.from_bytes(hashlib.sha256(account_id.encode()).digest()[:4], "big") % JAIL_UIDS
+    for _ in range(16):
+        try:
+            async with db.begin() as conn:
+                row = (
+                    await conn.execute(
+                        sa.select(accounts.c.jail_uid).where(accounts.c.id == account_id)
+                    )
+                ).first()
+                if row is None:
+                    return None
+                if row.jail_uid is not None:
+                    return int(row.jail_uid)
+                n = start
+                while (
+                    await conn.execute(
+                        sa.select(accounts.c.id).where(accounts.c.jail_uid == base + n)
+                    )
+                ).first() is not None:
+                    n = (n + 1) % JAIL_UIDS
+                done = await conn.execute(
+                    accounts.update()
+                    .where(accounts.c.id == account_id, accounts.c.jail_uid.is_(None))
+                    .values(jail_uid=base + n)
+                )
+                if done.rowcount:
+                    return base + n
+        except sa.exc.IntegrityError:
+            continue  # another process took that uid (or assigned this account's) meanwhile
+    raise errors.Conflict(f"no jail uid could be stored for {account_id}")
