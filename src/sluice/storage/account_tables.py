@@ -26,7 +26,7 @@ accounts = sa.Table(
     sa.Column("password_hash", Str(200)),
     # The uid its runners' jails run under (as root): one per account in every process that
     # shares the database, assigned on first need. Null: none yet.
-    sa.Column("jail_uid", sa.BigInteger, unique=True),
+    sa.Column("jail_uid", sa.BigInteger, index=True, unique=True),
 )
 
 api_keys = sa.Table(

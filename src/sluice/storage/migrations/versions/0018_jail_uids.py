@@ -16,12 +16,11 @@ depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("accounts") as batch:
-        batch.add_column(sa.Column("jail_uid", sa.BigInteger, nullable=True))
-        batch.create_unique_constraint("uq_accounts_jail_uid", ["jail_uid"])
+    # Not batch mode: SQLite would copy and drop ``accounts``, and the drop cascades.
+    op.add_column("accounts", sa.Column("jail_uid", sa.BigInteger, nullable=True))
+    op.create_index("ix_accounts_jail_uid", "accounts", ["jail_uid"], unique=True)
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("accounts") as batch:
-        batch.drop_constraint("uq_accounts_jail_uid", type_="unique")
-        batch.drop_column("jail_uid")
+    op.drop_index("ix_accounts_jail_uid", table_name="accounts")
+    op.drop_column("accounts", "jail_uid")
