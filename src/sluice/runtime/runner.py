@@ -24,7 +24,7 @@ from typing import Any
 from sluice import errors
 from sluice.domain import limits, text
 from sluice.errors import OversizedLine
-from sluice.runtime import protocol
+from sluice.runtime import protocol, watchdog
 from sluice.runtime import sandbox as sandbox_rules
 from sluice.runtime.egress import EgressProxy
 from sluice.runtime.port import RespondCallback, StoreCallback
@@ -257,14 +257,15 @@ class Runner:
             self.sandbox.release(self.jail)
 
     async def _watch_memory(self, proc: asyncio.subprocess.Process) -> None:
-        """Without cgroups: kill the jail when its processes' RSS passes the limit."""
+        """Without cgroups: kill the jail when its processes' RSS plus what its tmpfs mounts
+        hold passes the limit (``watchdog.py``)."""
         assert self.sandbox is not None
         limit = self.sandbox.config.memory_mb * 1024 * 1024
         while proc.returncode is None:
-            rss = await asyncio.to_thread(_tree_rss, proc.pid)
-            if rss > limit:
+            used = await asyncio.to_thread(watchdog.jail_memory, proc.pid)
+            if used > limit:
                 self._oom = True
-                log.warning("runner %s over its memory limit (%d bytes); killed", self.name, rss)
+                log.warning("runner %s over its memory limit (%d bytes); killed", self.name, used)
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
                 return
@@ -402,15 +403,4 @@ def _expire(future: asyncio.Future[Result]) -> None:
 
 def _tree_rss(pid: int) -> int:
     """RSS of ``pid`` and its descendants, bytes (0 for processes already gone)."""
-    total, todo = 0, [pid]
-    while todo:
-        p = todo.pop()
-        with contextlib.suppress(OSError, ValueError):
-            for line in Path(f"/proc/{p}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1]) * 1024
-                    break
-            for task in os.listdir(f"/proc/{p}/task"):
-                children = Path(f"/proc/{p}/task/{task}/children").read_text().split()
-                todo.extend(int(c) for c in children)
-    return total
+    return watchdog.rss(watchdog.tree(pid))

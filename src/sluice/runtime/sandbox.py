@@ -35,14 +35,16 @@ import re
 import secrets
 import shlex
 import shutil
+import signal
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from sluice import errors
 from sluice.domain import egress
-from sluice.runtime import cgroups, seccomp
+from sluice.runtime import cgroups, seccomp, watchdog
 
 log = logging.getLogger(__name__)
 
@@ -188,6 +190,52 @@ class Sandbox:
                 f"bubblewrap could not start a sandbox ({done.stderr.strip()[:300]}); "
                 "user namespaces may be disabled (sysctl kernel.unprivileged_userns_clone=1), "
                 "or set SLUICE_SANDBOX=off for development"
+            )
+        if not self.has_cgroups:
+            self._probe_watchdog()
+
+    def _probe_watchdog(self) -> None:
+        """Without cgroups, a runner's memory is bounded only by the watchdog, which must see
+        the jail's tmpfs mounts (their pages are memory no RSS shows): refuse to start runners
+        when it cannot (issue 25)."""
+        jail = self.jail("probe-watchdog")
+        filter_fd = self.open_seccomp()
+        argv = self.command(
+            jail, [self._node, "-e", "setTimeout(() => {}, 10000)"], seccomp_fd=filter_fd
+        )
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            cwd="/",
+            env={},
+            pass_fds=() if filter_fd is None else (filter_fd,),
+            start_new_session=True,
+        )
+        seen: int | None = None
+        try:
+            for _ in range(200):  # up to 10 s for the jail to be up
+                jailed = watchdog.inside(watchdog.tree(proc.pid))
+                if jailed is not None:
+                    with contextlib.suppress(OSError):
+                        seen = watchdog.tmpfs_used(jailed)
+                        break
+                if proc.poll() is not None:
+                    break
+                time.sleep(0.05)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            if filter_fd is not None:
+                os.close(filter_fd)
+            self.release(jail)
+        if seen is None:
+            raise errors.SandboxUnavailable(
+                "no cgroup limits the runners' memory and the watchdog cannot see a jail's "
+                "tmpfs mounts (/proc/<pid>/root): runners are not started. Run Sluice as root "
+                "with cgroups writable, or on a host where /proc shows a jail's mounts"
             )
 
     # ---- jails ---------------------------------------------------------------------------
