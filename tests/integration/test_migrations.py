@@ -147,3 +147,88 @@ async def test_the_default_error_step_of_an_earlier_sluice_is_upgraded(
     assert rows["p_default"].deployment_id != "d_old"
     assert steps(rows["p_edited"].steps) == [edited]
     assert rows["p_edited"].deployment_id == "d_old"
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
+async def test_webhook_jobs_become_deliveries(tmp_path: Any, dialect: str) -> None:
+    """0016: the emit jobs to webhooks still queued, or failed after their 5 attempts, become
+    deliveries (pending, dead) with their event; the other jobs stay."""
+    import json
+
+    import sqlalchemy as sa
+    from alembic import command
+
+    from sluice.storage import database
+    from tests.conftest import SKIP_PG, _create_pg_database, _drop_pg_database
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    if dialect == "postgresql":
+        if SKIP_PG:
+            pytest.skip("SLUICE_TEST_SKIP_POSTGRES=1")
+        url = await _create_pg_database()
+    engine = database.create_engine(url)
+    try:
+
+        def to(revision: str) -> Any:
+            def run(sync_conn: Any) -> None:
+                command.upgrade(database.alembic_config(sync_conn), revision)
+
+            return run
+
+        async with engine.begin() as conn:
+            await conn.run_sync(to("0015"))
+            await conn.execute(
+                sa.text(
+                    "INSERT INTO accounts (id, username, is_admin, created_at) "
+                    "VALUES ('u_old', 'old', false, 1)"
+                )
+            )
+            await conn.execute(
+                sa.text(
+                    "INSERT INTO webhooks (id, owner_id, url, active, created_at, updated_at) "
+                    "VALUES ('wh_old', 'u_old', 'https://example.com/in', true, 1, 1)"
+                )
+            )
+            jobs = [
+                ("emit", "wh_old", "queued", 2, {"event_id": "1-0", "event": {"n": 1}}),
+                ("emit", "wh_old", "failed", 5, {"event_id": "2-0", "event": {"n": 2}}),
+                ("emit", "wh_old", "done", 1, {"event_id": "3-0", "event": {"n": 3}}),
+                ("emit", "p_workflow", "queued", 0, {"event_id": "4-0", "event": {"n": 4}}),
+            ]
+            for kind, target, status, attempts, payload in jobs:
+                await conn.execute(
+                    sa.text(
+                        "INSERT INTO jobs (kind, owner_id, target_id, payload, status, attempts,"
+                        " run_after_ms, created_ms, last_error) VALUES (:kind, 'u_old', :target,"
+                        " :payload, :status, :attempts, 5000, 1000, :error)"
+                    ),
+                    {"kind": kind, "target": target, "payload": json.dumps(payload),
+                     "status": status, "attempts": attempts, "error": "the URL answered 503"},
+                )  # fmt: skip
+        async with engine.begin() as conn:
+            await conn.run_sync(to("head"))
+            moved = (
+                await conn.execute(
+                    sa.text(
+                        "SELECT id, webhook_id, status, attempts, claims, next_ms, since_ms,"
+                        " finished_ms, last_error, payload FROM deliveries ORDER BY status"
+                    )
+                )
+            ).all()
+            left = (await conn.execute(sa.text("SELECT target_id, status FROM jobs"))).all()
+        dead, pending = moved
+        for row in moved:
+            assert row.id.startswith("dlv_") and row.webhook_id == "wh_old"
+            assert row.since_ms == 1000 and row.last_error == "the URL answered 503"
+            assert row.claims == row.attempts
+        payload = (
+            pending.payload if isinstance(pending.payload, dict) else json.loads(pending.payload)
+        )
+        assert (pending.status, pending.attempts, pending.next_ms) == ("pending", 2, 5000)
+        assert payload["event"] == {"n": 1} and pending.finished_ms is None
+        assert (dead.status, dead.attempts, dead.finished_ms) == ("dead", 5, 5000)
+        assert sorted(left) == [("p_workflow", "queued"), ("wh_old", "done")]
+    finally:
+        await engine.dispose()
+        if dialect == "postgresql":
+            await _drop_pg_database(url)
