@@ -68,6 +68,12 @@ def seed_workflows(page: Page) -> str:
     step.get_by_label("Action").press("Tab")  # its props form loads
     step.get_by_label("Who").fill("{{steps.step_1.$return_value.name}}")
     shot(page, "workflow-builder")
+    # The builder's Test: a generated event, the first step run, its result inline.
+    page.get_by_role("button", name="Generate a test event").click()
+    page.get_by_label("Test event").fill('{"name": "Ada", "n": 1}')
+    page.locator("[data-step]").first.get_by_role("button", name="Test").click()
+    expect(page.locator("[data-test-status]")).to_have_text("success")
+    shot(page, "workflow-test")
     page.get_by_role("button", name="Deploy").click()
     run_now(page, '{"name": "Ada", "n": 1}')
     shot(page, "run")
@@ -101,6 +107,8 @@ def main() -> None:
         page.goto("/workflows")
         shot(page, "workflows")
         for path, name in [("/registry", "registry"), ("/components/acme-ticker", "component"),
+                           ("/components", "my-components"),
+                           ("/sources?action=create", "source-new"),
                            ("/accounts", "accounts"), ("/settings", "settings")]:
             page.goto(path)
             shot(page, name)

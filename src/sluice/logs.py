@@ -26,9 +26,7 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "msg": record.getMessage(),
         }
-        for key, value in record.__dict__.items():
-            if key not in _STANDARD and not key.startswith("_"):
-                out[key] = value
+        out.update(_extras(record))
         if record.exc_info:
             out["exc"] = self.formatException(record.exc_info)
         return json.dumps(out, default=str, ensure_ascii=False)
@@ -37,15 +35,36 @@ class JsonFormatter(logging.Formatter):
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
+def _extras(record: logging.LogRecord) -> dict[str, Any]:
+    return {
+        k: v for k, v in record.__dict__.items() if k not in _STANDARD and not k.startswith("_")
+    }
+
+
+class TextFormatter(logging.Formatter):
+    """One line a record, then the fields it carries (``action`` and the ids) as key=value,
+    so a console log can be searched by job, run or account as the JSON one can."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        line = super().formatMessage(record)
+        fields = " ".join(f"{k}={v}" for k, v in _extras(record).items())
+        return f"{line} [{fields}]" if fields else line
+
+
 def configure(level: str, fmt: str) -> None:
     """The root logger (and uvicorn's, which keep their own handlers) in the chosen format."""
     if fmt not in ("text", "json"):
         raise ValueError(f"SLUICE_LOG_FORMAT is text or json, not {fmt!r}")
     handler = logging.StreamHandler()
-    handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter(TEXT_FORMAT))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    # Alembic says "Running upgrade …" per migration: some 20 lines on a first start, which
+    # buried the lines that matter. Kept for --log-level debug.
+    logging.getLogger("alembic").setLevel(
+        logging.DEBUG if level.upper() == "DEBUG" else logging.WARNING
+    )
     if fmt == "json":
         for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
             logging.getLogger(name).handlers[:] = []

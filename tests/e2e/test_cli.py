@@ -319,6 +319,10 @@ def test_deploy_with_flags_then_events_logs_list_update_delete(cli: Cli, demo: P
     missing = cli.run("deploy", str(demo / "sources/new-thing/new-thing.mjs"))
     one_line_error(missing, "missing required props: demo", "--prop")
 
+    quiet = cli.run("logs", "flags")  # nothing logged yet: said so on stderr, stdout empty
+    assert quiet.returncode == 0 and quiet.stdout == ""
+    assert "No log lines yet for flags" in quiet.stderr
+
     for _ in range(2):
         assert cli.api.post(f"/v1/sources/{source['id']}/run", json={}).json()["data"]["ok"]
     printed = cli.run("events", "flags", "-n", "5")

@@ -184,3 +184,23 @@ def test_api_and_worker_roles_share_the_work(tmp_path: Path) -> None:
 def test_an_unknown_role_is_refused() -> None:
     done = subprocess.run([SLUICE, "serve", "--role", "nope"], capture_output=True, text=True)
     assert done.returncode == 2 and "--role is all, api or worker" in done.stderr
+
+
+def test_a_taken_port_is_reported_before_anything_starts(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {**os.environ, "SLUICE_DATA_DIR": str(tmp_path / "data")}
+        done = subprocess.run(
+            [SLUICE, "serve", "--host", "127.0.0.1", "--port", str(port)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr and "--port" in done.stderr
+    # Said before the database was made and migrated.
+    assert not (tmp_path / "data" / "sluice.db").exists()
+    assert "Running upgrade" not in done.stderr

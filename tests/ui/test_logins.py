@@ -111,8 +111,11 @@ def test_accounts_create_with_a_password_logs_in(browser: Browser, server: Serve
 
 
 def test_environment_variables_are_set_listed_and_deleted(page: Page) -> None:
-    page.goto("/settings")
-    page.get_by_role("link", name="Environment variables").click()
+    page.goto("/workflows")
+    # In the sidebar (issue 26: it was only a link on the Settings page).
+    page.get_by_role("navigation", name="Main").get_by_role(
+        "link", name="Environment variables"
+    ).click()
     page.get_by_label("Name").fill("UI_TOKEN")
     page.get_by_label("Value").fill("ui-s3cret")
     page.get_by_role("button", name="Set").click()

@@ -118,7 +118,13 @@ def test_a_failing_run_lands_in_errors_is_replayed_and_forwarded(page: Page) -> 
     run_now(page, '{"fail": true}')
     expect(page.locator("[data-run-status]")).to_have_text("error")
     expect(page.locator(".alert").first).to_contain_text("it broke")
-    expect(page.locator(".stack").first).to_contain_text("Error: it broke")
+    # The step's error: its message once, then the stack's frames (not the message again).
+    failed = page.locator("[data-step-error]").first
+    expect(failed).to_contain_text("Error: it broke")
+    expect(failed.locator("pre.stack")).to_contain_text("step.mjs")
+    expect(failed.locator("pre.stack")).not_to_contain_text("it broke")
+    # The trigger event as a tree, as a source's events are shown.
+    expect(page.locator(".json-tree").first).to_contain_text("fail: true")
     page.goto(f"/workflows/{failing}")
     errors = page.locator("table.errors tbody tr")
     expect(errors).to_have_count(1)

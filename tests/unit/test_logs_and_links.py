@@ -48,3 +48,34 @@ def test_a_stack_is_one_field() -> None:
         record = logging.LogRecord("x", logging.ERROR, "f.py", 1, "failed", (), sys.exc_info())
     out = json.loads(logs.JsonFormatter().format(record))
     assert "ValueError: boom" in out["exc"]
+
+
+def test_a_text_record_carries_the_ids_too_before_its_stack() -> None:
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        import sys
+
+        exc_info = sys.exc_info()
+    record = logging.LogRecord(
+        "sluice.engine.jobs", logging.ERROR, "f.py", 1, "job %s failed", (7,), exc_info
+    )
+    record.__dict__.update({"action": "job_failed", "job_id": 7})
+    text = logs.TextFormatter(logs.TEXT_FORMAT).format(record)
+    first, *rest = text.splitlines()
+    assert first.endswith("sluice.engine.jobs: job 7 failed [action=job_failed job_id=7]")
+    assert rest[0].startswith("Traceback") and rest[-1] == "ValueError: boom"
+    plain = logging.LogRecord("x", logging.INFO, "f.py", 1, "hello", (), None)
+    assert logs.TextFormatter(logs.TEXT_FORMAT).format(plain).endswith("x: hello")
+
+
+def test_migrations_say_nothing_at_info() -> None:
+    logs.configure("info", "text")
+    try:
+        assert not logging.getLogger("alembic.runtime.migration").isEnabledFor(logging.INFO)
+        logs.configure("debug", "text")
+        assert logging.getLogger("alembic.runtime.migration").isEnabledFor(logging.DEBUG)
+    finally:
+        logging.getLogger().handlers[:] = []
+        logging.getLogger().setLevel(logging.WARNING)
+        logging.getLogger("alembic").setLevel(logging.NOTSET)

@@ -114,7 +114,7 @@ def serve(
         typer.Option(
             envvar="SLUICE_PUBLIC_URL",
             help="The URL users reach Sluice at, the base of every link it makes (endpoint "
-            "URLs, OAuth callback, error e-mails) [http://<host>:<port>].",
+            "URLs, OAuth callback, error e-mails) [http://HOST:PORT].",
         ),
     ] = None,
     log_format: Annotated[
@@ -177,6 +177,7 @@ def _serve(settings: Settings) -> None:
             )
         asyncio.run(_work(settings))
         return
+    _check_port(settings)
     _ui_assets(settings)
     typer.echo(
         f"Sluice on http://{settings.host}:{settings.port}  data: {settings.data_dir}"
@@ -196,6 +197,29 @@ def _serve(settings: Settings) -> None:
         # A head time-out and a cap per client: idle connections cannot starve others.
         **connections.server_options(settings),
     )
+
+
+def _check_port(settings: Settings) -> None:
+    """Stop at once when the port is taken, before the database is migrated and the runners
+    start (uvicorn would say so only after all of that)."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(settings.host, settings.port, type=socket.SOCK_STREAM)
+    except OSError:
+        return  # a host that does not resolve: uvicorn says so
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            typer.echo(
+                f"error: cannot listen on {settings.host}:{settings.port}: {exc.strerror} "
+                "(another Sluice running? choose another with --port or SLUICE_PORT)",
+                err=True,
+            )
+            raise typer.Exit(1) from None
 
 
 def _ui_assets(settings: Settings) -> None:

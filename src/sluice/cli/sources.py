@@ -312,8 +312,12 @@ def logs(
         render.data_line(item) if json_ else render.log_line(item)
 
     if not follow:
-        for item in reversed(api.get(f"{base}/logs", limit=100)["data"]):
+        lines = api.get(f"{base}/logs", limit=100)["data"]
+        for item in reversed(lines):
             show(item)
+        if not lines and not json_:
+            # On stderr: a script reading stdout still gets nothing, a person gets an answer.
+            render.note(f"No log lines yet for {source['name']} (sluice logs -f waits for them).")
         return
     try:
         # ?after=0 replays the newest 100 lines, then the live ones, with no gap between.

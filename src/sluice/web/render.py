@@ -61,6 +61,7 @@ env.filters["iso_ms"] = lambda ms: _iso(ms / 1000 if ms is not None else None)
 env.filters["pretty"] = _pretty
 env.filters["markdown"] = _render_markdown
 env.filters["plain"] = lambda text: _render_markdown(text).striptags()
+env.filters["stack_after_message"] = lambda error: _stack_after_message(error)
 env.filters["compact"] = lambda v: json.dumps(v, ensure_ascii=False, default=str)
 
 
@@ -103,6 +104,18 @@ async def checked_form(request: Request, session: sessions.Session) -> FormData:
 def text(form: FormData, name: str, default: str = "") -> str:
     value = form.get(name)
     return value if isinstance(value, str) else default
+
+
+def _stack_after_message(error: dict[str, Any]) -> str:
+    """An error's stack without its first line when that line is the message shown above
+    it (``TypeError: x is undefined``): the page showed it twice."""
+    stack = str(error.get("stack") or "")
+    name = error.get("name") or error.get("code") or "Error"
+    message = error.get("message") or error.get("msg") or ""
+    first, _, rest = stack.partition("\n")
+    if first.strip() in (f"{name}: {message}".strip(), str(message).strip()):
+        return rest
+    return stack
 
 
 def code(form: FormData, name: str) -> str:

@@ -85,8 +85,10 @@ function httpRequestText(event) {
     ? "?" + new URLSearchParams(event.query).toString() : "";
   const lines = [`${event.method} ${event.path || "/"}${query} HTTP/1.1`];
   for (const [k, v] of Object.entries(event.headers)) lines.push(`${k}: ${v}`);
-  const body = event.body === undefined || event.body === null ? ""
-    : typeof event.body === "string" ? event.body : JSON.stringify(event.body, null, 2);
+  // The body as it came (bodyRaw), not the parsed value printed again.
+  const body = typeof event.bodyRaw === "string" ? event.bodyRaw
+    : event.body === undefined || event.body === null ? ""
+    : typeof event.body === "string" ? event.body : JSON.stringify(event.body);
   return lines.join("\n") + "\n\n" + body;
 }
 // A JSON value as a tree: objects and arrays fold (<details>), leaves are typed spans.
@@ -115,6 +117,26 @@ function jsonTree(value, key) {
   leaf.textContent = typeof value === "string" ? JSON.stringify(value) : String(value);
   row.append(leaf);
   return row;
+}
+
+// A <pre data-json-tree> of JSON (a run's trigger event) shown as the source page shows an
+// event: the tree, with the JSON text folded under it.
+function treeFor(pre) {
+  let value;
+  try {
+    value = JSON.parse(pre.textContent);
+  } catch {
+    return;
+  }
+  const tree = document.createElement("div");
+  tree.className = "json-tree";
+  tree.append(jsonTree(value));
+  const raw = document.createElement("details");
+  const summary = document.createElement("summary");
+  summary.textContent = "JSON";
+  pre.replaceWith(tree);
+  tree.after(raw);
+  raw.append(summary, pre);
 }
 
 function inspect(panel, item) {
@@ -192,6 +214,12 @@ function liveEvents(section) {
     if (Date.now() - opened > 2000) tr.className = "fresh";
     const when = document.createElement("td");
     when.append(timeElement(item.ts));
+    // The clock time to the second too: two requests a moment apart were two identical
+    // "just now" rows.
+    const clock = document.createElement("span");
+    clock.className = "muted small clock";
+    clock.textContent = ` ${new Date(item.ts).toLocaleTimeString([], { hour12: false })}`;
+    when.append(clock);
     const summary = document.createElement("td");
     summary.textContent = summaryOf(item);
     tr.append(when, summary);
@@ -365,5 +393,6 @@ window.addEventListener("DOMContentLoaded", () => {
   $$("form[data-test-request]").forEach(testRequests);
   $$("form.builder").forEach(builder);
   $$("[data-code-block] textarea[data-editor]").forEach(editorFor);
+  $$("pre[data-json-tree]").forEach(treeFor);
   $$("fieldset[data-rows]").forEach(credentialRows);
 });
