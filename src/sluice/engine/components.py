@@ -425,8 +425,14 @@ _ABSOLUTE = re.compile(r"(?<![\w:/.~-])(?:file://)?(/[^\s'\"():,]+)")
 
 
 def _outside(path: str, directory: Path) -> str:
+    """A server path shown without the server's directories; any other absolute path (an
+    API path in a message, ``/v1/things``, a file of the user's own ``/tmp``) as it is."""
     if "/node_modules/" in path:
         return "node_modules/" + path.split("/node_modules/", 1)[1]
+    # The server's: it shares at least two leading directories with the component's tree.
+    shared = os.path.commonpath([path, str(directory)])
+    if len(Path(shared).parts) < 3:
+        return path
     relative = os.path.relpath(path, directory)
     if relative.count("../") <= 3 and Path(path).suffix:
         return relative
