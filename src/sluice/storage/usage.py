@@ -29,18 +29,21 @@ from sluice.storage.tables import (
     workflows,
 )
 
+#: One statement, the same text on SQLite (3.35+) and PostgreSQL, built once: a run's
+#: transaction pays one execution of it, not a compilation.
+_ADD = sa.text(
+    "INSERT INTO account_usage (owner_id, stored_bytes, counted_ms) "
+    "VALUES (:owner_id, :n, :now_ms) "
+    "ON CONFLICT (owner_id) DO UPDATE "
+    "SET stored_bytes = account_usage.stored_bytes + excluded.stored_bytes "
+    "RETURNING stored_bytes"
+)
+
 
 def add_sync(conn: Connection, owner_id: str, n: int, now_ms: int) -> int:
     """Count ``n`` more bytes for the account; its figure after."""
-    dialect: Any = postgresql if conn.dialect.name == "postgresql" else sqlite
-    statement = dialect.insert(account_usage).values(
-        owner_id=owner_id, stored_bytes=max(n, 0), counted_ms=now_ms
-    )
-    statement = statement.on_conflict_do_update(
-        index_elements=[account_usage.c.owner_id],
-        set_={"stored_bytes": account_usage.c.stored_bytes + max(n, 0)},
-    ).returning(account_usage.c.stored_bytes)
-    return int(conn.execute(statement).scalar_one())
+    row = conn.execute(_ADD, {"owner_id": owner_id, "n": max(n, 0), "now_ms": now_ms})
+    return int(row.scalar_one())
 
 
 def read_sync(conn: Connection, owner_id: str) -> tuple[int, int]:
