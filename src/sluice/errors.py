@@ -22,8 +22,7 @@ classes to HTTP statuses (``sluice.api.errors``).
     │   └── DataStoreFull         a data store write past max_db_bytes
     ├── RateLimited               too many requests to one HTTP endpoint
     ├── QuotaExceeded             the account is at one of its quotas
-    │   ├── StorageQuotaExceeded  it keeps stored as many bytes as it may (storage_quota_mb)
-    │   └── NpmQuotaExceeded      its npm dependency sets fill its share of the store
+    │   └── StorageQuotaExceeded  it keeps stored as many bytes as it may (storage_quota_mb)
     ├── NotSupported              a Pipedream feature Sluice does not have; names the equivalent
     ├── ComponentLoadFailed       Node could not load the component (syntax, missing module)
     ├── DependencyInstallFailed   npm could not install a package the component imports
@@ -165,12 +164,6 @@ class StorageQuotaExceeded(QuotaExceeded):
     records, or ask the operator for more (SLUICE_STORAGE_QUOTA_MB)."""
 
     code = "storage_quota_exceeded"
-
-
-class NpmQuotaExceeded(QuotaExceeded):
-    """The account's npm dependencies fill its share of the npm store (SLUICE_NPM_QUOTA_MB)."""
-
-    code = "npm_quota_exceeded"
 
 
 class EmailRefused(Forbidden):
