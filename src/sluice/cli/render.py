@@ -122,10 +122,21 @@ def source_summary(source: dict[str, Any], verb: str) -> None:
     """What deploy, update and dev print about a source."""
     name = source.get("name_slug") or source["id"]
     line((f"{verb} ", "bold green"), (source["id"], "bold"))
-    line("  Name:     ", name)
+    # The name as the UI and the API show it; the slug (what commands take) beside it when
+    # it differs.
+    shown = source.get("name") or name
+    line("  Name:     ", shown, *([("  (", "dim"), name, (")", "dim")] if shown != name else []))
     line("  Trigger:  ", (trigger(source), "cyan"))
     if not source.get("active", True):
         line("  Active:   ", ("no", "yellow"), " (sluice update ", name, " --active)")
+
+
+def _name(source: dict[str, Any]) -> str:
+    """A source's name as the UI shows it, with its slug (what commands take) when it differs."""
+    name, slug = source.get("name") or "", source.get("name_slug") or ""
+    if name and slug and name != slug:
+        return f"{name} ({slug})"
+    return name or slug
 
 
 def sources_table(sources: Iterable[dict[str, Any]]) -> None:
@@ -137,7 +148,7 @@ def sources_table(sources: Iterable[dict[str, Any]]) -> None:
         count += 1
         table.add_row(
             s["id"],
-            s.get("name_slug") or s.get("name") or "",
+            _name(s),
             Text("yes", "green") if s.get("active") else Text("no", "yellow"),
             trigger(s),
             date(s.get("created_at")),
