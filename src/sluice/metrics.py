@@ -78,6 +78,20 @@ OLDEST_JOB = Gauge(
     "How long the oldest due queued job has waited (0 when none is due): the queue's lag.",
     registry=REGISTRY,
 )
+DELIVERIES = Gauge(
+    "sluice_webhook_deliveries",
+    "Webhook deliveries stored now, by state (pending: due, in flight or waiting to retry; "
+    "dead: every retry failed; delivered: kept for SLUICE_DELIVERY_RETENTION_SECONDS).",
+    ["state"],
+    registry=REGISTRY,
+)
+DELIVERY_ATTEMPTS = Counter(
+    "sluice_webhook_delivery_attempts",
+    "Webhook delivery attempts made by this process, by outcome (delivered; failed: tried "
+    "again later; dead: the last one).",
+    ["outcome"],
+    registry=REGISTRY,
+)
 WAL_BYTES = Gauge(
     "sluice_sqlite_wal_bytes",
     "Size of SQLite's write-ahead log file after the last checkpoint (SQLite only).",
@@ -149,6 +163,22 @@ def set_queue(counts: dict[tuple[str, str], int], oldest_age_s: float) -> None:
     for (state, kind), count in counts.items():
         JOBS.labels(state, kind).set(count)
     OLDEST_JOB.set(max(0.0, oldest_age_s))
+
+
+def set_deliveries(counts: dict[str, int]) -> None:
+    """The deliveries as just read: ``{state: count}``."""
+    for state in ("pending", "dead", "delivered"):
+        DELIVERIES.labels(state).set(counts.get(state, 0))
+
+
+_attempts: dict[str, Any] = {}
+
+
+def delivery_attempt(outcome: str) -> None:
+    child = _attempts.get(outcome)
+    if child is None:
+        child = _attempts[outcome] = DELIVERY_ATTEMPTS.labels(outcome)
+    child.inc()
 
 
 def wal_checkpointed(mode: str, wal_bytes: int, _seconds: float) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from typing import Any
 
 import pytest
@@ -152,6 +153,12 @@ async def test_dead_deliveries_are_listed_and_retried_with_the_same_key(
         assert {(d["attempts"], d["last_status"]) for d in dead} == {(2, 503)}
         assert all(d["finished_at"] and d["last_error"] == "the URL answered 503" for d in dead)
         assert (await api.client.get(path, params={"status": "pending"})).json()["data"] == []
+        # /metrics counts them (all accounts together) and the attempts' outcomes.
+        text = (await api.client.get("/metrics", headers={"Authorization": ""})).text
+        dead_gauge = re.search(r'^sluice_webhook_deliveries\{state="dead"\} (\S+)$', text, re.M)
+        assert dead_gauge and float(dead_gauge.group(1)) >= 2
+        assert 'sluice_webhook_delivery_attempts_total{outcome="dead"}' in text
+        assert 'sluice_webhook_delivery_attempts_total{outcome="failed"}' in text
         # Another account sees none of it and retries nothing.
         assert_error(await other_api.client.get(path), 404, "not_found")
         assert_error(await other_api.client.post(f"{path}/retry"), 404, "not_found")

@@ -28,6 +28,7 @@ from typing import Any
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from sluice import metrics
 from sluice.clock import Clock
 from sluice.config import Settings
 from sluice.domain import deliveries as decide
@@ -224,6 +225,7 @@ class DeliveryWorker:
             attempt = Attempt(error=f"internal error: {type(exc).__name__}")
         now_ms = self.clock.now_ms()
         if attempt.ok:
+            metrics.delivery_attempt("delivered")
             return Outcome(delivery.id, delivery.claims, DeliveryState.DELIVERED, now_ms,
                            http_status=attempt.http_status)  # fmt: skip
         error = attempt.error or f"the URL answered {attempt.http_status}"
@@ -235,6 +237,7 @@ class DeliveryWorker:
             draw=self.draw(),
         )
         state = DeliveryState.PENDING if at is not None else DeliveryState.DEAD
+        metrics.delivery_attempt("failed" if at is not None else "dead")
         log.warning(
             "webhook delivery %s to %s failed (attempt %d): %s; %s",
             delivery.id,

@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sluice import errors, metrics
 from sluice.runtime.pool import RunnerPool
-from sluice.storage import job_stats
+from sluice.storage import deliveries, job_stats
 
 log = logging.getLogger(__name__)
 
@@ -35,5 +35,6 @@ async def read_queue(db: AsyncEngine, now_ms: int) -> None:
     """Read the shared queue into the metrics' gauges (every process sees the same queue)."""
     async with db.connect() as conn:
         stats = await job_stats.read(conn, now_ms)
+        metrics.set_deliveries(await deliveries.state_counts(conn))
     oldest_s = 0.0 if stats.oldest_due_ms is None else (now_ms - stats.oldest_due_ms) / 1000
     metrics.set_queue(stats.counts, oldest_s)

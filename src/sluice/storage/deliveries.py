@@ -245,6 +245,12 @@ async def counts(conn: AsyncConnection, owner_id: str) -> dict[tuple[str, str], 
     return {(row[0], row[1]): int(row[2]) for row in await conn.execute(query)}
 
 
+async def state_counts(conn: AsyncConnection) -> dict[str, int]:
+    """``state → count`` of every account's deliveries (the metrics)."""
+    query = sa.select(t.c.status, sa.func.count()).group_by(t.c.status)
+    return {row[0]: int(row[1]) for row in await conn.execute(query)}
+
+
 async def retry(
     conn: AsyncConnection,
     owner_id: str,
