@@ -6,7 +6,7 @@
   without one the disk fills for real and SQLite says SQLITE_FULL. Either way: 503
   ``storage_unavailable`` with ``Retry-After``, never a 500; the ballast removed, the same
   process takes requests again (no restart); every acknowledged request is stored exactly once
-  and none that was refused is.
+  and none that was refused is (a failed SQLite commit leaves nothing).
 - **PostgreSQL down** (a private cluster, stopped and started again): 503 with ``Retry-After``
   on the endpoint and the API while it is down, served again once it is back.
 
@@ -217,7 +217,7 @@ async def _postgres_down(tmp_path: Path, pg: Postgres) -> None:
         async with httpx.AsyncClient(base_url=base, timeout=30) as http:
             acked, _, _ = await _until(http, path, 0, 200, statuses)
             await asyncio.to_thread(pg.stop)  # a fast shutdown: every connection terminated
-            down_acked, refused, answer = await _until(http, path, 1_000, 503, statuses)
+            down_acked, _, answer = await _until(http, path, 1_000, 503, statuses)
             acked |= down_acked
             assert answer.json()["code"] == "storage_unavailable", answer.text
             assert int(answer.headers["Retry-After"]) > 0
@@ -227,9 +227,8 @@ async def _postgres_down(tmp_path: Path, pg: Postgres) -> None:
             assert int(api.headers["Retry-After"]) > 0
 
             await asyncio.to_thread(pg.start)
-            back, more_refused, _ = await _until(http, path, 2_000, 200, statuses)
+            back, _, _ = await _until(http, path, 2_000, 200, statuses)
             acked |= back
-            refused |= more_refused
             api = await http.get("/v1/users/me", headers={"Authorization": f"Bearer {key}"})
             assert api.status_code == 200, api.text
         assert set(statuses) <= {200, 503}, f"answers other than 200 and 503: {statuses}"
@@ -247,5 +246,7 @@ async def _postgres_down(tmp_path: Path, pg: Postgres) -> None:
 
         numbers, states = await _settled(read)
         _check(acked, numbers, states)
-        assert not (refused & set(numbers)), "a refused (503) request was stored"
+        # (A refused request may be stored here, rarely: a commit whose answer the shutdown
+        # cut off is refused though PostgreSQL kept it; its client sends it again. P1 in
+        # docs: a 5xx may be a duplicate, a 2xx is never a loss.)
         assert server.proc is not None and server.proc.poll() is None
