@@ -512,9 +512,8 @@ def test_sign_v4_matches_aws_examples(
     }
     authorization = destinations.sign_v4(
         method=method,
-        path=path,
+        url=f"https://examplebucket.s3.amazonaws.com{path}",
         headers=all_headers,
-        payload_sha256=digest,
         region="us-east-1",
         access_key=_AWS_KEY,
         secret_key=_AWS_SECRET,

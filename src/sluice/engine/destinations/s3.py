@@ -1,12 +1,11 @@
 """``$.send.s3``: the payload, gzipped, PUT as one new object in an S3-compatible bucket
-(signed with AWS Signature Version 4, keyed by time as Pipedream lays them out)."""
+(signed with AWS Signature Version 4 by botocore, keyed by time as Pipedream lays them out)."""
 
 from __future__ import annotations
 
 import asyncio
 import gzip
 import hashlib
-import hmac
 import json
 import logging
 import re
@@ -18,6 +17,9 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 import httpx
+from botocore import auth as aws_auth
+from botocore import awsrequest
+from botocore import credentials as aws_credentials
 
 from sluice.config import Settings
 from sluice.engine.destinations.config import elapsed_ms, invalid, mapping, string
@@ -66,36 +68,31 @@ def s3_key(prefix: str, now_ms: int, suffix: str) -> str:
 def sign_v4(
     *,
     method: str,
-    path: str,
+    url: str,
     headers: dict[str, str],
-    payload_sha256: str,
     region: str,
     access_key: str,
     secret_key: str,
     service: str = "s3",
 ) -> str:
-    """The ``Authorization`` value of AWS Signature Version 4 for a request without a query.
+    """The ``Authorization`` value of AWS Signature Version 4, computed by botocore's S3 signer.
 
-    ``path`` is already URI-encoded (S3 encodes it once); every header in ``headers`` is signed
-    and they must include ``host`` and ``x-amz-date`` (``20130524T000000Z``).
+    ``url``'s path is already URI-encoded (S3 encodes it once, and its signer does not normalize
+    it). Every header in ``headers`` is signed; they must include ``host``, ``x-amz-date``
+    (``20130524T000000Z``, the time the signature is dated) and ``x-amz-content-sha256``.
     """
-    lowered = {k.lower(): " ".join(v.split()) for k, v in headers.items()}
-    amz_date = lowered["x-amz-date"]
-    names = sorted(lowered)
-    signed = ";".join(names)
-    canonical = "\n".join(
-        [method, path, "", *(f"{n}:{lowered[n]}" for n in names), "", signed, payload_sha256]
-    )
-    scope = f"{amz_date[:8]}/{region}/{service}/aws4_request"
-    to_sign = "\n".join(
-        ["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()]
-    )
-    key = f"AWS4{secret_key}".encode()
-    for part in (amz_date[:8], region, service, "aws4_request"):
-        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
-    signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+    request = awsrequest.AWSRequest(method=method, url=url, headers=headers)
+    # botocore's ``add_auth`` reads the wall clock and rewrites the date headers; a send is
+    # dated by the platform's clock (``now_ms``), so its public steps are called here with
+    # the caller's ``x-amz-date`` instead.
+    request.context["timestamp"] = request.headers["x-amz-date"]
+    credentials = aws_credentials.Credentials(access_key, secret_key)
+    signer = aws_auth.S3SigV4Auth(credentials, service, region)
+    canonical = signer.canonical_request(request)
+    signature = signer.signature(signer.string_to_sign(request, canonical), request)
+    signed = signer.signed_headers(signer.headers_to_sign(request))
     return (
-        f"AWS4-HMAC-SHA256 Credential={access_key}/{scope}, "
+        f"AWS4-HMAC-SHA256 Credential={signer.scope(request)}, "
         f"SignedHeaders={signed}, Signature={signature}"
     )
 
@@ -205,16 +202,16 @@ def _signed_put(settings: Settings, send: S3Send, now_ms: int) -> _Put:
         "x-amz-content-sha256": digest,
         "x-amz-date": datetime.fromtimestamp(now_ms / 1000, UTC).strftime("%Y%m%dT%H%M%SZ"),
     }
+    url = f"{endpoint.scheme}://{host}{path}"
     headers["Authorization"] = sign_v4(
         method="PUT",
-        path=path,
+        url=url,
         headers=headers,
-        payload_sha256=digest,
         region=settings.s3_region,
         access_key=settings.s3_access_key_id,
         secret_key=settings.s3_secret_access_key,
     )
-    return _Put(f"{endpoint.scheme}://{host}{path}", key, body, headers)
+    return _Put(url, key, body, headers)
 
 
 def _s3_error_detail(text: str) -> str:
