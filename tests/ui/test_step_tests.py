@@ -113,3 +113,23 @@ def test_the_trigger_picker_deploys_a_registry_source_as_the_trigger(page: Page)
     expect(page.locator("select[name='trigger.source_id'] option:checked")).to_contain_text(
         "every-hour"
     )
+
+
+def test_an_action_picked_from_the_list_and_tested(page: Page) -> None:
+    page.goto("/workflows/new")
+    page.get_by_label("Manual").check()
+    page.get_by_role("button", name="+ Action step").click()
+    step = page.locator("[data-step]").nth(1)
+    step.locator("summary", has_text="Browse actions").click()
+    search = step.get_by_label("Find by name, app or description")
+    search.fill("formatting case")
+    picks = step.locator("[data-action-entry]:visible")
+    expect(picks).to_have_count(1)
+    expect(step.locator("[data-action-app]:visible h4")).to_have_text("formatting")
+    picks.get_by_role("button", name="Transform Case").click()
+    expect(step.locator("input[name='step.action']")).to_have_value("formatting-transform-case")
+    step.get_by_label("Input").fill("Hello big World")  # its props form loaded
+    step.get_by_label("Operation").select_option(label="snake case")
+    step.get_by_role("button", name="Test").click()
+    expect(step.locator("[data-test-status]")).to_have_text("success")
+    expect(step.locator("details[open] [data-test-return]")).to_contain_text('"hello_big_world"')

@@ -14,7 +14,7 @@ from starlette.responses import Response
 from sluice import errors
 from sluice.domain import states
 from sluice.domain.routing import Link
-from sluice.platform import Platform, Run, Workflow, WorkflowInput
+from sluice.platform import Platform, Run, SavedComponent, Workflow, WorkflowInput
 from sluice.web import action_steps, render, step_tests, workflow_form
 from sluice.web import session as sessions
 
@@ -55,8 +55,8 @@ async def workflows(request: Request) -> Response:
     return render.page(request, "workflows.html", context, session=session)
 
 
-async def _actions(platform: Platform, owner_id: str) -> list[tuple[str, str]]:
-    """(key or id, label) of the actions a step may use: the account's, then the registry's."""
+async def _action_components(platform: Platform, owner_id: str) -> list[SavedComponent]:
+    """The actions a step may use, one per key: the account's, then the registry's."""
     mine = await platform.component_page(
         owner_id, limit=100, before=None, after=None, component_type="action"
     )
@@ -67,8 +67,29 @@ async def _actions(platform: Platform, owner_id: str) -> list[tuple[str, str]]:
         ref = c.key or c.id
         if ref not in seen:
             seen.add(ref)
-            out.append((ref, f"{c.name} {c.version}" + (" (registry)" if c.registry else "")))
+            out.append(c)
     return out
+
+
+def _labels(found: list[SavedComponent]) -> list[tuple[str, str]]:
+    """(key or id, label) for the action field's suggestions."""
+    return [
+        (c.key or c.id, f"{c.name} {c.version}" + (" (registry)" if c.registry else ""))
+        for c in found
+    ]
+
+
+def _by_app(found: list[SavedComponent]) -> list[tuple[str, list[SavedComponent]]]:
+    """The builder's action picker: actions grouped by app (a key's first part, as registry
+    keys are ``<app>-<name>``), the account's unkeyed ones as "Your actions"; by app."""
+    groups: dict[str, list[SavedComponent]] = {}
+    for c in found:
+        app = c.key.split("-", 1)[0] if c.key and "-" in c.key else "Your actions"
+        groups.setdefault(app, []).append(c)
+    return sorted(
+        ((app, sorted(cs, key=lambda c: c.name.lower())) for app, cs in groups.items()),
+        key=lambda group: (group[0] == "Your actions", group[0]),
+    )
 
 
 async def _builder(
@@ -76,13 +97,15 @@ async def _builder(
 ) -> Response:
     platform = sessions.platform_of(request)
     page = await platform.sources.list(session.account.id, limit=100, before=None, after=None)
+    found_actions = await _action_components(platform, session.account.id)
     context = {
         "sources": page.items,
         "v": values,
         "new_code": workflow_form.NEW_CODE,
         "action_forms": await action_steps.forms(platform, session.account.id, values["steps"]),
         "accounts": await platform.apps.list(session.account.id),
-        "actions": await _actions(platform, session.account.id),
+        "actions": _labels(found_actions),
+        "action_apps": _by_app(found_actions),
         "test_url": f"/workflows/{values['id']}/test" if values.get("id") else "/workflows/test",
         "registry_sources": await platform.registry_search("", component_type="source"),
         "recent_events": await step_tests.recent_events(

@@ -345,6 +345,40 @@ function builder(form) {
     if (!test) return;
     $("[data-test-uid]", form).value = $("input[name='step.uid']", test.closest("[data-step]")).value;
   }, true);
+  // The action picker: the list is cloned into a step's "Browse actions" the first time it
+  // opens; picking one fills the step's action field, whose change loads its props form.
+  form.addEventListener("toggle", (ev) => {
+    const picker = ev.target;
+    if (!picker.matches?.("[data-action-picker]") || !picker.open) return;
+    if (!$(".action-catalog", picker)) {
+      picker.append($("template[data-action-catalog]", form).content.firstElementChild.cloneNode(true));
+    }
+    $("[data-action-search]", picker)?.focus();
+  }, true);
+  form.addEventListener("input", (ev) => {
+    if (!ev.target.matches("[data-action-search]")) return;
+    const words = ev.target.value.toLowerCase().split(/\s+/).filter(Boolean);
+    const catalog = ev.target.closest(".action-catalog");
+    for (const section of $$("[data-action-app]", catalog)) {
+      const app = $("h4", section).textContent.toLowerCase();
+      let shown = 0;
+      for (const entry of $$("[data-action-entry]", section)) {
+        const text = `${app} ${entry.textContent.toLowerCase()}`;
+        entry.hidden = !words.every((w) => text.includes(w));
+        if (!entry.hidden) shown += 1;
+      }
+      section.hidden = shown === 0;
+    }
+  });
+  form.addEventListener("click", (ev) => {
+    const pick = ev.target.closest("[data-pick-action]");
+    if (!pick) return;
+    const step = pick.closest("[data-step]");
+    const field = $("input[name='step.action']", step);
+    field.value = pick.dataset.pickAction;
+    field.dispatchEvent(new Event("change", { bubbles: true }));
+    pick.closest("[data-action-picker]").open = false;
+  });
   const testEvent = $("#test-event", form);
   $("[data-generate-event]", form)?.addEventListener("click", () => {
     testEvent.value = JSON.stringify(sampleEvent(form), null, 2);
