@@ -2,13 +2,14 @@
 each attempt's outcome, retrying with backoff for hours (``domain/deliveries.py``).
 
 It has slots of its own, apart from the job worker's: ``concurrency`` deliveries in flight in
-the process, at most ``per_webhook`` of them to one webhook (and three rounds of that claimed), so a
-slow or unreachable URL holds only its own slots, never the account's job slots nor other
-webhooks' deliveries. A claim leases a batch of due deliveries for ``lease_ms`` (time to wait
-for their webhook's slot and make the request); a worker that dies leaves them due again
-after it, and one that stalls past it stores nothing (the claim count fences it). Outcomes
-are stored by group commit. Failed attempts are logged once each, at WARNING, without a
-stack: an unreachable URL is the receiver's trouble, not Sluice's.
+the process, at most ``per_webhook`` of them to one webhook (and three rounds of that
+claimed), so a slow or unreachable URL holds only its own slots, never the account's job
+slots nor other webhooks' deliveries. A claim leases a batch of due deliveries for
+``lease_ms`` (time to wait for their webhook's slot and make the request); a worker that dies
+leaves them due again after it, and one that stalls past it stores nothing (the claim count
+fences it). Outcomes are stored many to a transaction. Failed attempts are logged once
+each, at WARNING, without a stack: an unreachable URL is the receiver's trouble, not
+Sluice's.
 
 Tests drive it with ``run_once``/``drain`` and a fake clock; ``start``/``stop`` run the loop.
 """
@@ -28,7 +29,7 @@ from typing import Any
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from sluice import metrics
+from sluice import errors, metrics
 from sluice.clock import Clock
 from sluice.config import Settings
 from sluice.domain import deliveries as decide
@@ -195,14 +196,23 @@ class DeliveryWorker:
                 batch, self._unsettled = self._unsettled, []
                 try:
                     await self.writer(functools.partial(deliveries.settle_sync, outcomes=batch))
-                except Exception:
+                except errors.NotReady as exc:
                     # The database is away: these run again after their leases (at least once).
+                    log.warning(
+                        "could not store %d deliveries' outcomes (%s); tried again after their "
+                        "leases",
+                        len(batch),
+                        exc,
+                        extra={"action": "deliveries_unsettled"},
+                    )
+                except Exception:
                     log.exception(
                         "could not store %d deliveries' outcomes; tried again after their leases",
                         len(batch),
                         extra={"action": "deliveries_unsettled"},
                     )
         finally:
+            self._flush.clear()
             self._settler = None
 
     async def settled(self) -> None:
@@ -298,6 +308,13 @@ class DeliveryWorker:
                 try:
                     for delivery, hook in await self._claim():
                         self._start(delivery, hook)
+                except errors.NotReady as exc:  # the database is away: the next poll tries
+                    log.warning(
+                        "the delivery worker could not claim deliveries: %s",
+                        exc,
+                        extra={"action": "deliveries_unclaimed"},
+                    )
+                    self._more = False
                 except Exception:
                     log.exception("the delivery worker failed to claim deliveries")
                     self._more = False
