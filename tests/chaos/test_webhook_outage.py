@@ -2,7 +2,7 @@
 attempts, ~15 s, after which 20 of 25 events were never delivered), then back with its first
 answers lost.
 
-A real platform (SQLite, the Node runner), a real receiver on 127.0.0.1 whose port is closed
+A real platform (SQLite and PostgreSQL, the Node runner), a real receiver on 127.0.0.1 whose port is closed
 (connections refused) and opened again, and a fake clock moved through the hour: no waiting.
 Afterwards every event was delivered, none twice except those whose answer was lost (each at
 most once more), and every request carried its delivery's ``Idempotency-Key``, the same in
@@ -14,9 +14,17 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import pytest
+
 from sluice.clock import FakeClock
 from sluice.platform import Platform
-from tests.conftest import account_client, make_settings
+from tests.conftest import (
+    SKIP_PG,
+    _create_pg_database,
+    _drop_pg_database,
+    account_client,
+    make_settings,
+)
 from tests.webhook_target import Target
 
 BURST = """
@@ -27,9 +35,25 @@ EVENTS = 25
 HOUR_S = 3600
 
 
-async def test_a_receiver_down_for_an_hour_gets_every_event_when_back(tmp_path: Path) -> None:
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
+async def test_a_receiver_down_for_an_hour_gets_every_event_when_back(
+    tmp_path: Path, dialect: str
+) -> None:
+    database_url = ""
+    if dialect == "postgresql":
+        if SKIP_PG:
+            pytest.skip("SLUICE_TEST_SKIP_POSTGRES=1")
+        database_url = await _create_pg_database()
+    try:
+        await _outage(tmp_path, database_url)
+    finally:
+        if database_url:
+            await _drop_pg_database(database_url)
+
+
+async def _outage(tmp_path: Path, database_url: str) -> None:
     clock = FakeClock()
-    settings = make_settings(tmp_path, egress_allow="127.0.0.1:*")
+    settings = make_settings(tmp_path, egress_allow="127.0.0.1:*", database_url=database_url)
     async with (
         Platform.open(settings, clock=clock, background=False) as platform,
         account_client(platform, "outage") as api,
