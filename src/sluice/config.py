@@ -93,6 +93,10 @@ class Settings:
     #: stores), MB; past it new runs, events and writes are refused with
     #: ``storage_quota_exceeded`` (docs/errors.md). 0: no quota.
     storage_quota_mb: int = 1024
+    #: npm bytes one account's components' dependency sets may hold in the npm store, MB (a
+    #: set several accounts use counts for each); past it a save is refused with
+    #: ``npm_quota_exceeded``. 0: no quota.
+    npm_quota_mb: int = 1024
     #: Events kept in storage per source (the API serves the newest 100).
     event_retention: int = 1000
     #: Logs kept per source.

@@ -22,7 +22,8 @@ classes to HTTP statuses (``sluice.api.errors``).
     │   └── DataStoreFull         a data store write past max_db_bytes
     ├── RateLimited               too many requests to one HTTP endpoint
     ├── QuotaExceeded             the account is at one of its quotas
-    │   └── StorageQuotaExceeded  it keeps stored as many bytes as it may (storage_quota_mb)
+    │   ├── StorageQuotaExceeded  it keeps stored as many bytes as it may (storage_quota_mb)
+    │   └── NpmQuotaExceeded      its npm dependency sets fill its share of the store
     ├── NotSupported              a Pipedream feature Sluice does not have; names the equivalent
     ├── ComponentLoadFailed       Node could not load the component (syntax, missing module)
     ├── DependencyInstallFailed   npm could not install a package the component imports
@@ -170,6 +171,12 @@ class EmailRefused(Forbidden):
     """$.send.email may send only to addresses the account has verified, at a bounded rate."""
 
     code = "email_refused"
+
+
+class NpmQuotaExceeded(QuotaExceeded):
+    """The account's npm dependencies fill its share of the npm store (SLUICE_NPM_QUOTA_MB)."""
+
+    code = "npm_quota_exceeded"
 
 
 class RateLimited(SluiceError):

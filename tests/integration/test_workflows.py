@@ -5,6 +5,7 @@ errors, sends) are driven with ``platform.jobs.drain()``; every run is real Node
 from __future__ import annotations
 
 import email
+import email.policy
 from pathlib import Path
 from typing import Any
 
@@ -654,6 +655,24 @@ async def test_the_account_email_can_change(api: Api) -> None:
     changed = await api.client.put("/v1/users/me", json={"email": "ops@example.com"})
     assert changed.status_code == 200 and changed.json()["data"]["email"] == "ops@example.com"
     failing = await create(api, [THROWS], name="to-ops")
+    await run(api, failing["id"], {})
+    await api.platform.jobs.drain()
+    # A new address gets nothing until it is verified (issue 25): the send says why.
+    refused = (await error_workflow_runs(api))[0]["sends"][0]
+    assert refused["status"] == "failed" and "not verified" in refused["outcome"]["error"]
+    asked = await api.client.post("/v1/users/me/email/verification")
+    assert asked.status_code == 202, asked.text
+    outbox = sorted(api.platform.settings.outbox_dir.glob("*.eml"), key=lambda f: f.stat().st_mtime)
+    mails = [email.message_from_bytes(f.read_bytes(), policy=email.policy.default) for f in outbox]
+    link = next(
+        word
+        for m in reversed(mails)
+        if m["To"] == "ops@example.com"
+        for word in m.get_content().split()
+        if "/v1/email/verify?token=" in word
+    )
+    followed = await api.client.get("/v1/email/verify?" + link.split("?", 1)[1])
+    assert followed.json()["data"]["email_verified"] is True
     await run(api, failing["id"], {})
     await api.platform.jobs.drain()
     runs = await error_workflow_runs(api)

@@ -163,7 +163,7 @@ class Components:
         url = source.url
         if source.code is None:
             source = await self._fetch(source)
-        prepared = await self.prepare(source)
+        prepared = await self.prepare(source, owner_id)
         info = await self.inspect(owner_id, prepared)
         shape = rules.validate_shape(info, compat=compat)
         if registry:
@@ -293,13 +293,14 @@ class Components:
             },
         )
 
-    async def prepare(self, source: ComponentInput) -> Prepared:
-        """Check the files, install what they import, and lay them out on disk."""
+    async def prepare(self, source: ComponentInput, owner_id: str | None = None) -> Prepared:
+        """Check the files, install what they import, and lay them out on disk; with
+        ``owner_id`` (an account saving it) within the account's npm quota."""
         entry_path, files = self._laid_out(source)
         code_hash = files_rules.code_hash(entry_path, files)
         package_json = files_rules.nearest_package_json(files, entry_path)
         plan = imports.plan_dependencies(files, package_json)
-        store_dir = await self.deps.ensure(plan)
+        store_dir = await self.deps.ensure(plan, owner_id)
         directory = self.settings.components_dir / code_hash
         if not (directory / entry_path).exists():
             await self._write_tree(directory, plan.files, store_dir)

@@ -203,7 +203,7 @@ class WorkflowChecks:
             )
         try:
             prepared = await self.components.prepare(
-                ComponentInput(code=code, entry_path="step.mjs")
+                ComponentInput(code=code, entry_path="step.mjs"), owner_id
             )
             if prepared.code_hash not in checked:
                 info = await self.components.inspect(owner_id, prepared)

@@ -308,7 +308,9 @@ class _Running:
         pool: RunnerPool,
         clients: outbound.Clients,
     ) -> _Running:
-        deps = DependencyStore(settings.npm_store_dir, npm=settings.npm)
+        deps = DependencyStore(
+            settings.npm_store_dir, npm=settings.npm, quota_bytes=settings.npm_quota_mb << 20
+        )
         components = Components(db, pool, deps, settings, clock)
         commit = Commit(db, settings, clock, Broker())
         catalog = AppCatalog(db, cipher, clock)

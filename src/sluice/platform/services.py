@@ -156,9 +156,15 @@ class Services:
 
     async def usage(self, account_id: str) -> dict[str, int]:
         """What the account uses of its quotas (``GET /v1/users/me``): stored bytes as counted
-        (``engine/quotas.py``), and the quota (0: none)."""
+        (``engine/quotas.py``) and npm store bytes (``runtime/deps.py``), with the quotas
+        (0: none)."""
         stored = await self.commit.quota.figure(self.reader, account_id)
-        return {"stored_bytes": stored, "storage_quota_bytes": self.commit.quota.quota_bytes}
+        return {
+            "stored_bytes": stored,
+            "storage_quota_bytes": self.commit.quota.quota_bytes,
+            "npm_bytes": await self.deps.owner_bytes(account_id),
+            "npm_quota_bytes": self.deps.quota_bytes,
+        }
 
     async def set_email(self, account_id: str, email: str | None) -> Account:
         """Change (``None``: remove) the account's e-mail address; the account as it is now."""

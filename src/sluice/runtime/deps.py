@@ -6,6 +6,16 @@
 exists is complete: a crash mid-install leaves at most a ``.tmp-`` directory, removed by the
 next install of that key. Deployments use an entry through a ``node_modules`` symlink.
 
+Per account (issue 25): ``root/.owners/<owner>/<key>`` marks each dependency set an account's
+components use, holding the set's size in bytes (its files, measured once when installed,
+kept in ``root/<key>/.sluice-size``). An account's npm bytes are the sum of its marks; an
+install or a new mark that would take it past ``quota_bytes`` is refused with
+``NpmQuotaExceeded`` (an install that turns out too large is deleted, never renamed into the
+store), and one account's installs run one at a time, so concurrent saves cannot add up past it.
+
+Every install has a time limit (``install_timeout``), after which its process group is killed.
+npm still runs as the server's user, outside any jail or cgroup (issue 25: not done yet).
+
 Installs run with ``--ignore-scripts``: packages that build native code or download binaries
 in ``install``/``postinstall`` (sharp, bcrypt, puppeteer, ssh2's optional cpu-features) are
 installed without that step and may fail when loaded.
@@ -28,7 +38,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from sluice.domain.imports import DependencyPlan, dependencies_key
-from sluice.errors import DependencyInstallFailed
+from sluice.errors import DependencyInstallFailed, NpmQuotaExceeded
 
 __all__ = ["DependencyStore"]
 
@@ -79,26 +89,35 @@ class DependencyStore:
         *,
         npm: str = "npm",
         install_timeout: float = 300.0,
+        quota_bytes: int = 0,
         registry: str | None = None,
         cache_dir: Path | None = None,
     ) -> None:
         self.root = Path(root)
         self.npm = npm
         self.install_timeout = install_timeout
+        #: npm bytes one account's dependency sets may hold together (0: no quota).
+        self.quota_bytes = quota_bytes
         self.registry = registry
         # npm's download cache, shared by every install; defaults to a directory inside root.
         self.cache_dir = Path(cache_dir) if cache_dir is not None else self.root / ".npm-cache"
         # Same-process callers for one key wait here rather than on the file lock, which
         # would park a worker thread each.
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        self._owner_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
 
     def path_for(self, key: str) -> Path:
         return self.root / key
 
-    async def ensure(self, plan: DependencyPlan | Mapping[str, str]) -> Path | None:
+    async def ensure(
+        self, plan: DependencyPlan | Mapping[str, str], owner_id: str | None = None
+    ) -> Path | None:
         """The store directory holding ``plan``'s dependencies, installing them if needed.
 
-        None when there is nothing to install. Raises ``DependencyInstallFailed``. A mapping is
+        None when there is nothing to install. Raises ``DependencyInstallFailed``, and with
+        ``owner_id`` (an account saving a component) ``NpmQuotaExceeded``. A mapping is
         installed as given: it should come from ``plan_dependencies``, which validates names and
         ranges (a ``file:`` or git value here would be honoured by npm).
         """
@@ -109,21 +128,72 @@ class DependencyStore:
         # must hold exactly the dependencies its name says (microseconds for a small dict).
         key = dependencies_key(dependencies)
         final = self.path_for(key)
-        if final.is_dir():  # the hot path: a stat, no lock, no npm
+        if owner_id is not None and self.quota_bytes > 0:
+            lock = self._owner_locks.get(owner_id)
+            if lock is None:
+                lock = self._owner_locks[owner_id] = asyncio.Lock()
+            async with lock:
+                if not (self.root / ".owners" / _safe(owner_id) / key).is_file():
+                    await self._check_quota(owner_id, key, final.is_dir() and final)
+                found = await self._ensure(key, dependencies, final, owner_id)
+                await asyncio.to_thread(self._mark, owner_id, key)
+                return found
+        return await self._ensure(key, dependencies, final, None)
+
+    async def owner_bytes(self, owner_id: str) -> int:
+        """npm bytes of the dependency sets the account's components use (its marks)."""
+        return await asyncio.to_thread(self._owner_bytes, owner_id)
+
+    def _owner_bytes(self, owner_id: str) -> int:
+        total = 0
+        with contextlib.suppress(OSError):
+            for mark in (self.root / ".owners" / _safe(owner_id)).iterdir():
+                with contextlib.suppress(OSError, ValueError):
+                    total += int(mark.read_text() or 0)
+        return total
+
+    async def _check_quota(self, owner_id: str, key: str, existing: Path | bool) -> None:
+        """Before a set is installed (or marked, when it is in the store): refuse when the
+        account is at its quota, or the existing set would take it past."""
+        used = await self.owner_bytes(owner_id)
+        size = await asyncio.to_thread(_entry_size, existing) if isinstance(existing, Path) else 0
+        if used + size > self.quota_bytes or used >= self.quota_bytes:
+            raise self._over(used, size)
+
+    def _over(self, used: int, size: int) -> NpmQuotaExceeded:
+        return NpmQuotaExceeded(
+            f"these npm dependencies ({size} bytes) would take this account's share of the npm "
+            f"store past its quota of {self.quota_bytes >> 20} MB (it holds {used} bytes): "
+            "remove components that use large packages, or ask the operator to raise "
+            "SLUICE_NPM_QUOTA_MB",
+            details={"used_bytes": used, "size_bytes": size, "quota_bytes": self.quota_bytes},
+        )
+
+    def _mark(self, owner_id: str, key: str) -> None:
+        marks = self.root / ".owners" / _safe(owner_id)
+        marks.mkdir(parents=True, exist_ok=True)
+        mark = marks / key
+        if not mark.is_file():
+            mark.write_text(str(_entry_size(self.path_for(key))))
+
+    async def _ensure(
+        self, key: str, dependencies: dict[str, str], final: Path, owner_id: str | None
+    ) -> Path:
+        if final.is_dir():  # noqa: ASYNC240 - the hot path: a stat, no lock, no npm
             return final
 
         lock = self._locks.get(key)
         if lock is None:
             lock = self._locks[key] = asyncio.Lock()
         async with lock:
-            if final.is_dir():
+            if final.is_dir():  # noqa: ASYNC240 - one stat
                 return final
             await asyncio.to_thread(self.root.mkdir, parents=True, exist_ok=True)
             lock_fd = await _flock(self.root / f"{key}.lock")
             try:
-                if final.is_dir():  # another process installed it while we waited
+                if final.is_dir():  # another process installed it while we waited  # noqa: ASYNC240 - one stat
                     return final
-                await self._install(key, dependencies, final)
+                await self._install(key, dependencies, final, owner_id)
                 return final
             finally:
                 os.close(lock_fd)  # releases the flock
@@ -136,7 +206,9 @@ class DependencyStore:
         """
         await asyncio.to_thread(_link, store_dir, Path(component_dir))
 
-    async def _install(self, key: str, dependencies: dict[str, str], final: Path) -> None:
+    async def _install(
+        self, key: str, dependencies: dict[str, str], final: Path, owner_id: str | None
+    ) -> None:
         # We hold the key's lock: any .tmp- directory of this key is a crashed install.
         for stale in self.root.glob(f".tmp-{key}-*"):
             await asyncio.to_thread(shutil.rmtree, stale, True)
@@ -154,6 +226,12 @@ class DependencyStore:
                     f"npm finished but did not install {', '.join(sorted(missing))}",
                     details={"packages": sorted(missing)},
                 )
+            size = await asyncio.to_thread(_tree_size, tmp)
+            if owner_id is not None and self.quota_bytes > 0:
+                used = await self.owner_bytes(owner_id)
+                if used + size > self.quota_bytes:
+                    raise self._over(used, size)  # the finally below deletes the install
+            await asyncio.to_thread((tmp / ".sluice-size").write_text, str(size))
             await asyncio.to_thread(os.rename, tmp, final)
         finally:
             if tmp.exists():
@@ -295,3 +373,28 @@ def _useful_lines(stderr: str) -> list[str]:
         if line and not _NOISE_RE.search(raw.strip()):
             useful.append(line[:300])
     return useful[:_STDERR_LINES]
+
+
+def _safe(owner_id: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "_", owner_id)[:80] or "_"
+
+
+def _tree_size(root: Path) -> int:
+    """Bytes of the files under ``root`` (links not followed)."""
+    total = 0
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+    return total
+
+
+def _entry_size(entry: Path) -> int:
+    """A store entry's size: written at install, measured (and kept) for older entries."""
+    kept = entry / ".sluice-size"
+    with contextlib.suppress(OSError, ValueError):
+        return int(kept.read_text())
+    size = _tree_size(entry)
+    with contextlib.suppress(OSError):
+        kept.write_text(str(size))
+    return size
