@@ -58,7 +58,7 @@ async def test_a_connection_in_steady_use_is_not_pinged_and_a_dead_one_fails_onc
     first = await _backend(engine)
     await _terminate(first)
     # Once: a lost connection is the store unavailable (a 503 with Retry-After at the edge).
-    with pytest.raises(errors.StorageUnavailable, match="connection is closed"):
+    with pytest.raises(errors.StorageUnavailable):
         await _backend(engine)
     # SQLAlchemy saw the disconnect and replaced the pool's connections: the next use works.
     assert await _backend(engine) != first
