@@ -259,3 +259,45 @@ async def test_a_failed_attempt_is_one_warning_without_a_stack(
         assert record.__dict__["http_status"] == 500 and record.__dict__["retry_at_ms"]
         assert "answered 500" in record.getMessage()
         assert (await api.client.delete(f"/v1/webhooks/{hook['id']}")).status_code == 200
+
+
+async def test_stopping_makes_the_deliveries_in_hand_due_again_at_once(
+    api: Api, loopback_webhooks: Any
+) -> None:
+    """SIGTERM's stop: the attempts under way are cut off and the claimed ones not started are
+    left; all are due again now, their attempts not counted, for the next worker."""
+    worker = DeliveryWorker(
+        api.platform.db,
+        api.platform.clock,
+        api.platform.webhooks,
+        DeliveryConfig(concurrency=8, per_webhook=2, poll_seconds=0.05),
+    )
+    async with Gate(hold=1000) as slow:
+        hook = (await api.client.post("/v1/webhooks", params={"url": f"{slow.url}/in"})).json()[
+            "data"
+        ]
+        source = (await api.client.post("/v1/sources", json={"component_code": EMITTER})).json()[
+            "data"
+        ]
+        link = {"emitter_id": source["id"], "listener_id": hook["id"]}
+        assert (await api.client.post("/v1/subscriptions", params=link)).status_code == 200
+        for n in range(3):
+            await api.client.post(f"/v1/sources/{source['id']}/run", json={"event": {"n": n}})
+        await worker.start()
+        worker.notify()
+        async with asyncio.timeout(30):
+            while len(slow.requests) < 2:  # its 2 slots busy, the third claimed and waiting
+                slow.arrived.clear()
+                await slow.arrived.wait()
+        await worker.stop(grace_seconds=0)
+        path = f"/v1/webhooks/{hook['id']}/deliveries"
+        pending = (await api.client.get(path, params={"status": "pending"})).json()["data"]
+        assert len(pending) == 3 and {d["attempts"] for d in pending} == {0}
+        now_s = api.platform.clock.now_ms() // 1000
+        assert all(d["next_attempt_at"] <= now_s for d in pending)
+        # The next worker takes them at once (the receiver answers now).
+        slow.release()
+        assert await api.platform.deliveries.drain() == 3
+        delivered = (await api.client.get(path, params={"status": "delivered"})).json()["data"]
+        assert len(delivered) == 3
+        assert (await api.client.delete(f"/v1/webhooks/{hook['id']}")).status_code == 200

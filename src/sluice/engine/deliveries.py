@@ -105,9 +105,13 @@ class DeliveryWorker:
         self.reader = database.Reader(db)
         #: Deliveries claimed and not settled, per webhook.
         self.held: collections.Counter[str] = collections.Counter()
-        self._gates: dict[str, asyncio.Semaphore] = {}
         self._slots = asyncio.Semaphore(self.config.concurrency)
-        self._running: dict[str, tuple[int, asyncio.Task[None]]] = {}
+        #: Per webhook, its claimed deliveries not started, and the lanes taking them in
+        #: turn (at most ``per_webhook``: its requests in flight).
+        self._queues: dict[str, collections.deque[tuple[Delivery, Webhook | None]]] = {}
+        self._lanes: dict[str, set[asyncio.Task[None]]] = {}
+        #: Deliveries whose attempt is under way: ``id → claims``.
+        self._in_flight: dict[str, int] = {}
         self._wake = asyncio.Event()
         #: Whether more may be due than the last claim took.
         self._more = True
@@ -147,32 +151,55 @@ class DeliveryWorker:
 
     # ---- attempts ----------------------------------------------------------------------------
 
-    def _start(self, delivery: Delivery, hook: Webhook | None) -> asyncio.Task[None]:
-        task = asyncio.create_task(self._run(delivery, hook))
-        self._running[delivery.id] = (delivery.claims, task)
-        task.add_done_callback(lambda _t: self._running.pop(delivery.id, None))
-        return task
-
-    async def _run(self, delivery: Delivery, hook: Webhook | None) -> None:
+    def _start(self, delivery: Delivery, hook: Webhook | None) -> None:
+        """Queue a claimed delivery for its webhook's lanes, starting a lane if it has fewer
+        than ``per_webhook`` (a lane takes its webhook's deliveries one after another: no task
+        per delivery)."""
         target = delivery.webhook_id
-        gate = self._gates.get(target)
-        if gate is None:
-            gate = self._gates[target] = asyncio.Semaphore(self.config.per_webhook)
-        try:
-            async with gate, self._slots:
-                self._settle(await self._attempt(delivery, hook))
-        finally:
-            self.held[target] -= 1
-            left = self.held[target]
-            if left <= 0:
-                del self.held[target]
-                self._gates.pop(target, None)
-            if left == self.config.per_webhook:
-                # Down to its last round: claim its next ones (if due) while these run, one
-                # claim per round or two rather than one per delivery.
-                self._more = True
-            if self._more:  # a slot freed: the loop claims again
-                self._wake.set()
+        queue = self._queues.get(target)
+        if queue is None:
+            queue = self._queues[target] = collections.deque()
+        queue.append((delivery, hook))
+        lanes = self._lanes.setdefault(target, set())
+        alive = sum(1 for lane in lanes if not lane.done())
+        if alive < min(self.config.per_webhook, len(queue)):
+            lane = asyncio.create_task(self._lane(target, queue))
+            lanes.add(lane)
+            lane.add_done_callback(lanes.discard)
+
+    async def _lane(
+        self, target: str, queue: collections.deque[tuple[Delivery, Webhook | None]]
+    ) -> None:
+        while queue:
+            delivery, hook = queue.popleft()
+            self._in_flight[delivery.id] = delivery.claims
+            try:
+                async with self._slots:
+                    self._settle(await self._attempt(delivery, hook))
+            finally:
+                del self._in_flight[delivery.id]
+                self.held[target] -= 1
+                left = self.held[target]
+                if left <= 0:
+                    del self.held[target]
+                if left == self.config.per_webhook:
+                    # Down to its last round: claim its next ones (if due) while these run,
+                    # one claim per round or two rather than one per delivery.
+                    self._more = True
+                if self._more:  # a slot freed: the loop claims again
+                    self._wake.set()
+        # The last lane of the webhook out (no await since its queue was seen empty) drops
+        # its entries; a delivery queued after this starts a new lane.
+        current = asyncio.current_task()
+        lanes = self._lanes.get(target, set())
+        if not any(lane is not current and not lane.done() for lane in lanes):
+            self._lanes.pop(target, None)
+            if self._queues.get(target) is queue:
+                del self._queues[target]
+
+    def _tasks(self) -> list[asyncio.Task[None]]:
+        """The lanes running now."""
+        return [lane for lanes in self._lanes.values() for lane in lanes if not lane.done()]
 
     def _settle(self, outcome: Outcome) -> None:
         """Store the outcome with the others of this moment, in one transaction (by a task of
@@ -274,7 +301,10 @@ class DeliveryWorker:
         """Claim the due deliveries (as many as the slots take) and make their attempts; the
         number attempted."""
         claimed = await self._claim()
-        await asyncio.gather(*(self._start(d, hook) for d, hook in claimed))
+        for delivery, hook in claimed:
+            self._start(delivery, hook)
+        while lanes := self._tasks():
+            await asyncio.gather(*lanes)
         await self.settled()
         return len(claimed)
 
@@ -357,14 +387,20 @@ class DeliveryWorker:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        running = [task for _, task in self._running.values()]
-        if running and grace_seconds > 0:
-            await asyncio.wait(running, timeout=grace_seconds)
-        cut = [(d_id, claims) for d_id, (claims, task) in self._running.items() if not task.done()]
-        for _, task in list(self._running.values()):
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        lanes = self._tasks()
+        if lanes and grace_seconds > 0:
+            # The lanes go on with their queues meanwhile: what they started in time ends.
+            await asyncio.wait(lanes, timeout=grace_seconds)
+        # Cut off: the attempts under way, and the claimed ones not started.
+        cut = list(self._in_flight.items()) + [
+            (delivery.id, delivery.claims)
+            for queue in self._queues.values()
+            for delivery, _hook in queue
+        ]
+        lanes = self._tasks()
+        for lane in lanes:  # all at once: none starts another delivery meanwhile
+            lane.cancel()
+        await asyncio.gather(*lanes, return_exceptions=True)
         await self.settled()
         if cut:
             now_ms = self.clock.now_ms()
