@@ -22,12 +22,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.chaos.processes import SLUICE, Sluice, free_port, running
 
 ST = str(Path(sys.executable).with_name("st"))
 MAX_SECONDS = 90
 
 
+# Schemathesis runs up to MAX_SECONDS after the server starts: more than pytest's default.
+@pytest.mark.timeout(MAX_SECONDS + 150)
 def test_the_api_conforms_to_its_openapi_document(tmp_path: Path) -> None:
     env = {**os.environ, "SLUICE_DATA_DIR": str(tmp_path / "data")}
     server = Sluice("all", env, port=free_port())

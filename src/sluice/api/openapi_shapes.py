@@ -53,7 +53,7 @@ _TAG_OF = {
 }
 
 #: Routes anyone may call: the operators' probes and the secret $.flow resume/cancel URLs.
-_PUBLIC = re.compile(r"^/(healthz|readyz|metrics|flow/)")
+_PUBLIC = re.compile(r"^/(healthz|readyz|metrics|flow/|v1/email/verify$)")
 
 SECURITY_SCHEME: dict[str, Any] = {
     "type": "http",
