@@ -95,6 +95,36 @@ async def test_failures_retry_with_backoff_then_fail(platform: Platform, kind: s
     assert await worker.run_once() == 0 and calls == 3
 
 
+async def test_a_store_outage_never_fails_a_job_for_good(
+    platform: Platform, kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A run whose results could not be stored (disk full, PostgreSQL down) is queued again
+    past ``max_attempts``: an acknowledged request is never failed by an outage. Each is one
+    warning, without a stack."""
+    clock = FakeClock()
+    worker = JobWorker(platform.db, clock, WorkerConfig(max_attempts=2))
+    outage = True
+    stored: list[int] = []
+
+    async def handler(job: Job, finish: Finish) -> None:
+        if outage:
+            raise errors.StorageUnavailable("the disk is full")
+        stored.append(job.id)
+
+    worker.handlers[kind] = handler
+    (job_id,) = await _enqueue(platform, clock, kind)
+    for _ in range(4):
+        assert await worker.run_once() == 1
+        clock.advance(seconds=300)
+    assert await _status(platform, job_id) == ("queued", 4)
+    failures = [r for r in caplog.records if getattr(r, "action", None) == "job_failed"]
+    assert len(failures) == 4
+    assert [(r.levelname, bool(r.exc_info)) for r in failures] == [("WARNING", False)] * 4
+    outage = False
+    assert await worker.run_once() == 1 and stored == [job_id]
+    assert await _status(platform, job_id) == ("done", 5)
+
+
 async def test_a_dead_workers_job_runs_again_after_its_lease(platform: Platform, kind: str) -> None:
     clock = FakeClock()
     (job_id,) = await _enqueue(platform, clock, kind)

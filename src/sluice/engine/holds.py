@@ -25,6 +25,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable
 
+from sluice import errors
 from sluice.clock import Clock
 from sluice.domain import shares
 from sluice.storage import database, jobs
@@ -143,6 +144,8 @@ class Leases:
             await asyncio.sleep(self.lease_ms / 4000)
             try:
                 await self.renew(waiting())
+            except errors.NotReady as exc:  # a store outage, logged where it entered
+                log.warning("could not renew the leases of the jobs in flight: %s", exc)
             except Exception:
                 log.exception("could not renew the leases of the jobs in flight")
 

@@ -293,28 +293,42 @@ class JobWorker:
 
     async def failed(self, job: Job, exc: Exception) -> None:
         """The job's run failed: queued again with backoff until ``max_attempts``, then failed
-        (kept, with the error)."""
-        retry = job.attempts < self.config.max_attempts
-        level = logging.WARNING if isinstance(exc, errors.RunnerCrashed) else logging.ERROR
+        (kept, with the error). A store that was unavailable (a full disk, PostgreSQL down)
+        is no fault of the job: it is queued again whatever its attempts, and logged without
+        a stack, as a runner crash is; if its retry cannot be stored either, its lease ends
+        and another claim runs it."""
+        outage = isinstance(exc, errors.NotReady)
+        retry = outage or job.attempts < self.config.max_attempts
+        expected = outage or isinstance(exc, errors.RunnerCrashed)
         log.log(
-            level,
+            logging.WARNING if expected else logging.ERROR,
             "job %s (%s) failed, attempt %d: %s",
             job.id,
             job.kind,
             job.attempts,
             exc,
-            exc_info=not isinstance(exc, errors.RunnerCrashed),
+            exc_info=not expected,
             extra={"action": "job_failed", "job_id": job.id},
         )
         now = self.clock.now_ms()
-        async with self.db.begin() as conn:
-            held = await jobs.retry_or_fail(
-                conn,
-                job,
-                now_ms=now,
-                error=str(exc),
-                retry_at_ms=now + backoff_ms(job.attempts) if retry else None,
+        try:
+            async with self.db.begin() as conn:
+                held = await jobs.retry_or_fail(
+                    conn,
+                    job,
+                    now_ms=now,
+                    error=str(exc),
+                    retry_at_ms=now + backoff_ms(job.attempts) if retry else None,
+                )
+        except errors.NotReady as again:
+            log.warning(
+                "job %s (%s): its retry was not stored (%s); it runs again after its lease",
+                job.id,
+                job.kind,
+                again,
+                extra={"action": "job_retry_unstored", "job_id": job.id},
             )
+            return
         if not held:
             self._lost(job, "its failure was not recorded")
         self.due.mark()  # the retry is due after its backoff: arm the timer for it
@@ -348,6 +362,8 @@ class JobWorker:
                 size = self.config.batch if not self.slots.share else free
                 try:
                     self._queue.extend(await self._claim(size))
+                except errors.NotReady as exc:  # logged once where it entered (storage)
+                    log.debug("the job worker could not claim jobs: %s", exc)
                 except Exception:
                     log.exception("the job worker failed to claim jobs")
             started = released = 0
