@@ -6,6 +6,7 @@ Everything listens on 127.0.0.1 only; every wait is bounded.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -17,6 +18,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import asyncpg
 
 SLUICE = str(Path(sys.executable).with_name("sluice"))
 START_TIMEOUT_S = 120.0
@@ -149,6 +152,19 @@ class Postgres:
         data = str(self.directory / "data")
         self._run("pg_ctl", "-D", data, "-o", options, "-l", log, "-w", "start")
         return self
+
+    async def stored(self, source_id: str) -> tuple[list[int], dict[str, int]]:
+        """The ``n`` of each event the source stored (the chaos load's request numbers), and
+        the count of jobs per status."""
+        conn = await asyncpg.connect(self.url)
+        try:
+            rows = await conn.fetch(
+                "SELECT payload::text AS p FROM events WHERE emitter_id = $1", source_id
+            )
+            states = await conn.fetch("SELECT status, count(*) AS c FROM jobs GROUP BY status")
+        finally:
+            await conn.close()
+        return [json.loads(r["p"])["n"] for r in rows], {r["status"]: r["c"] for r in states}
 
     def crash(self) -> None:
         """Stop at once, as a crash would (no checkpoint); recovery runs at the next start."""

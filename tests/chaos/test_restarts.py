@@ -25,7 +25,6 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-import asyncpg
 import httpx
 import pytest
 import sqlalchemy as sa
@@ -194,24 +193,14 @@ async def _postgresql_chaos(tmp_path: Path, pg: Postgres) -> None:
             [(60, kill_worker), (120, kill_runner), (180, kill_api), (260, crash_postgres)],
         )
 
-        async def read() -> tuple[list[int], dict[str, int]]:
-            conn = await asyncpg.connect(pg.url)
-            try:
-                rows = await conn.fetch(
-                    "SELECT payload::text AS p FROM events WHERE emitter_id = $1", source_id
-                )
-                states = await conn.fetch("SELECT status, count(*) AS c FROM jobs GROUP BY status")
-            finally:
-                await conn.close()
-            return [json.loads(r["p"])["n"] for r in rows], {r["status"]: r["c"] for r in states}
-
-        numbers, states = await _settled(read)
+        numbers, states = await _settled(lambda: pg.stored(source_id))
         _check(acked, numbers, states)
         assert killed, "no Node runner was running to kill"
         # The survivors worked on without a restart: the api answers, the other worker runs.
         survivor = workers[1].proc
         assert survivor is not None and survivor.poll() is None
-        assert httpx.post(f"{base}{path}", json={"n": -1}, timeout=30).status_code == 200
+        last = httpx.post(f"{base}{path}", json={"n": -1}, timeout=30)
+        assert last.status_code == 200, last.text + api.tail()
         for process in (api, *workers):
             assert _stopped_gracefully(process), process.tail()
 

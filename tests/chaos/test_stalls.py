@@ -13,7 +13,6 @@ Every request goes to 127.0.0.1; the load is bounded in count and time.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import tempfile
@@ -86,18 +85,7 @@ async def _stall(tmp_path: Path, pg: Postgres) -> None:
 
         acked = await _load(base, path, [(40, stall)])
 
-        async def read() -> tuple[list[int], dict[str, int]]:
-            conn = await asyncpg.connect(pg.url)
-            try:
-                rows = await conn.fetch(
-                    "SELECT payload::text AS p FROM events WHERE emitter_id = $1", source_id
-                )
-                states = await conn.fetch("SELECT status, count(*) AS c FROM jobs GROUP BY status")
-            finally:
-                await conn.close()
-            return [json.loads(r["p"])["n"] for r in rows], {r["status"]: r["c"] for r in states}
-
-        numbers, states = await _settled(read)
+        numbers, states = await _settled(lambda: pg.stored(source_id))
         _check(acked, numbers, states)
         print(f"takeover after {takeover[0]:.2f} s with a {LEASE_S:g} s lease")
         assert takeover[0] <= LEASE_S + 1.0, f"taken over after {takeover[0]:.1f} s"

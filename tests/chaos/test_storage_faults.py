@@ -26,7 +26,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import asyncpg
 import httpx
 import pytest
 import sqlalchemy as sa
@@ -233,18 +232,7 @@ async def _postgres_down(tmp_path: Path, pg: Postgres) -> None:
             assert api.status_code == 200, api.text
         assert set(statuses) <= {200, 503}, f"answers other than 200 and 503: {statuses}"
 
-        async def read() -> tuple[list[int], dict[str, int]]:
-            conn = await asyncpg.connect(pg.url)
-            try:
-                rows = await conn.fetch(
-                    "SELECT payload::text AS p FROM events WHERE emitter_id = $1", source_id
-                )
-                states = await conn.fetch("SELECT status, count(*) AS c FROM jobs GROUP BY status")
-            finally:
-                await conn.close()
-            return [json.loads(r["p"])["n"] for r in rows], {r["status"]: r["c"] for r in states}
-
-        numbers, states = await _settled(read)
+        numbers, states = await _settled(lambda: pg.stored(source_id))
         _check(acked, numbers, states)
         # (A refused request may be stored here, rarely: a commit whose answer the shutdown
         # cut off is refused though PostgreSQL kept it; its client sends it again. P1 in

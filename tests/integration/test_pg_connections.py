@@ -76,3 +76,16 @@ async def test_a_hot_read_runs_outside_a_transaction(engine: AsyncEngine) -> Non
     assert not await reader(one_transaction)
     async with engine.connect() as conn:  # the engine's own connections: a transaction
         assert await conn.run_sync(one_transaction)
+
+
+async def test_a_read_on_a_dead_connection_is_tried_again_afresh(
+    engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read is safe to repeat: one that met a connection the server dropped (a restart)
+    runs again on a fresh one instead of answering 503 (an endpoint's lookup)."""
+    monkeypatch.setattr(database, "IDLE_PING_SECONDS", 3600.0)  # lent without a ping
+    reader = database.Reader(engine)
+    first = await _backend(engine)
+    await _terminate(first)
+    pid = await reader(lambda conn: conn.execute(sa.text("SELECT pg_backend_pid()")).scalar_one())
+    assert pid != first

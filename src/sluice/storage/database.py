@@ -188,6 +188,14 @@ class Reader:
     async def __call__(self, fn: Callable[[Connection], T]) -> T:
         if self._sync is None:
             async with self._engine.connect() as conn:
+                try:
+                    return await conn.run_sync(fn)
+                except errors.StorageUnavailable:
+                    if not conn.invalidated:
+                        raise
+            # The pooled connection was dead (the server restarted since it was last used):
+            # SQLAlchemy dropped it and its pool; a read is safe to try once more, afresh.
+            async with self._engine.connect() as conn:
                 return await conn.run_sync(fn)
         if self._inline is None:
             self._inline = self._sync.connect().execution_options(isolation_level="AUTOCOMMIT")

@@ -141,7 +141,16 @@ def _handle_error(context: Any) -> None:
         return
     if context.is_disconnect and reason(original) is None:
         raise _unavailable(f"the database connection was lost: {original}") from original
-    raise_if_unavailable(original)
+    why = reason(original)
+    if why is None:
+        return
+    if context.dialect.name == "postgresql":
+        # Whatever the driver says of its connection now, one that met an outage is not lent
+        # again: SQLAlchemy invalidates it and the pool's older ones (it reads this after the
+        # handler raises), so a server that is back is reached on fresh connections.
+        context.is_disconnect = True
+        context.invalidate_pool_on_disconnect = True
+    raise _unavailable(why) from original
 
 
 def _connect(dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Any:
