@@ -143,6 +143,14 @@ async def test_openapi_is_served(api: Api) -> None:
     response = await api.client.get("/openapi.json")
     assert response.status_code == 200
     assert "/v1/sources" in response.json()["paths"]
+    # Every route is in a resource's group (/docs shows no "default" group).
+    untagged = [
+        f"{method.upper()} {path}"
+        for path, operations in response.json()["paths"].items()
+        for method, operation in operations.items()
+        if isinstance(operation, dict) and "responses" in operation and not operation.get("tags")
+    ]
+    assert untagged == []
 
 
 async def test_a_missing_body_says_so(api: Api) -> None:

@@ -46,13 +46,15 @@ _TAG_OF = {
     "accounts": "Connected accounts",
     "apps": "Apps",
     "me": "Account",
+    "email": "Account",
     "oauth": "Account",
     "healthz": "Operations",
     "readyz": "Operations",
     "metrics": "Operations",
 }
 
-#: Routes anyone may call: the operators' probes and the secret $.flow resume/cancel URLs.
+#: Routes anyone may call: the operators' probes, the secret $.flow resume/cancel URLs and the
+#: e-mail verification link (its token is the proof).
 _PUBLIC = re.compile(r"^/(healthz|readyz|metrics|flow/|v1/email/verify$)")
 
 SECURITY_SCHEME: dict[str, Any] = {
