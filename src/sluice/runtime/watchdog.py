@@ -58,7 +58,12 @@ def inside(pids: list[int]) -> int | None:
 
 def tmpfs_used(pid: int) -> int:
     """Bytes the jail's tmpfs mounts hold, seen through ``pid`` (a process inside it).
-    Raises ``OSError`` when they cannot be read."""
+    Raises ``OSError`` when they cannot be read. 0 while ``pid`` has not moved into its jail's
+    root yet (bubblewrap sets the mounts up in the new namespace first): its ``/tmp`` is then
+    the host's, whose use (the host's disk) is none of the jail's."""
+    root, host = os.stat(f"/proc/{pid}/root"), os.stat("/")
+    if (root.st_dev, root.st_ino) == (host.st_dev, host.st_ino):
+        return 0
     total = 0
     for mount in TMPFS:
         st = os.statvfs(f"/proc/{pid}/root/{mount}")
