@@ -18,8 +18,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -447,17 +447,6 @@ class PeakSampler:
 
 def mib(n: float) -> float:
     return n / (1024 * 1024)
-
-
-@contextmanager
-def timed() -> Iterator[list[float]]:
-    """``with timed() as t: …`` then ``t[0]`` is the elapsed seconds."""
-    box: list[float] = []
-    start = time.perf_counter()
-    try:
-        yield box
-    finally:
-        box.append(time.perf_counter() - start)
 
 
 # ---- a fresh PostgreSQL database (benchmarks with --postgres) ---------------------------------

@@ -348,10 +348,6 @@ def _check_options(name: str, options: Any) -> None:
             )
 
 
-def option_values(options: list[Any]) -> list[Any]:
-    return [o["value"] if isinstance(o, dict) else o for o in options]
-
-
 #: Ten years: far past any schedule, far short of overflowing a 64-bit count of milliseconds.
 MAX_INTERVAL_SECONDS = 10 * 365 * 24 * 3600
 

@@ -216,7 +216,3 @@ def needs_refresh(
         return False
     margin = refresh_margin_ms(expires_at_ms=expires_at_ms, issued_at_ms=issued_at_ms)
     return expires_at_ms - now_ms < margin
-
-
-def lease_free(lease_until_ms: int | None, now_ms: int) -> bool:
-    return lease_until_ms is None or lease_until_ms <= now_ms

@@ -53,11 +53,6 @@ class Schedule:
             return cls(interval_seconds=int(interval))
         return cls(cron=value.get("cron"), timezone=value.get("timezone"))
 
-    def to_value(self) -> dict[str, Any]:
-        if self.interval_seconds is not None:
-            return {"intervalSeconds": self.interval_seconds, "cron": None}
-        return {"intervalSeconds": None, "cron": self.cron, "timezone": self.timezone}
-
 
 def configured_timer(
     props: list[dict[str, Any]], configured: dict[str, Any]

@@ -18,29 +18,12 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypedDict, cast
+from typing import Any, cast
 
 from sluice.domain import limits, text
 from sluice.errors import OversizedLine
 
 log = logging.getLogger(__name__)
-
-CallKind = Literal["inspect", "run", "hook", "action", "options", "workflow"]
-
-
-class Limits(TypedDict):
-    timeout_ms: int
-    memory_mb: int
-
-
-class InvokeMessage(TypedDict):
-    type: Literal["invoke"]
-    id: int
-    worker_key: str
-    entry: str
-    env: dict[str, str]
-    limits: Limits
-    call: dict[str, Any]
 
 
 @dataclass

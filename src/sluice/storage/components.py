@@ -171,12 +171,6 @@ async def get_any(conn: AsyncConnection, component_id: str) -> SavedComponent | 
     return _row(row) if row else None
 
 
-async def all_files(conn: AsyncConnection) -> list[tuple[str, str, dict[str, str]]]:
-    """(code_hash, entry_path, files) of every saved component, to rebuild the file tree."""
-    rows = await conn.execute(sa.select(t.c.code_hash, t.c.entry_path, t.c.files))
-    return [(r.code_hash, r.entry_path, r.files) for r in rows]
-
-
 @dataclass(frozen=True)
 class Page:
     items: list[SavedComponent]

@@ -109,13 +109,6 @@ def entries_sync(conn: Connection, store_id: str, now_ms: int) -> list[tuple[str
     return [(row.key, row.value) for row in rows]
 
 
-def keys_sync(conn: Connection, store_id: str, now_ms: int) -> list[str]:
-    rows = conn.execute(
-        sa.select(r.c.key).where(r.c.store_id == store_id, _live(now_ms)).order_by(r.c.key)
-    )
-    return [row.key for row in rows]
-
-
 def _lock(conn: Connection, store_id: str, now_ms: int) -> None:
     """Hold the store (its row) for this write; its expired records go first."""
     query = sa.select(t.c.id).where(t.c.id == store_id)

@@ -290,23 +290,6 @@ def append_logs_sync(
     ]
 
 
-async def append_logs(
-    conn: AsyncConnection,
-    *,
-    emitter_id: str,
-    owner_id: str,
-    invocation_id: str,
-    entries: list[dict[str, Any]],
-) -> list[LogLine]:
-    return await conn.run_sync(
-        append_logs_sync,
-        emitter_id=emitter_id,
-        owner_id=owner_id,
-        invocation_id=invocation_id,
-        entries=entries,
-    )
-
-
 def trim_logs_sync(conn: Connection, emitter_id: str, keep: int) -> None:
     """Delete all but the newest ``keep`` log lines of the emitter, in one statement."""
     cutoff = (
@@ -318,10 +301,6 @@ def trim_logs_sync(conn: Connection, emitter_id: str, keep: int) -> None:
         .scalar_subquery()
     )
     conn.execute(lt.delete().where(lt.c.emitter_id == emitter_id, lt.c.pk <= cutoff))
-
-
-async def trim_logs(conn: AsyncConnection, emitter_id: str, keep: int) -> None:
-    return await conn.run_sync(trim_logs_sync, emitter_id, keep)
 
 
 async def recent_logs(conn: AsyncConnection, emitter_id: str, limit: int) -> list[LogLine]:

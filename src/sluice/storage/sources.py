@@ -207,12 +207,6 @@ def set_dedupe_state_sync(
         memo[key] = replace(memo[key], dedupe_state=state)
 
 
-async def set_dedupe_state(
-    conn: AsyncConnection, deployment_id: str, state: dict[str, Any] | None
-) -> None:
-    return await conn.run_sync(set_dedupe_state_sync, deployment_id, state)
-
-
 def read_state_sync(conn: Connection, deployment_id: str) -> dict[str, Any]:
     rows = conn.execute(
         sa.select(component_state.c.key, component_state.c.value).where(
@@ -242,12 +236,6 @@ def write_state_sync(
             component_state.insert(),
             [{"deployment_id": deployment_id, "key": k, "value": v} for k, v in writes.items()],
         )
-
-
-async def write_state(
-    conn: AsyncConnection, deployment_id: str, writes: dict[str, Any], deletes: list[str]
-) -> None:
-    return await conn.run_sync(write_state_sync, deployment_id, writes, deletes)
 
 
 @dataclass(frozen=True)

@@ -40,9 +40,6 @@ class Workflow:
     def trigger_type(self) -> str:
         return str(self.trigger.get("type"))
 
-    def step_by_id(self, step_id: str) -> dict[str, Any] | None:
-        return next((s for s in self.steps if s.get("id") == step_id), None)
-
 
 def _row(row: Any) -> Workflow:
     return Workflow(
@@ -137,22 +134,6 @@ async def get(conn: AsyncConnection, owner_id: str, workflow_id: str) -> Workflo
     return _row(row) if row else None
 
 
-async def get_by_endpoint(conn: AsyncConnection, endpoint_id: str) -> Workflow | None:
-    row = (await conn.execute(sa.select(t).where(t.c.endpoint_id == endpoint_id))).first()
-    return _row(row) if row else None
-
-
-_BY_ENDPOINT = sa.select(t.c.id, t.c.owner_id, t.c.active).where(
-    t.c.endpoint_id == sa.bindparam("endpoint_id")
-)
-
-
-def endpoint_sync(conn: Connection, endpoint_id: str) -> tuple[str, str, bool] | None:
-    """(workflow id, owner id, active) behind an endpoint id, for the ingress."""
-    row = conn.execute(_BY_ENDPOINT, {"endpoint_id": endpoint_id}).first()
-    return (row.id, row.owner_id, bool(row.active)) if row else None
-
-
 async def page(
     conn: AsyncConnection,
     owner_id: str,
@@ -165,11 +146,6 @@ async def page(
         conn, t, t.c.owner_id == owner_id, limit=limit, before=before, after=after
     )
     return [_row(r) for r in rows], total
-
-
-async def list_ids(conn: AsyncConnection, owner_id: str) -> list[str]:
-    rows = await conn.execute(sa.select(t.c.id).where(t.c.owner_id == owner_id))
-    return [r.id for r in rows]
 
 
 async def delete(conn: AsyncConnection, workflow_id: str) -> None:

@@ -12,8 +12,6 @@ from starlette.datastructures import FormData
 from sluice.platform import WorkflowInput
 from sluice.web.render import text
 
-TRIGGERS = ("http", "timer", "source", "manual")
-
 
 @dataclass(frozen=True)
 class Step:
