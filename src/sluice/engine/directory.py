@@ -7,7 +7,8 @@ by ``Sources`` after the commit of an update or a delete): in one process an upd
 or deleted source's endpoint answers accordingly at once. Changes made by another process (other
 ``--role api`` servers on one PostgreSQL) show within the time-to-live; a request accepted in
 that window for a source deleted or deactivated meanwhile is stored and then dropped when its
-job finds the source gone (``Ingress.run_job``), as one accepted just before the change would be.
+job finds the source gone (``HttpJobs.__call__``, ``engine/handlers/http.py``), as one accepted
+just before the change would be.
 
 Unknown ids are not cached (a new source's endpoint answers at once in every process). A
 workflow's entry is only a hint: the ingress reads the workflow itself on every request.

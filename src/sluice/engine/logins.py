@@ -1,6 +1,6 @@
 """Browser logins: passwords, sessions, and the API keys page's keys. The owner account of a
-fresh install is made by ``Platform.create_owner``, beside ``create_account``. Passwords are
-hashed off the event loop (argon2 takes tens of ms)."""
+fresh install is made by ``Services.create_owner``, beside ``Services.create_account``.
+Passwords are hashed off the event loop (argon2 takes tens of ms)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ Python → runner: ``invoke``, ``evict``, ``stats``. Runner → Python: ``respon
 
 ``LineChannel`` is the socket: each complete line goes to its handler from ``data_received``,
 in the same step of the event loop that read it (a result settles its caller's future at once,
-where a ``StreamReader`` would first wake a task blocked in ``readline()``), and the lines
+where a ``StreamReader`` would first wake a task waiting for the line), and the lines
 written in one step leave in one system call.
 """
 
