@@ -96,23 +96,48 @@ def test_build_test_each_step_then_deploy(
     assert answer.json() == {"odd": False, "fetched": "fetched-by-the-action"}
 
 
-def test_the_trigger_picker_deploys_a_registry_source_as_the_trigger(page: Page) -> None:
+def test_a_new_source_trigger_is_configured_in_the_builder(page: Page) -> None:
     page.goto("/workflows/new")
-    page.get_by_label("A source's events").check()
+    page.get_by_label("Name", exact=True).fill("Ticker")
+    page.get_by_label("New source", exact=True).check()
     picker = page.locator("[data-trigger-picker]")
     for name in ("New Requests", "Custom Interval", "New Item in Feed"):
-        expect(picker.get_by_role("link", name=name, exact=True)).to_be_visible()
-    picker.get_by_role("link", name="Custom Interval", exact=True).click()
-    expect(page.get_by_role("heading", name="Deploy Custom Interval")).to_be_visible()
-    expect(page.get_by_text("this source is the trigger of your new workflow")).to_be_visible()
-    page.locator("#name").fill("every-hour")
-    page.get_by_label("Interval in seconds").fill("3600")
+        expect(picker.get_by_label(name, exact=True)).to_be_visible()
+    # Each app has its icon, from this server (a generated monogram: no CDN).
+    icons = picker.locator("[data-pick-app] h4 img.app-icon")
+    expect(icons.first).to_have_attribute("src", re.compile(r"^data:image/svg\+xml;base64,"))
+    picker.get_by_label("Find a source by name, app or description").fill("interval")
+    expect(picker.locator("[data-pick-entry]:visible")).to_have_count(1)
+    picker.get_by_label("Custom Interval", exact=True).check()
+    # Its props form loads in the builder itself; a bad value is named on its field.
+    props = page.locator("[data-trigger-props]")
+    expect(props.get_by_label("Interval in seconds")).to_have_value("900")  # the default
+    props.get_by_label("Interval in seconds").fill("")
+    props.get_by_label("cron").fill("not a cron")
     page.get_by_role("button", name="Deploy").click()
-    expect(page).to_have_url(re.compile(r"/workflows/new\?trigger_source=dc_"))
+    expect(page.locator("[data-trigger-props] .field.has-error")).to_contain_text("cron")
+    expect(page.get_by_label("New source", exact=True)).to_be_checked()
+    expect(page.get_by_label("Custom Interval", exact=True)).to_be_checked()
+    page.get_by_label("Source name").fill("every-hour")
+    props.get_by_label("cron").fill("")
+    props.get_by_label("Interval in seconds").fill("3600")
+    page.get_by_role("button", name="Deploy").click()
+    expect(page.get_by_role("heading", name="Ticker")).to_be_visible()
+    expect(page.locator("[data-trigger-source]")).to_have_text("every-hour")
+
+    # An existing workflow's trigger changes in the builder too: to a new webhook source.
+    page.get_by_role("link", name="Edit").click()
     expect(page.get_by_label("A source's events")).to_be_checked()
-    expect(page.locator("select[name='trigger.source_id'] option:checked")).to_contain_text(
-        "every-hour"
-    )
+    page.get_by_label("New source", exact=True).check()
+    page.get_by_label("New Requests", exact=True).check()
+    page.locator("[data-trigger-props]").get_by_label("Response Status Code").fill("202")
+    page.get_by_label("Source name").fill("ticker-hook")
+    page.get_by_role("button", name="Save and deploy").click()
+    expect(page.locator("[data-trigger-source]")).to_have_text("ticker-hook")
+    page.locator("[data-trigger-source]").click()
+    endpoint = page.locator("#endpoint-url").inner_text()
+    with httpx.Client(timeout=60) as client:
+        assert client.post(endpoint, json={"tick": 1}).status_code == 202
 
 
 def test_an_action_picked_from_the_list_and_tested(page: Page) -> None:
@@ -125,7 +150,11 @@ def test_an_action_picked_from_the_list_and_tested(page: Page) -> None:
     search.fill("formatting case")
     picks = step.locator("[data-action-entry]:visible")
     expect(picks).to_have_count(1)
-    expect(step.locator("[data-action-app]:visible h4")).to_have_text("formatting")
+    app = step.locator("[data-action-app]:visible h4")
+    expect(app).to_have_text("Formatting")  # the app's name in the catalog, with its icon
+    expect(app.locator("img.app-icon")).to_have_attribute(
+        "src", re.compile(r"^data:image/svg\+xml;base64,")
+    )
     picks.get_by_role("button", name="Transform Case").click()
     expect(step.locator("input[name='step.action']")).to_have_value("formatting-transform-case")
     step.get_by_label("Input").fill("Hello big World")  # its props form loaded

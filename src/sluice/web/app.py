@@ -23,14 +23,15 @@ from sluice.web import (
     render,
     sources,
     step_tests,
+    trigger_sources,
     webhooks,
     workflows,
 )
 from sluice.web import session as sessions
 
 ROUTERS = (
-    logins, sources, action_steps, step_tests, workflows, catalog, connected, docs, env_vars,
-    webhooks,
+    logins, sources, action_steps, step_tests, trigger_sources, workflows, catalog, connected,
+    docs, env_vars, webhooks,
 )  # fmt: skip
 
 

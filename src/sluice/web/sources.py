@@ -95,7 +95,6 @@ async def sources(
     key: str | None = None,
     url: str | None = None,
     component: str | None = None,
-    then: str | None = None,
 ) -> Response:
     session = await sessions.required(request)
     platform = sessions.platform_of(request)
@@ -115,7 +114,7 @@ async def sources(
             return render.page(request, "source_pick.html", failed, session=session, status=400)
         chosen = props.just_connected(found.configurable_props, request.query_params)
         here = connected.here(request)
-        return await _deploy_form(request, session, found, chosen, return_to=here, then=_then(then))
+        return await _deploy_form(request, session, found, chosen, return_to=here)
     page = await platform.sources.list(session.account.id, limit=100, before=None, after=None)
     rows = [await _summary(platform, d) for d in page.items]
     listed = {"rows": rows, "total": page.total_count}
@@ -160,12 +159,6 @@ async def from_code(request: Request) -> Response:
     return render.redirect(f"/sources?action=create&component={quote(found.id)}")
 
 
-def _then(then: str | None) -> str | None:
-    """Where a deploy goes on to: the builder, to use the new source as a workflow's trigger
-    (the builder's trigger picker); only the new-workflow page is accepted."""
-    return then if then == "/workflows/new" else None
-
-
 @router.post("/sources")
 async def deploy(request: Request) -> Response:
     session = await sessions.required(request)
@@ -176,7 +169,6 @@ async def deploy(request: Request) -> Response:
     )
     configured = props.from_form(component.configurable_props, form)
     name = render.text(form, "name").strip() or None
-    then = _then(render.text(form, "then"))
     try:
         deployment = await platform.sources.deploy(
             session.account.id,
@@ -191,10 +183,7 @@ async def deploy(request: Request) -> Response:
             error=exc,
             name=name,
             return_to=connected.here(request),
-            then=then,
         )
-    if then is not None:
-        return render.redirect(f"{then}?trigger_source={quote(deployment.id)}")
     return render.redirect(f"/sources/{deployment.id}")
 
 

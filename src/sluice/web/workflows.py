@@ -4,6 +4,7 @@ workflow setting."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import replace
 from typing import Any
@@ -15,7 +16,7 @@ from sluice import errors
 from sluice.domain import states
 from sluice.domain.routing import Link
 from sluice.platform import Platform, Run, SavedComponent, Workflow, WorkflowInput
-from sluice.web import action_steps, render, step_tests, workflow_form
+from sluice.web import action_steps, pickers, render, step_tests, trigger_sources, workflow_form
 from sluice.web import session as sessions
 
 router = APIRouter(include_in_schema=False)
@@ -55,22 +56,6 @@ async def workflows(request: Request) -> Response:
     return render.page(request, "workflows.html", context, session=session)
 
 
-async def _action_components(platform: Platform, owner_id: str) -> list[SavedComponent]:
-    """The actions a step may use, one per key: the account's, then the registry's."""
-    mine = await platform.component_page(
-        owner_id, limit=100, before=None, after=None, component_type="action"
-    )
-    shared = await platform.registry_search("", component_type="action")
-    seen: set[str] = set()
-    out = []
-    for c in [*mine.items, *shared]:
-        ref = c.key or c.id
-        if ref not in seen:
-            seen.add(ref)
-            out.append(c)
-    return out
-
-
 def _labels(found: list[SavedComponent]) -> list[tuple[str, str]]:
     """(key or id, label) for the action field's suggestions."""
     return [
@@ -79,25 +64,22 @@ def _labels(found: list[SavedComponent]) -> list[tuple[str, str]]:
     ]
 
 
-def _by_app(found: list[SavedComponent]) -> list[tuple[str, list[SavedComponent]]]:
-    """The builder's action picker: actions grouped by app (a key's first part, as registry
-    keys are ``<app>-<name>``), the account's unkeyed ones as "Your actions"; by app."""
-    groups: dict[str, list[SavedComponent]] = {}
-    for c in found:
-        app = c.key.split("-", 1)[0] if c.key and "-" in c.key else "Your actions"
-        groups.setdefault(app, []).append(c)
-    return sorted(
-        ((app, sorted(cs, key=lambda c: c.name.lower())) for app, cs in groups.items()),
-        key=lambda group: (group[0] == "Your actions", group[0]),
-    )
-
-
 async def _builder(
     request: Request, session: sessions.Session, values: dict[str, Any], **extra: Any
 ) -> Response:
     platform = sessions.platform_of(request)
     page = await platform.sources.list(session.account.id, limit=100, before=None, after=None)
-    found_actions = await _action_components(platform, session.account.id)
+    found_actions = await pickers.choices(platform, session.account.id, "action")
+    found_sources = await pickers.choices(platform, session.account.id, "source")
+    trigger = values.get("trigger") or {}
+    trigger_form = None
+    if trigger.get("type") == trigger_sources.NEW:
+        trigger_form = await trigger_sources.form_of(
+            platform,
+            session.account.id,
+            str(trigger.get("component") or ""),
+            trigger.get("values") or {},
+        )
     context = {
         "sources": page.items,
         "v": values,
@@ -105,9 +87,10 @@ async def _builder(
         "action_forms": await action_steps.forms(platform, session.account.id, values["steps"]),
         "accounts": await platform.apps.list(session.account.id),
         "actions": _labels(found_actions),
-        "action_apps": _by_app(found_actions),
+        "action_apps": await pickers.grouped(platform, found_actions),
+        "source_apps": await pickers.grouped(platform, found_sources),
+        "trigger_form": trigger_form,
         "test_url": f"/workflows/{values['id']}/test" if values.get("id") else "/workflows/test",
-        "registry_sources": await platform.registry_search("", component_type="source"),
         "recent_events": await step_tests.recent_events(
             platform, session.account.id, values.get("id"), values.get("trigger")
         ),
@@ -118,19 +101,13 @@ async def _builder(
 
 
 @router.get("/workflows/new")
-async def new(
-    request: Request, action: str | None = None, trigger_source: str | None = None
-) -> Response:
-    """The builder for a new workflow (``action``: a first action step; ``trigger_source``:
-    a source just deployed from the trigger picker, as the trigger)."""
+async def new(request: Request, action: str | None = None) -> Response:
+    """The builder for a new workflow (``action``: a first action step)."""
     session = await sessions.required(request)
     steps = [workflow_form.Step("step_1", "code", workflow_form.NEW_CODE, "", "", "s1")]
     if action:
         steps.append(workflow_form.Step("step_2", "action", "", action, "{}", "s2"))
-    trigger: dict[str, Any] = {"type": "http"}
-    if trigger_source:
-        trigger = {"type": "source", "source_id": trigger_source}
-    values = {"name": "", "trigger": trigger, "steps": steps, "global_errors": True}
+    values = {"name": "", "trigger": {"type": "http"}, "steps": steps, "global_errors": True}
     return await _builder(request, session, values)
 
 
@@ -154,15 +131,41 @@ async def _posted(request: Request, session: sessions.Session) -> tuple[Any, Wor
     form = await render.checked_form(request, session)
     platform = sessions.platform_of(request)
     action_props = await action_steps.posted_props(platform, session.account.id, form)
-    return form, workflow_form.workflow_input(form, action_props)
+    body = workflow_form.workflow_input(form, action_props)
+    if trigger_sources.chosen(form):
+        new_source = await trigger_sources.posted(platform, session.account.id, form)
+        body = replace(body, trigger=new_source)
+    return form, body
+
+
+async def _saved(
+    platform: Platform, owner_id: str, body: WorkflowInput, workflow_id: str | None
+) -> Workflow:
+    """Create (``workflow_id`` None) or update the workflow; a new-source trigger is deployed
+    first and becomes the trigger, and is deleted again when the workflow is refused."""
+    trigger = body.trigger or {}
+    if trigger.get("type") != trigger_sources.NEW:
+        if workflow_id is None:
+            return await platform.workflows.create(owner_id, body)
+        return await platform.workflows.update(owner_id, workflow_id, body)
+    source = await trigger_sources.deploy(platform, owner_id, trigger)
+    as_source = replace(body, trigger={"type": "source", "source_id": source.id})
+    try:
+        if workflow_id is None:
+            return await platform.workflows.create(owner_id, as_source)
+        return await platform.workflows.update(owner_id, workflow_id, as_source)
+    except errors.SluiceError:
+        await platform.sources.delete(owner_id, source.id)
+        raise
 
 
 @router.post("/workflows")
 async def create(request: Request) -> Response:
     session = await sessions.required(request)
     form, body = await _posted(request, session)
+    platform = sessions.platform_of(request)
     try:
-        workflow = await sessions.platform_of(request).workflows.create(session.account.id, body)
+        workflow = await _saved(platform, session.account.id, body, None)
     except errors.SluiceError as exc:
         values = _posted_values(form, body)
         return await _builder(
@@ -192,7 +195,7 @@ async def update(request: Request, workflow_id: str) -> Response:
     form, body = await _posted(request, session)
     platform = sessions.platform_of(request)
     try:
-        await platform.workflows.update(session.account.id, workflow_id, body)
+        await _saved(platform, session.account.id, body, workflow_id)
     except errors.SluiceError as exc:
         values = {**_posted_values(form, body), "id": workflow_id}
         address = render.page_address(request, f"/workflows/{workflow_id}/edit")
@@ -215,8 +218,14 @@ async def workflow(request: Request, workflow_id: str) -> Response:
         if s.emitter_id == found.id and s.event_name == states.ERRORS
     ]
     others, _ = await platform.workflow_page(session.account.id, limit=100, before=None, after=None)
+    source_id = found.trigger.get("source_id") if found.trigger_type == "source" else None
+    trigger_source = None
+    if source_id:
+        with contextlib.suppress(errors.NotFound):
+            trigger_source = await platform.sources.get(session.account.id, str(source_id))
     context = {
         "w": found,
+        "trigger_source": trigger_source,
         "endpoint_url": platform.workflows.endpoint_url(found),
         "runs": runs,
         "total_runs": total,

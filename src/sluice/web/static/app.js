@@ -304,9 +304,14 @@ function builder(form) {
       if (!name.value) name.value = `step_${i + 1}`;
     });
   };
+  // Only the chosen trigger's inputs are sent and checked: a hidden new-source form's
+  // required props must not block saving an HTTP trigger.
   const showTrigger = () => {
     const chosen = $("input[name='trigger.type']:checked", form)?.value;
-    for (const part of $$("[data-trigger]", form)) part.hidden = part.dataset.trigger !== chosen;
+    for (const part of $$("[data-trigger]", form)) {
+      part.hidden = part.dataset.trigger !== chosen;
+      for (const input of $$("input, select, textarea", part)) input.disabled = part.hidden;
+    }
   };
   form.addEventListener("change", (ev) => {
     if (ev.target.matches("[data-trigger-choice]")) showTrigger();
@@ -355,14 +360,17 @@ function builder(form) {
     }
     $("[data-action-search]", picker)?.focus();
   }, true);
+  // Filtering a picker (Browse actions, the new-source trigger's list) as you type.
   form.addEventListener("input", (ev) => {
-    if (!ev.target.matches("[data-action-search]")) return;
+    const actions = ev.target.matches("[data-action-search]");
+    if (!actions && !ev.target.matches("[data-pick-search]")) return;
     const words = ev.target.value.toLowerCase().split(/\s+/).filter(Boolean);
-    const catalog = ev.target.closest(".action-catalog");
-    for (const section of $$("[data-action-app]", catalog)) {
+    const catalog = actions ? ev.target.closest(".action-catalog") : ev.target.parentElement;
+    const [group, item] = actions ? ["[data-action-app]", "[data-action-entry]"] : ["[data-pick-app]", "[data-pick-entry]"];
+    for (const section of $$(group, catalog)) {
       const app = $("h4", section).textContent.toLowerCase();
       let shown = 0;
-      for (const entry of $$("[data-action-entry]", section)) {
+      for (const entry of $$(item, section)) {
         const text = `${app} ${entry.textContent.toLowerCase()}`;
         entry.hidden = !words.every((w) => text.includes(w));
         if (!entry.hidden) shown += 1;
