@@ -21,6 +21,7 @@ from sluice.clock import Clock, SystemClock
 from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain.states import JobKind
+from sluice.engine import accounts as new_accounts
 from sluice.engine import broker, outbound
 from sluice.engine.actions import Actions
 from sluice.engine.admission import Admission, AdmissionPolicy
@@ -39,7 +40,6 @@ from sluice.engine.directory import EndpointDirectory
 from sluice.engine.dynamic_props import DynamicProps
 from sluice.engine.email_verification import EmailVerification
 from sluice.engine.enqueuer import Enqueuer
-from sluice.engine.error_workflows import create_default_error_workflow
 from sluice.engine.events import Events
 from sluice.engine.executor import Executor
 from sluice.engine.handlers.emit import EmitJobs
@@ -378,19 +378,19 @@ async def create_account_offline(
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     db = await database.open_database(settings.resolved_database_url)
     try:
-        now_s = SystemClock().now_ms() // 1000
+        password_hash = passwords.hash_password(password) if password is not None else None
         async with db.begin() as conn:
-            account = await accounts.create(
-                conn, username=username, email=email, now_s=now_s, is_admin=is_admin
+            made = await new_accounts.create(
+                conn,
+                username=username,
+                email=email,
+                base_url=settings.resolved_public_url,
+                now_s=SystemClock().now_ms() // 1000,
+                is_admin=is_admin,
+                password_hash=password_hash,
             )
-            key = await accounts.create_key(conn, account.id, now_s=now_s)
-            await create_default_error_workflow(
-                conn, account.id, base_url=settings.resolved_public_url, now_s=now_s
-            )
-            if password is not None:
-                hashed = passwords.hash_password(password)
-                await accounts.set_password_hash(conn, account.id, hashed)
-        return account, key
+        assert made.api_key is not None
+        return made.account, made.api_key
     finally:
         await db.dispose()
 

@@ -14,6 +14,7 @@ from sluice.clock import Clock
 from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain import registry as registry_rules
+from sluice.engine import accounts as new_accounts
 from sluice.engine import health, logins, streams
 from sluice.engine.actions import Actions
 from sluice.engine.admission import Admission
@@ -28,7 +29,6 @@ from sluice.engine.deliveries import DeliveryWorker
 from sluice.engine.dynamic_props import DynamicProps
 from sluice.engine.email_verification import EmailVerification
 from sluice.engine.enqueuer import Enqueuer
-from sluice.engine.error_workflows import create_default_error_workflow
 from sluice.engine.events import Events
 from sluice.engine.executor import Executor
 from sluice.engine.handlers.send import SendJobs
@@ -123,16 +123,17 @@ class Services:
         self, username: str, email: str | None = None, *, is_admin: bool = False
     ) -> tuple[Account, str]:
         """A new account and its first API key (shown this once)."""
-        now_s = self.clock.now_ms() // 1000
         async with self.db.begin() as conn:
-            account = await accounts.create(
-                conn, username=username, email=email, now_s=now_s, is_admin=is_admin
+            made = await new_accounts.create(
+                conn,
+                username=username,
+                email=email,
+                base_url=self.settings.resolved_public_url,
+                now_s=self.clock.now_ms() // 1000,
+                is_admin=is_admin,
             )
-            key = await accounts.create_key(conn, account.id, now_s=now_s)
-            await create_default_error_workflow(
-                conn, account.id, base_url=self.settings.resolved_public_url, now_s=now_s
-            )
-        return account, key
+        assert made.api_key is not None
+        return made.account, made.api_key
 
     async def create_owner(self, username: str, email: str | None, password: str) -> str:
         """The first account of a fresh install (an admin) with its password, as the web UI's
@@ -142,14 +143,17 @@ class Services:
         async with self.db.begin() as conn:
             if await accounts.count(conn) != 0:
                 raise errors.Conflict("this install already has its owner: log in instead")
-            account = await accounts.create(
-                conn, username=username, email=email, now_s=now_s, is_admin=True
+            made = await new_accounts.create(
+                conn,
+                username=username,
+                email=email,
+                base_url=self.settings.resolved_public_url,
+                now_s=now_s,
+                is_admin=True,
+                with_key=False,
+                password_hash=password_hash,
             )
-            await accounts.set_password_hash(conn, account.id, password_hash)
-            await create_default_error_workflow(
-                conn, account.id, base_url=self.settings.resolved_public_url, now_s=now_s
-            )
-            return await sessions.create(conn, account.id, now_s=now_s, ttl_s=SESSION_TTL_S)
+            return await sessions.create(conn, made.account.id, now_s=now_s, ttl_s=SESSION_TTL_S)
 
     async def authenticate(self, api_key: str) -> Account | None:
         return await self.reader(lambda conn: accounts.authenticate(conn, api_key))
