@@ -23,6 +23,7 @@ model_config  # pydantic
 custom_fields  # pydantic field: a request body's key
 dynamic_props_id  # pydantic field: a request body's key
 secret_names  # read by the Jinja templates (props.html, action_props.html)
+icon  # read by the Jinja template workflow_edit.html (web/pickers.AppGroup)
 exc_type  # __aexit__'s signature
 tb  # __aexit__'s signature
 upgraded_step  # called by migration 0017 (migrations are not scanned)

@@ -27,7 +27,6 @@ router = APIRouter(include_in_schema=False)
 #: trigger is ``source``, with the deployed source's id).
 NEW = "new_source"
 PREFIX = "trigger.prop"
-ERROR_PREFIX = "trigger.configured_props"
 
 
 @dataclass
@@ -104,12 +103,10 @@ async def deploy(platform: Platform, owner_id: str, trigger: dict[str, Any]) -> 
     try:
         return await platform.sources.deploy(owner_id, request)
     except errors.SluiceError as exc:
-        named = exc.field or ""
-        if named.startswith("configured_props"):
-            named = "trigger." + named
-        elif named:
-            named = f"trigger.{named}"
-        raise type(exc)(exc.message, field=named or None, details=exc.details) from exc
+        # configured_props.<prop> → trigger.configured_props.<prop>, as trigger_props.html
+        # names its fields' errors.
+        named = f"trigger.{exc.field}" if exc.field else None
+        raise type(exc)(exc.message, field=named, details=exc.details) from exc
 
 
 @router.post("/workflows/trigger-props")
