@@ -32,7 +32,7 @@ from sluice import errors, ids
 from sluice.domain.states import JobKind, Unanswered
 from sluice.engine.broker import Ended, Outcome
 from sluice.engine.enqueuer import Enqueuer
-from sluice.engine.executor import Executor, RunOutcome
+from sluice.engine.executor import Executor, StoredRun
 from sluice.engine.jobs import JobWorker
 from sluice.runtime.protocol import Response
 from sluice.storage import jobs
@@ -176,7 +176,7 @@ class ClientRuns:
         return Ended("the run could not finish; it will run again", Unanswered.RETRYING)
 
 
-def _ended(outcome: RunOutcome, held: list[Response]) -> Outcome:
+def _ended(outcome: StoredRun, held: list[Response]) -> Outcome:
     """The answer at the end of a run: its first ``$.respond``, else why there is none."""
     if held:
         return held[0]

@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 #: The components shipped in the package.
 CORE_DIR = Path(__file__).resolve().parent.parent / "core_components"
 
-Outcome = Literal["present", "published", "kept", "failed"]
+SeedOutcome = Literal["present", "published", "kept", "failed"]
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class Seeded:
     version with other code: ``reason``), ``failed`` (it did not load: ``reason``)."""
 
     path: str
-    outcome: Outcome
+    outcome: SeedOutcome
     key: str | None = None
     version: str | None = None
     reason: str | None = None
@@ -103,7 +103,7 @@ class CoreComponents:
                 report.append(Seeded(path, "present"))
             else:
                 report.append(await self._publish(path, entry, files))
-        counts = {o: sum(1 for r in report if r.outcome == o) for o in get_args(Outcome)}
+        counts = {o: sum(1 for r in report if r.outcome == o) for o in get_args(SeedOutcome)}
         log.info("core components checked", extra={"action": "core_components", **counts})
         for r in report:
             if r.outcome in ("kept", "failed"):

@@ -87,7 +87,7 @@ def _response(responses: list[Response]) -> dict[str, Any] | None:
 
 
 @dataclass
-class RunOutcome:
+class StoredRun:
     """``run`` is None when nothing was stored: the workflow was deleted while it ran."""
 
     run: Run | None
@@ -143,7 +143,7 @@ class Executor:
         trigger_context: dict[str, Any] | None = None,
         resumed: Resumed | None = None,
         before_commit: Callable[[], Awaitable[object]] | None = None,
-    ) -> RunOutcome:
+    ) -> StoredRun:
         """Run the workflow and store the run (``before_commit`` is awaited between the two)."""
         now_ms = self.clock.now_ms()
         if resumed is not None:
@@ -183,7 +183,7 @@ class Executor:
         stored = await self.commit.run(
             run, global_errors=workflow.global_errors, db_writes=db_writes, hops=hops, also=also
         )
-        return RunOutcome(run if stored else None, result)
+        return StoredRun(run if stored else None, result)
 
     async def test(self, workflow: Workflow, event: Any) -> Run:
         """A test run (the builder's Test): every step of ``workflow`` (a draft, cut after the
@@ -257,7 +257,7 @@ class Executor:
         now_ms: int,
         urls: FlowUrls,
         also: Finish | None = None,
-    ) -> RunOutcome:
+    ) -> StoredRun:
         """A resumed part stored into its run: the earlier steps and sends, then the new."""
         before = resumed.run
         part, db_writes = self._record(
@@ -290,7 +290,7 @@ class Executor:
             also=also,
             sends_from=len(before.sends),
         )
-        return RunOutcome(run if stored else None, result)
+        return StoredRun(run if stored else None, result)
 
     async def _call_steps(self, workflow: Workflow) -> list[dict[str, Any]]:
         """Each step as the runner's ``workflow`` call takes it: entry, props, time-out, and
@@ -398,7 +398,7 @@ class Executor:
     async def load(self, owner_id: str, workflow_id: str) -> Workflow | None:
         return await self.workflows.current(owner_id, workflow_id)
 
-    async def handle_delivery(self, job: jobs.Job, finish: Finish) -> RunOutcome | None:
+    async def handle_delivery(self, job: jobs.Job, finish: Finish) -> StoredRun | None:
         """An ``emit`` job whose listener is a workflow: an error forwarded (``$errors``) or an
         event emitted by a source or a workflow. None when there was nothing to run."""
         workflow = await self.load(job.owner_id, job.target_id)

@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class Outcome:
+class InvocationOutcome:
     """What one invocation did, after persistence."""
 
     invocation_id: str
@@ -105,7 +105,7 @@ class Invoker:
         also: Finish | None = None,
         timeout_seconds: float | None = None,
         hops: list[str] | None = None,
-    ) -> Outcome:
+    ) -> InvocationOutcome:
         """``call`` is ``{"kind": "run", "event": …}`` or ``{"kind": "hook", "hook": …}``.
 
         ``snapshot`` is the db state when the caller read it with the deployment;
@@ -233,12 +233,12 @@ class Invoker:
         *,
         error_event: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
         hops: list[str] | None = None,
-    ) -> Outcome:
+    ) -> InvocationOutcome:
         """Keep what the invocation did (``engine/commit.py``), after the limits: emits past
         the cap are dropped and fail it; a db write the worker refused keeps none. ``also``
         runs in the same transaction (a job's done mark). A failed run (``error_event`` builds
         its ``$errors`` event) is kept like any other: emits and logs."""
-        outcome = Outcome(invocation_id, result)
+        outcome = InvocationOutcome(invocation_id, result)
         result.emits, over = limits.cap_emits(result.emits, self.settings.max_emits_per_invocation)
         if over is not None:
             metrics.limit_hit(limits.EMIT_LIMIT)

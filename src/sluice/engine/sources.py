@@ -25,7 +25,7 @@ from sluice.engine import dynamic_props, source_props
 from sluice.engine.components import ComponentInput, Components
 from sluice.engine.directory import EndpointDirectory
 from sluice.engine.dynamic_props import DynamicProps
-from sluice.engine.invoker import Invoker, Outcome, secret_aad, worker_key
+from sluice.engine.invoker import InvocationOutcome, Invoker, secret_aad, worker_key
 from sluice.engine.subscriptions import auto_subscribe
 from sluice.runtime.port import Runner
 from sluice.storage import components as component_store
@@ -341,7 +341,7 @@ class Sources:
             raise errors.NotFound(f"source {deployment_id} not found")
         return found
 
-    async def run(self, owner_id: str, deployment_id: str, event: Any = None) -> Outcome:
+    async def run(self, owner_id: str, deployment_id: str, event: Any = None) -> InvocationOutcome:
         found = await self.reader(
             lambda conn: sources.get_with_state(conn, owner_id, deployment_id)
         )

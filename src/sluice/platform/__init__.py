@@ -8,7 +8,7 @@ from sluice.engine.actions import ActionRun
 from sluice.engine.components import ComponentInput
 from sluice.engine.dynamic_props import PropSet
 from sluice.engine.ingress import IncomingRequest
-from sluice.engine.invoker import Outcome as InvocationOutcome
+from sluice.engine.invoker import InvocationOutcome
 from sluice.engine.logins import SESSION_TTL_S
 from sluice.engine.oauth import Opening as OAuthOpening
 from sluice.engine.options import OptionsPage, OptionsRequest
