@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import signal
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -101,6 +103,14 @@ def oom_killed(groups: list[Path]) -> bool:
                     if key == "oom_kill" and int(value) > 0:
                         return True
     return False
+
+
+def kill_all(group: Path) -> None:
+    """SIGKILL every process in ``group`` (none left is a no-op)."""
+    with contextlib.suppress(OSError):
+        for pid in (group / "cgroup.procs").read_text().split():
+            with contextlib.suppress(OSError, ValueError):
+                os.kill(int(pid), signal.SIGKILL)
 
 
 def _remove_stale(controller: Path) -> None:

@@ -6,7 +6,8 @@ result. With a sandbox the process starts inside the account's jail (``sandbox.p
 without one it gets a minimal environment (``PATH`` only). Either way its workers get only
 what each invocation names. If the process dies, every request in flight ends with a
 ``RUNNER_CRASHED`` result at once (``OUT_OF_MEMORY`` when the jail's memory limit killed it):
-no caller ever waits on a dead process.
+no caller ever waits on a dead process, even when something it started still holds the
+protocol socket open.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import socket
 import time
 from pathlib import Path
@@ -43,6 +45,9 @@ SCRIPT = Path(__file__).parent / "js" / "runner.mjs"
 _OUTPUT_LINES = 20
 _OUTPUT_WINDOW_S = 10.0
 _OUTPUT_LINE_CHARS = 500
+#: After the runner's process exited, how long its protocol socket may still deliver what it
+#: wrote before dying (seconds); then its callers are answered whether or not the socket closed.
+_DRAIN_S = 0.5
 #: How often the RSS watchdog looks, when no cgroup limits the jail's memory.
 _WATCH_S = 0.25
 
@@ -207,9 +212,18 @@ class Runner:
 
     async def _read_protocol(self, proc: asyncio.subprocess.Process, channel: LineChannel) -> None:
         """Lines are handled as they arrive (``_dispatch``); this waits for the end of the
-        socket (with the process: the ``finally`` answers every caller)."""
+        socket or of the process, whichever comes first (then the ``finally`` answers every
+        caller)."""
+        closed = channel.closed
+        either: set[asyncio.Future[Any]] = {closed, asyncio.ensure_future(proc.wait())}
         try:
-            if isinstance(ended := await channel.closed, OversizedLine):
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+            if not channel.closed.done():
+                # The runner is gone but a process it started still holds the socket (user
+                # code handing its descriptors to a detached child): what the runner wrote
+                # before it died is read within a moment, then its callers are answered.
+                await asyncio.wait({closed}, timeout=_DRAIN_S)
+            elif isinstance(ended := channel.closed.result(), OversizedLine):
                 log.error("runner %s sent an oversized line: %s", self.name, ended)
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
@@ -266,8 +280,7 @@ class Runner:
             if used > limit:
                 self._oom = True
                 log.warning("runner %s over its memory limit (%d bytes); killed", self.name, used)
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
+                self.kill()
                 return
             await asyncio.sleep(_WATCH_S)
 
@@ -386,14 +399,22 @@ class Runner:
                 await proc.wait()
         if self._watcher is not None:
             self._watcher.cancel()
+        # The output readers end with the pipes, which a process the runner started may still
+        # hold: they get a moment, then are cancelled.
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=grace)
         for task in [*self._tasks, *([self._watcher] if self._watcher else [])]:
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
     def kill(self) -> None:
-        """Kill the process now (tests use this to show a crash is survived)."""
+        """Kill the process and every process it started, now (the watchdog, a runner that
+        stopped answering; tests use this to show a crash is survived)."""
         if self._proc is not None and self._proc.returncode is None:
-            self._proc.kill()
+            for pid in reversed(watchdog.tree(self._proc.pid)):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
 
 
 def _expire(future: asyncio.Future[Result]) -> None:

@@ -275,6 +275,7 @@ class Sandbox:
         if jail.uid is not None and self._uids.get(jail.uid) == jail.owner_id:
             del self._uids[jail.uid]
         for cg in jail.cgroups:
+            cgroups.kill_all(cg)  # whatever outlived the runner (a cgroup with a process stays)
             with contextlib.suppress(OSError):
                 cg.rmdir()
 
