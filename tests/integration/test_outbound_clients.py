@@ -54,3 +54,49 @@ async def test_one_client_per_policy_no_cookies_kept_and_closed() -> None:
     assert shared.is_closed
     with pytest.raises(errors.NotReady):
         clients.get(policy)
+
+
+async def test_one_delivery_poster_per_policy_kept_alive_no_cookies_and_closed() -> None:
+    seen: list[str] = []
+    connections = 0
+    ended = asyncio.Event()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        while True:
+            try:
+                head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
+                await reader.readexactly(2)  # the body, b"{}"
+            except asyncio.IncompleteReadError:
+                break
+            seen.append(head)
+            body = b"x" * 1000  # a short answer: read, so the connection is kept
+            writer.write(
+                b"HTTP/1.1 201 Created\r\nSet-Cookie: session=account-a; Path=/\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+            )
+            await writer.drain()
+        writer.close()
+        ended.set()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/in"
+    policy = egress.EgressPolicy.parse("127.0.0.1:*")
+    async with server:
+        async with outbound.Clients() as clients:
+            poster = clients.poster(policy)
+            assert clients.poster(egress.EgressPolicy.parse("127.0.0.1:*")) is poster
+            assert clients.poster(egress.EgressPolicy()) is not poster
+            for _ in range(3):
+                status = await poster.post(url, b"{}", {}, time_limit=5, read_limit=65_536)
+                assert status == 201
+            assert len(seen) == 3 and connections == 1  # kept alive
+            assert not any("cookie:" in head.lower() for head in seen)
+            with pytest.raises(errors.EgressRefused):
+                await clients.poster(egress.EgressPolicy()).post(
+                    url, b"{}", {}, time_limit=5, read_limit=1
+                )
+        await ended.wait()  # the connection was closed with the clients
+    with pytest.raises(errors.NotReady):
+        clients.poster(policy)

@@ -20,9 +20,10 @@ from pathlib import Path
 
 import pytest
 
+from sluice import errors
 from sluice.config import Settings
 from sluice.domain import egress
-from sluice.engine import destinations, outbound
+from sluice.engine import destinations, outbound, posts
 from sluice.runtime.egress import EgressProxy, ProxyLimits, StaticResolver
 from tests.conftest import Api
 from tests.integration.test_destinations import http_server
@@ -123,6 +124,60 @@ async def test_send_http_names_are_resolved_once_and_vetted() -> None:
     assert outcome["status"] == "sent"
     (req,) = srv.received
     assert req.headers["host"] == f"evil.test:{srv.port}"
+
+
+# --- webhook deliveries' client (engine/posts.py) ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:{port}/",
+        "http://2130706433:{port}/",
+        "http://0x7f.1:{port}/",
+        "http://127.1:{port}/",
+        "http://[::1]:{port}/",
+        "http://[::ffff:127.0.0.1]:{port}/",
+        "http://0.0.0.0:{port}/",
+        "http://localhost:{port}/",
+        "http://evil.test:{port}/",
+        "http://rebind.test:{port}/",
+        "http://mapped.test:{port}/",
+    ],
+)
+async def test_delivery_posts_refuse_every_spelling_of_loopback(url: str) -> None:
+    # aiohttp connects to an IP literal without asking the resolver: Poster vets those itself.
+    async with http_server() as srv:
+        resolver = RESOLVER if ".test:" in url else None  # localhost: the system's
+        poster = posts.Poster(allowing("10.0.0.0/8:*"), resolver=resolver)
+        try:
+            with pytest.raises(errors.EgressRefused):
+                await poster.post(
+                    url.format(port=srv.port), b"{}", {}, time_limit=5, read_limit=100
+                )
+        finally:
+            await poster.aclose()
+    assert srv.received == []
+
+
+async def test_delivery_posts_reach_a_listed_name_at_its_vetted_address() -> None:
+    async with http_server() as srv:
+        poster = posts.Poster(allowing(f"evil.test:{srv.port}"), resolver=RESOLVER)
+        try:
+            for _ in range(2):
+                status = await poster.post(
+                    f"http://evil.test:{srv.port}/x", b"{}", {}, time_limit=5, read_limit=100
+                )
+                assert status == 200
+            # Another port of the same name is not listed.
+            with pytest.raises(errors.EgressRefused):
+                await poster.post(
+                    f"http://evil.test:{srv.port + 1}/x", b"{}", {}, time_limit=5, read_limit=1
+                )
+        finally:
+            await poster.aclose()
+    assert [r.target for r in srv.received] == ["/x", "/x"]
+    assert srv.received[0].headers["host"] == f"evil.test:{srv.port}"
 
 
 # --- the runner's egress proxy ------------------------------------------------------------------

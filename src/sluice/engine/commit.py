@@ -33,8 +33,9 @@ from sluice.domain.states import JobKind, RunStatus
 from sluice.engine import broker, quotas, webhooks
 from sluice.engine.broker import Broker
 from sluice.engine.jobs import Finish
-from sluice.storage import database, events, jobs, runs, sources, subscriptions
+from sluice.storage import database, deliveries, events, jobs, runs, sources, subscriptions
 from sluice.storage import workflows as workflow_store
+from sluice.storage.deliveries import NewDelivery
 from sluice.storage.runs import Run
 from sluice.storage.sources import Deployment
 
@@ -85,8 +86,34 @@ class _Batch:
         self, event_id: str, channel: str, event: Any, *, also_to: str | None = None
     ) -> None:
         """One ``emit`` job per listener of a stored event (``also_to``: one more, the global
-        error workflow). With a ``chain`` (the workflows the event went through), a listener
-        on it is skipped (never a loop), and nothing goes past ``max_hops``."""
+        error workflow), or a delivery per webhook listening. With a ``chain`` (the workflows
+        the event went through), a listener on it is skipped (never a loop), and nothing goes
+        past ``max_hops``."""
+        made: list[NewDelivery] = []
+        self._route(event_id, channel, event, also_to, made)
+        self._store(made)
+
+    def deliver_all(self, stored: Sequence[tuple[str, str, Any]]) -> None:
+        """``deliver`` for each ``(event_id, channel, event)``, their webhook deliveries
+        stored in one statement."""
+        made: list[NewDelivery] = []
+        for event_id, channel, event in stored:
+            self._route(event_id, channel, event, None, made)
+        self._store(made)
+
+    def _store(self, made: list[NewDelivery]) -> None:
+        if made:
+            deliveries.insert_many_sync(self.conn, made, now_ms=self.now_ms)
+            self.deliveries += len(made)
+
+    def _route(
+        self,
+        event_id: str,
+        channel: str,
+        event: Any,
+        also_to: str | None,
+        made: list[NewDelivery],
+    ) -> None:
         if self._links is None:
             patterns = routing.emitter_patterns(self.emitter_id)
             self._links = subscriptions.from_emitter(self.conn, self.owner_id, patterns)
@@ -110,8 +137,7 @@ class _Batch:
                 "event": event,
             }
             if listener.startswith("wh_"):  # a webhook: its own queue and slots
-                webhooks.new_delivery(self.conn, self.owner_id, listener, payload, self.now_ms)
-                self.deliveries += 1
+                made.append(webhooks.new_delivery(self.owner_id, listener, payload))
                 continue
             if self.chain is not None:
                 payload["hops"] = self.chain
@@ -229,8 +255,12 @@ class Commit:
                 # Its subscribers (a workflow archiving the source's errors) hear it like an emit.
                 items.append((states.ERRORS, kept.error_event(error), {}))
             event_ids = batch.append(items)
-            for event_id, (channel, payload, _meta) in zip(event_ids, items, strict=True):
-                batch.deliver(event_id, channel, payload)
+            batch.deliver_all(
+                [
+                    (event_id, channel, payload)
+                    for event_id, (channel, payload, _meta) in zip(event_ids, items, strict=True)
+                ]
+            )
             self._schedule(batch, later)
             batch.log(kept.invocation_id, lines)
             self._trim_source(conn, deployment.id, added=len(event_ids), lines=len(lines))

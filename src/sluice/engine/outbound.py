@@ -32,6 +32,7 @@ import httpx
 from sluice import errors
 from sluice.config import Settings
 from sluice.domain import egress
+from sluice.engine import posts
 from sluice.runtime.egress import Resolver, SystemResolver, vet
 
 log = logging.getLogger(__name__)
@@ -138,7 +139,7 @@ class Clients:
     closed when the platform closes (an async context manager). Making a client is costly (a
     TLS context, CPU on the event loop); a shared one also keeps its connections alive, so a
     webhook's deliveries reuse one connection instead of a handshake each (bench/README.md,
-    "Webhook deliveries")."""
+    "Webhook deliveries"). Deliveries use a leaner client of their own (``poster``)."""
 
     def __init__(
         self, *, limits: httpx.Limits | None = None, resolver: Resolver | None = None
@@ -146,7 +147,23 @@ class Clients:
         self._limits = limits
         self._resolver = resolver
         self._clients: dict[egress.EgressPolicy, httpx.AsyncClient] = {}
+        self._posters: dict[egress.EgressPolicy, posts.Poster] = {}
         self._closed = False
+
+    def poster(self, policy: egress.EgressPolicy) -> posts.Poster:
+        """The webhook deliveries' client for ``policy`` (``engine/posts.py``)."""
+        if self._closed:
+            raise errors.NotReady("the outbound HTTP clients are closed (shutting down)")
+        shared = self._posters.get(policy)
+        if shared is None:
+            limits = self._limits or httpx.Limits()
+            shared = self._posters[policy] = posts.Poster(
+                policy,
+                resolver=self._resolver,
+                max_connections=limits.max_connections or 100,
+                keepalive_seconds=limits.keepalive_expiry or 5.0,
+            )
+        return shared
 
     def get(self, policy: egress.EgressPolicy) -> httpx.AsyncClient:
         """The client for ``policy``: redirects not followed, no proxy from the environment."""
@@ -171,6 +188,9 @@ class Clients:
         clients, self._clients = list(self._clients.values()), {}
         for each in clients:
             await each.aclose()
+        posters, self._posters = list(self._posters.values()), {}
+        for poster in posters:
+            await poster.aclose()
 
     async def __aenter__(self) -> Clients:
         return self

@@ -10,7 +10,6 @@ delivery's id as ``Idempotency-Key``, so a receiver can drop the doubles at-leas
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 import json
 import logging
@@ -18,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 import httpx
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -30,7 +30,7 @@ from sluice.domain.deliveries import DeliveryState
 from sluice.engine import outbound
 from sluice.storage import deliveries, subscriptions
 from sluice.storage import webhooks as store
-from sluice.storage.deliveries import Delivery
+from sluice.storage.deliveries import Delivery, NewDelivery
 from sluice.storage.jobs import Job
 from sluice.storage.webhooks import Webhook
 
@@ -58,21 +58,11 @@ def check_url(url: str) -> str:
     return url
 
 
-def new_delivery(
-    conn: Connection, owner_id: str, webhook_id: str, payload: dict[str, Any], now_ms: int
-) -> str:
-    """Store a delivery of an event (``payload``: event_id, emitter_id, channel, event) to a
-    webhook, due now, in the caller's transaction (the one storing the event); its id."""
-    delivery_id = ids.new_id("dlv")
-    deliveries.insert_sync(
-        conn,
-        delivery_id=delivery_id,
-        webhook_id=webhook_id,
-        owner_id=owner_id,
-        payload=payload,
-        now_ms=now_ms,
-    )
-    return delivery_id
+def new_delivery(owner_id: str, webhook_id: str, payload: dict[str, Any]) -> NewDelivery:
+    """A delivery of an event (``payload``: event_id, emitter_id, channel, event) to a
+    webhook, to store due now in the transaction storing the event
+    (``storage.deliveries.insert_many_sync``)."""
+    return NewDelivery(ids.new_id("dlv"), webhook_id, owner_id, payload)
 
 
 @dataclass(frozen=True)
@@ -101,6 +91,17 @@ def headers(delivery: Delivery) -> dict[str, str]:
         "X-Sluice-Emitter-Id": str(payload.get("emitter_id") or ""),
         "X-Sluice-Channel": str(payload.get("channel") or ""),
     }
+
+
+def failure(exc: Exception) -> str:
+    """An attempt's error as stored and listed (docs/api.md): ``ConnectError: …`` when no
+    connection could be made, else the error's class and message."""
+    if isinstance(exc, aiohttp.ClientConnectorError) and not isinstance(
+        exc, aiohttp.ClientSSLError
+    ):
+        reason = exc.os_error.strerror or str(exc.os_error)
+        return f"ConnectError: cannot connect to {exc.host}:{exc.port}: {reason}"
+    return f"{type(exc).__name__}: {exc}"
 
 
 class Webhooks:
@@ -204,33 +205,28 @@ class Webhooks:
 
     async def post(self, hook: Webhook, delivery: Delivery) -> Attempt:
         """POST the delivery's event to the webhook's URL once (under the egress policy, on
-        the shared client); never raises for what the URL or the network did."""
+        the process's shared delivery client, ``engine/posts.py``); never raises for what
+        the URL or the network did."""
         payload: dict[str, Any] = delivery.payload or {}
         body = json.dumps(payload.get("event"), ensure_ascii=False).encode()
         limit = self.settings.delivery_timeout_seconds
-        client = self.clients.get(self.egress)
         try:
-            # httpx's timeout is per operation (connect, each read); asyncio's bounds it all.
-            async with (
-                asyncio.timeout(limit),
-                client.stream(
-                    "POST", hook.url, headers=headers(delivery), content=body, timeout=limit
-                ) as response,
-            ):
+            status = await self.clients.poster(self.egress).post(
+                hook.url,
+                body,
+                headers(delivery),
+                time_limit=limit,
                 # Only the status matters; a short body is read so that the connection is
                 # kept for the next delivery (one left unread is closed), a long one is not.
-                read = 0
-                async for chunk in response.aiter_raw():
-                    read += len(chunk)
-                    if read > KEEP_ALIVE_BODY:
-                        break
-                return Attempt(http_status=response.status_code)
+                read_limit=KEEP_ALIVE_BODY,
+            )
+            return Attempt(http_status=status)
         except errors.EgressRefused as exc:
             return Attempt(error=f"refused: {outbound.explain(exc)}")
-        except (TimeoutError, httpx.TimeoutException):
+        except TimeoutError:
             return Attempt(error=f"timed out after {limit:g} s")
-        except httpx.HTTPError as exc:
-            return Attempt(error=f"{type(exc).__name__}: {exc}")
+        except (aiohttp.ClientError, OSError, ValueError) as exc:
+            return Attempt(error=failure(exc))
 
     async def accept(self, job: Job, finish: Callable[[Connection], None]) -> None:
         """An ``emit`` job to a webhook (queued before deliveries had their own table, or by
@@ -242,7 +238,8 @@ class Webhooks:
                 return  # deleted meanwhile: the worker marks the job done
 
             def transaction(sync: Connection) -> None:
-                new_delivery(sync, job.owner_id, job.target_id, payload, now_ms)
+                made = new_delivery(job.owner_id, job.target_id, payload)
+                deliveries.insert_many_sync(sync, [made], now_ms=now_ms)
                 finish(sync)
 
             await conn.run_sync(transaction)
