@@ -95,6 +95,21 @@ def test_build_test_each_step_then_deploy(
     assert answer.status_code == 200, answer.text
     assert answer.json() == {"odd": False, "fetched": "fetched-by-the-action"}
 
+    # A deployed workflow's Test is kept: the builder shows each step's last test on reopening.
+    page.get_by_role("link", name="Edit").click()
+    page.get_by_label("Test event").fill(json.dumps({**generated, "body": {"n": 5}}))
+    first = page.locator("[data-step]").nth(0)
+    first.get_by_role("button", name="Test").click()
+    expect(first.locator("[data-test-return]")).to_contain_text('"n": 5')
+    expect(first.locator("[data-test-result]")).to_contain_text("kept as this step's last test")
+    page.reload()
+    first = page.locator("[data-step]").nth(0)
+    expect(first.locator("[data-test-kept]")).to_contain_text("last test")
+    expect(first.locator("[data-test-status]")).to_have_text("success")
+    expect(first.locator("[data-test-logs]")).to_contain_text("n is 5")
+    expect(first.locator("[data-test-exports]")).to_contain_text('"odd": true')
+    expect(page.locator("[data-step]").nth(1).locator("[data-test-result]")).to_have_count(0)
+
 
 def test_a_new_source_trigger_is_configured_in_the_builder(page: Page) -> None:
     page.goto("/workflows/new")

@@ -35,6 +35,7 @@ from sluice.engine.credentials import CREDENTIAL_ERRORS
 from sluice.engine.data_stores import DataStores
 from sluice.engine.jobs import Finish
 from sluice.engine.pauses import FlowUrls, Resumed
+from sluice.engine.scratch_stores import ScratchStores
 from sluice.engine.workflows import Workflows
 from sluice.runtime.port import Invocation, Runner
 from sluice.runtime.protocol import Response, Result
@@ -189,8 +190,9 @@ class Executor:
         """A test run (the builder's Test): every step of ``workflow`` (a draft, cut after the
         step being tested) runs in the sandbox as in a real run, and the run is returned, not
         stored: no run in the workflow's list, no ``$errors``, no step db writes, no
-        ``$.send`` delivered (the run lists them). Data store writes are made, as on
-        Pipedream, since they are calls the steps make while running."""
+        ``$.send`` delivered (the run lists them). Data store writes go to a scratch copy
+        discarded after the test (``engine/scratch_stores.py``): the steps read the real
+        records and their own writes, and nothing stored changes."""
         now_ms = self.clock.now_ms()
         run_id = ids.random_token(27)
         context = {**_context(workflow, run_id, now_ms, "TEST", None, ()), "test": True}
@@ -204,6 +206,11 @@ class Executor:
         else:
             env = await self.workflows.env_vars.values(workflow.owner_id)
             invocation = self._invocation(workflow, call, env)
+            if self.stores is not None:
+                scratch = ScratchStores(
+                    self.stores, workflow.owner_id, self.clock, self.settings.max_db_bytes
+                )
+                invocation = replace(invocation, on_store=scratch.answer)
             result = await self.pool.invoke(invocation, responses.append)
         run, _ = self._record(workflow, context, event, result, responses, now_ms, None, urls)
         log.info(

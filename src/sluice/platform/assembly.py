@@ -62,6 +62,7 @@ from sluice.engine.registry_import import RegistryImports
 from sluice.engine.runs import Runs
 from sluice.engine.scheduler import Scheduler
 from sluice.engine.sources import Sources
+from sluice.engine.step_tests import StepTests
 from sluice.engine.subscriptions import Subscriptions
 from sluice.engine.webhooks import Webhooks
 from sluice.engine.workflows import Workflows
@@ -205,6 +206,7 @@ class Platform(Services):
             webhooks=run.webhooks,
             deliveries=run.deliveries,
             admission=run.ingress.admission,
+            step_tests=StepTests(db, run.executor, run.commit, clock),
         )
 
     @staticmethod

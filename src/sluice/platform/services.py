@@ -44,6 +44,7 @@ from sluice.engine.registry_import import RegistryImports
 from sluice.engine.runs import Runs
 from sluice.engine.scheduler import Scheduler
 from sluice.engine.sources import Sources
+from sluice.engine.step_tests import StepTests
 from sluice.engine.streams import Stream
 from sluice.engine.subscriptions import Subscriptions
 from sluice.engine.webhooks import Webhooks
@@ -101,6 +102,8 @@ class Services:
     deliveries: DeliveryWorker
     #: Load shedding and the disk's reserve, asked by the endpoints.
     admission: Admission
+    #: The builder's Test runs, and each step's last result kept.
+    step_tests: StepTests
     #: PostgreSQL: other processes' commits, pushed (None on SQLite).
     notifications: Notifications | None = None
     #: SQLite: keeps the WAL small while the platform runs (None on PostgreSQL, or when the

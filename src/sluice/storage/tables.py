@@ -392,3 +392,21 @@ data_store_records = sa.Table(
     sa.Column("expires_ms", sa.BigInteger),
     sa.Column("updated_ms", sa.BigInteger, nullable=False),
 )
+
+step_tests = sa.Table(
+    "step_tests",
+    metadata,
+    # The builder's Test (web/step_tests.py): the last test result of each step of a deployed
+    # workflow, by the step's name, shown again when the builder is opened. Not a run.
+    sa.Column(
+        "workflow_id",
+        Str(40),
+        sa.ForeignKey("workflows.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column("step_name", Str(200), primary_key=True),
+    sa.Column("owner_id", Str(40), nullable=False),
+    # {status, duration_ms, steps, response, flow_exit, paused, sends}: what the builder shows.
+    sa.Column("result", JSON, nullable=False),
+    sa.Column("tested_ms", sa.BigInteger, nullable=False),
+)

@@ -1,7 +1,8 @@
 """The builder's Test, as Pipedream's: a step's **Test** button runs the workflow as it is in
 the form (not deployed), up to and including that step, on the test event, in the sandbox, and
-shows each step's exports, return value, logs and error under the step. Test runs are stored
-nowhere: they are not the workflow's runs and reach no ``$errors``.
+shows each step's exports, return value, logs and error under the step. Test runs are not
+the workflow's runs and reach no ``$errors``; a deployed workflow's step keeps its last test's
+result, shown again when the builder opens (``engine/step_tests.py``).
 
 Also what the test event starts from: a sample per trigger type, or a recent event (the
 workflow's last runs, the trigger source's last events)."""
@@ -94,8 +95,10 @@ async def _test(request: Request, workflow_id: str | None) -> Response:
             ) from exc
         cut = replace(body, steps=(body.steps or [])[:upto])
         draft = await platform.workflows.draft(session.account.id, cut, workflow_id)
-        context["run"] = await platform.executor.test(draft, event)
+        keep = workflow_id is not None
+        context["run"] = await platform.step_tests.test(draft, event, keep=keep)
         context["tested"] = draft.steps[-1]["name"]
+        context["kept"] = keep
     except errors.SluiceError as exc:
         context["error"] = exc
     return render.page(request, "step_test.html", context, session=session)

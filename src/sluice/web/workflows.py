@@ -90,6 +90,11 @@ async def _builder(
         "action_apps": await pickers.grouped(platform, found_actions),
         "source_apps": await pickers.grouped(platform, found_sources),
         "trigger_form": trigger_form,
+        "kept_tests": (
+            await platform.step_tests.last(session.account.id, values["id"])
+            if values.get("id")
+            else {}
+        ),
         "test_url": f"/workflows/{values['id']}/test" if values.get("id") else "/workflows/test",
         "recent_events": await step_tests.recent_events(
             platform, session.account.id, values.get("id"), values.get("trigger")
