@@ -13,6 +13,7 @@ starting together may both publish a version: the registry's unique index keeps 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,9 @@ log = logging.getLogger(__name__)
 CORE_DIR = Path(__file__).resolve().parent.parent / "core_components"
 
 SeedOutcome = Literal["present", "published", "kept", "failed"]
+#: Components loaded in Node at once when a start finds new ones (each key is its own, so
+#: their publications do not race each other).
+PUBLISH_CONCURRENCY = 4
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,10 @@ def shipped(root: Path = CORE_DIR) -> dict[str, tuple[str, dict[str, str]]]:
         for entry in layout_rules.layout(list(files)).components:
             found[f"{app_dir.name}/{entry}"] = (entry, layout_rules.component_files(files, entry))
     return found
+
+
+async def _present(path: str) -> Seeded:
+    return Seeded(path, "present")
 
 
 class CoreComponents:
@@ -97,12 +105,22 @@ class CoreComponents:
                 )
             )
             present = {r.code_hash for r in rows}
-        report = []
-        for path, (entry, files) in tree.items():
-            if hashes[path] in present:
-                report.append(Seeded(path, "present"))
-            else:
-                report.append(await self._publish(path, entry, files))
+        # A fresh install loads every component in Node: a few at a time, each in a worker
+        # thread of its own, so the first start waits for the slowest few, not for the sum.
+        gate = asyncio.Semaphore(PUBLISH_CONCURRENCY)
+
+        async def publish(path: str, entry: str, files: dict[str, str]) -> Seeded:
+            async with gate:
+                return await self._publish(path, entry, files)
+
+        report = list(
+            await asyncio.gather(
+                *(
+                    publish(path, entry, files) if hashes[path] not in present else _present(path)
+                    for path, (entry, files) in tree.items()
+                )
+            )
+        )
         counts = {o: sum(1 for r in report if r.outcome == o) for o in get_args(SeedOutcome)}
         log.info("core components checked", extra={"action": "core_components", **counts})
         for r in report:
