@@ -12,6 +12,9 @@ _.pause_writing  # asyncio.Protocol
 _.resume_writing  # asyncio.Protocol
 _.connect_unix_socket  # httpcore.AsyncNetworkBackend (engine/outbound)
 _._pool  # httpx.AsyncHTTPTransport reads its own _pool (engine/outbound replaces it)
+_.handle_RCPT  # aiosmtpd's handler hook (engine/mail_in)
+_.handle_DATA  # aiosmtpd's handler hook
+rcpt_options  # aiosmtpd's handle_RCPT signature
 _.load_dialect_impl  # SQLAlchemy TypeDecorator (storage/columns)
 _.process_bind_param  # SQLAlchemy TypeDecorator
 _.process_result_value  # SQLAlchemy TypeDecorator

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -162,6 +163,13 @@ class Settings:
     #: Outgoing mail: ``smtp://user:pass@host:port`` (``smtps://`` for TLS, ``?starttls=1``).
     #: Empty: messages are written to ``<data_dir>/outbox`` instead.
     smtp_url: str = ""
+    #: Inbound mail for ``email-new-messages`` sources: the SMTP port to listen on (0: off),
+    #: its host, the largest message accepted (bytes), and the domain of the sources'
+    #: addresses (``<source id>@<domain>``; empty: the public URL's host).
+    smtp_inbound_port: int = 0
+    smtp_inbound_host: str = "127.0.0.1"
+    smtp_inbound_max_bytes: int = 10 * 1024 * 1024
+    email_domain: str = ""
     #: ``$.send.email`` messages one account may send in an hour (to its verified address);
     #: past it a send fails, its outcome saying why. 0: no limit.
     email_max_per_hour: int = 50
@@ -325,6 +333,14 @@ class Settings:
         return (
             self.public_url or public_urls.current() or f"http://{self.host}:{self.port}"
         ).rstrip("/")
+
+    @property
+    def resolved_email_domain(self) -> str:
+        """The domain of the sources' inbound addresses: ``email_domain``, else the host of
+        ``public_url``, else ``localhost``."""
+        if self.email_domain:
+            return self.email_domain.lower()
+        return (urllib.parse.urlsplit(self.public_url).hostname or "localhost").lower()
 
     def public_url_for(self, owner_id: str) -> str:
         """As ``resolved_public_url``, for links made for ``owner_id`` with no request at hand:

@@ -40,6 +40,7 @@ KEYS = {
     "formatting-convert-json-to-string",
     "data_stores-get-record",
     "data_stores-add-update-record",
+    "email-new-messages",
 }
 
 

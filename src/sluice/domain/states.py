@@ -33,6 +33,7 @@ class JobKind(StrEnum):
     SEND = "send"  #: deliver a run's $.send.http / email / s3
     RESUME = "resume"  #: wake a paused run ($.flow.delay/suspend/rerun): due, resumed, cancelled
     RELEASE = "release"  #: emit a source's scheduled event ($in) at its delivery_ts
+    EMAIL = "email"  #: run an email source on a message its address received (engine/mail_in)
 
 
 class JobState(StrEnum):

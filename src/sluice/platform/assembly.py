@@ -42,6 +42,7 @@ from sluice.engine.email_verification import EmailVerification
 from sluice.engine.enqueuer import Enqueuer
 from sluice.engine.events import Events
 from sluice.engine.executor import Executor
+from sluice.engine.handlers.email import EmailJobs
 from sluice.engine.handlers.emit import EmitJobs
 from sluice.engine.handlers.http import HttpJobs
 from sluice.engine.handlers.release import ReleaseJobs
@@ -53,6 +54,7 @@ from sluice.engine.ingress import Ingress
 from sluice.engine.invoker import Invoker
 from sluice.engine.jobs import Handler, JobWorker, WorkerConfig
 from sluice.engine.logins import Logins
+from sluice.engine.mail_in import MailIn
 from sluice.engine.mailer import Mailer
 from sluice.engine.notifications import Notifications
 from sluice.engine.oauth import OAuthConnect
@@ -120,6 +122,10 @@ class Platform(Services):
                     platform.notifications = platform._listen(settings)
                 # Closed last: the WAL is checkpointed until the job worker has stopped.
                 async with contextlib.AsyncExitStack() as upkeep:
+                    if settings.smtp_inbound_port:
+                        platform.mail_in = await upkeep.enter_async_context(
+                            MailIn(settings, reader, platform.enqueuer, platform.jobs)
+                        )
                     if background:
                         platform.checkpointer = _checkpointer(settings, reader)
                         if platform.checkpointer is not None:
@@ -230,6 +236,7 @@ class Platform(Services):
             JobKind.SEND: sends,
             JobKind.RESUME: ResumeJobs(executor.db, executor),
             JobKind.RELEASE: ReleaseJobs(invoker.commit),
+            JobKind.EMAIL: EmailJobs(reader, invoker),
         }
 
     @staticmethod

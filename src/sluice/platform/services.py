@@ -36,6 +36,7 @@ from sluice.engine.ingress import Ingress
 from sluice.engine.invoker import Invoker
 from sluice.engine.jobs import JobWorker
 from sluice.engine.logins import SESSION_TTL_S, Logins
+from sluice.engine.mail_in import MailIn
 from sluice.engine.notifications import Notifications
 from sluice.engine.oauth import OAuthConnect
 from sluice.engine.options import Options
@@ -104,6 +105,8 @@ class Services:
     admission: Admission
     #: The builder's Test runs, and each step's last result kept.
     step_tests: StepTests
+    #: The inbound SMTP listener of e-mail sources (None unless SLUICE_SMTP_INBOUND_PORT).
+    mail_in: MailIn | None = None
     #: PostgreSQL: other processes' commits, pushed (None on SQLite).
     notifications: Notifications | None = None
     #: SQLite: keeps the WAL small while the platform runs (None on PostgreSQL, or when the

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from sluice import errors
 from sluice.storage import database, paging
-from sluice.storage.tables import component_state
+from sluice.storage.tables import component_state, saved_components
 from sluice.storage.tables import deployed_components as t
 from sluice.storage.tables import timers as timers_table
 
@@ -158,6 +158,17 @@ async def get_by_slug(conn: AsyncConnection, owner_id: str, slug: str) -> Deploy
         await conn.execute(sa.select(t).where(t.c.name_slug == slug, t.c.owner_id == owner_id))
     ).first()
     return _row(row) if row else None
+
+
+def mail_target_sync(conn: Connection, deployment_id: str) -> tuple[str, bool, str | None] | None:
+    """(owner id, active, component key) of a source by its id alone: what the inbound mail
+    listener checks before it accepts a recipient (the address names no account)."""
+    row = conn.execute(
+        sa.select(t.c.owner_id, t.c.active, saved_components.c.key)
+        .join(saved_components, saved_components.c.id == t.c.component_id)
+        .where(t.c.id == deployment_id)
+    ).first()
+    return None if row is None else (row.owner_id, bool(row.active), row.key)
 
 
 _LOCK = sa.select(t).where(t.c.id == sa.bindparam("deployment_id"))

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from sluice import errors
+from sluice.domain import email_messages
 from sluice.platform import (
     ComponentInput,
     Deployment,
@@ -208,6 +209,12 @@ async def _source_page(
         "updated": request.query_params.get("updated") if request.method == "GET" else None,
         **render.page_address(request, f"/sources/{deployment.id}"),
         "endpoint_url": platform.endpoint_url(deployment.endpoint_id),
+        "mail_address": (
+            f"{deployment.id}@{platform.settings.resolved_email_domain}"
+            if component.key == email_messages.SOURCE_KEY
+            else None
+        ),
+        "mail_listening": platform.mail_in is not None,
         "fields": props.fields(component.configurable_props, shown),
         "secret_names": sorted(deployment.secret_props),
         "accounts": await platform.apps.list(session.account.id),
