@@ -46,5 +46,3 @@ complete  # storage/jobs: tests finish a job without a worker
 delete_for  # storage/jobs: tests remove a hung job
 forget_all  # public_url: tests reset the remembered URLs
 
-# The runner's codes (runtime/protocol.py) are one table; some only the JS runtime sends.
-WORKER_STOPPED  # sent by runtime/js/hosts.mjs and runner.mjs

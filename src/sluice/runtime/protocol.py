@@ -18,6 +18,7 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, cast
 
 from sluice.domain import limits, text
@@ -66,14 +67,25 @@ MAX_RESULT_BYTES = 8 * 1024 * 1024
 #: Levels a result wraps a user's value in (``steps`` → record → ``exports`` → name → value).
 _WRAPPING = 4
 
-# Runner codes (docs/runner-protocol.md); anything else is the user's error name or code.
-TIMEOUT = "TIMEOUT"
-OUT_OF_MEMORY = "OUT_OF_MEMORY"
-WORKER_STOPPED = "WORKER_STOPPED"
-LOAD_FAILED = "LOAD_FAILED"
-NOT_A_COMPONENT = "NOT_A_COMPONENT"
-NO_RUN = "NO_RUN"
-RUNNER_CRASHED = "RUNNER_CRASHED"
+#: The runner's codes (``js/codes.json``, the one table the JS runtime reads too, through
+#: ``js/codes.mjs``); anything else in a result's ``error.code`` is the user's error name or code.
+CODES: dict[str, dict[str, str | None]] = json.loads(
+    (Path(__file__).parent / "js" / "codes.json").read_text(encoding="utf-8")
+)["codes"]
+
+
+def _code(name: str) -> str:
+    if name not in CODES:
+        raise KeyError(f"runtime/js/codes.json has no code {name}")
+    return name
+
+
+TIMEOUT = _code("TIMEOUT")
+OUT_OF_MEMORY = _code("OUT_OF_MEMORY")
+LOAD_FAILED = _code("LOAD_FAILED")
+NOT_A_COMPONENT = _code("NOT_A_COMPONENT")
+NO_RUN = _code("NO_RUN")
+RUNNER_CRASHED = _code("RUNNER_CRASHED")
 
 
 def encode(message: dict[str, Any]) -> bytes:

@@ -24,6 +24,7 @@ import http from "node:http";
 import https from "node:https";
 import net from "node:net";
 import tls from "node:tls";
+import { EGRESS_FAILED, EGRESS_REFUSED } from "./codes.mjs";
 
 const DISPATCHER = Symbol.for("undici.globalDispatcher.1");
 /** The proxy must answer a CONNECT within this long, ms (it bounds its own upstream connect). */
@@ -55,7 +56,7 @@ export function connectThrough(socketPath, host, port, callback) {
     }
   };
   const timer = setTimeout(
-    () => finish(egressError(504, "EGRESS_FAILED", `no answer from the egress proxy for ${authority}`)),
+    () => finish(egressError(504, EGRESS_FAILED, `no answer from the egress proxy for ${authority}`)),
     HANDSHAKE_MS,
   );
   const onEnd = () => finish(failedAnswer(head, authority));
@@ -63,7 +64,7 @@ export function connectThrough(socketPath, host, port, callback) {
     head = Buffer.concat([head, chunk]);
     const end = head.indexOf("\r\n\r\n");
     if (end === -1) {
-      if (head.length > MAX_HEAD) finish(egressError(502, "EGRESS_FAILED", "egress proxy answer too large"));
+      if (head.length > MAX_HEAD) finish(egressError(502, EGRESS_FAILED, "egress proxy answer too large"));
       return;
     }
     const status = Number(head.subarray(0, end).toString("latin1").split(" ")[1]);
@@ -82,7 +83,7 @@ function failedAnswer(head, authority) {
   const text = head.toString("utf8");
   const status = Number(text.split(" ")[1]) || 502;
   const reason = text.split("\r\n\r\n")[1]?.trim() || `the egress proxy closed the connection to ${authority}`;
-  return egressError(status, status === 403 ? "EGRESS_REFUSED" : "EGRESS_FAILED", reason);
+  return egressError(status, status === 403 ? EGRESS_REFUSED : EGRESS_FAILED, reason);
 }
 
 function egressError(status, code, message) {

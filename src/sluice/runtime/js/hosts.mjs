@@ -18,6 +18,7 @@
 //   other calls (of the same deployment) end with WORKER_STOPPED.
 
 import { Worker } from "node:worker_threads";
+import { OUT_OF_MEMORY, OUT_OF_MEMORY_ERROR, WORKER_STOPPED, WORKER_STOPPED_ERROR } from "./codes.mjs";
 
 const WORKER_URL = new URL("./worker.mjs", import.meta.url);
 const RETIRE_HEAP = 0.75;
@@ -49,7 +50,7 @@ export class Host {
     });
     this.worker.on("message", (m) => this.onMessage(m));
     this.worker.on("error", (err) => this.onError(err));
-    this.worker.on("exit", (code) => this.stop("WORKER_STOPPED", `the worker exited with code ${code}`));
+    this.worker.on("exit", (code) => this.stop(WORKER_STOPPED, `the worker exited with code ${code}`));
     this.worker.stdout.on("data", (chunk) => this.onStream("stdout", chunk));
     this.worker.stderr.on("data", (chunk) => this.onStream("stderr", chunk));
     pool.hosts.add(this);
@@ -85,7 +86,7 @@ export class Host {
         return;
       case "exit": {
         const call = this.inflight.get(m.seq);
-        call?.fail("WorkerStoppedError", "WORKER_STOPPED", `the invocation exited with code ${m.code} (process.exit() in user code): its worker is retired`);
+        call?.fail(WORKER_STOPPED_ERROR, WORKER_STOPPED, `the invocation exited with code ${m.code} (process.exit() in user code): its worker is retired`);
         this.retire();
         return;
       }
@@ -116,9 +117,9 @@ export class Host {
     if (err?.code === "ERR_WORKER_OUT_OF_MEMORY") {
       const n = this.inflight.size;
       const shared = n > 1 ? ` (shared by ${n} invocations in flight)` : "";
-      this.stop("OUT_OF_MEMORY", `the worker ran out of memory${shared}: ${err.message}`, "OutOfMemoryError");
+      this.stop(OUT_OF_MEMORY, `the worker ran out of memory${shared}: ${err.message}`, OUT_OF_MEMORY_ERROR);
     } else {
-      this.stop("WORKER_STOPPED", `the worker crashed: ${err?.stack ?? err}`);
+      this.stop(WORKER_STOPPED, `the worker crashed: ${err?.stack ?? err}`);
     }
   }
 
@@ -126,9 +127,9 @@ export class Host {
     this.inflight.delete(call.seq);
     if (this.dead || this.inflight.size > 0) return;
     if (this.transient || this.retired) {
-      this.stop("WORKER_STOPPED", "done");
+      this.stop(WORKER_STOPPED, "done");
     } else {
-      this.idleTimer = setTimeout(() => this.stop("WORKER_STOPPED", "idle"), this.pool.options.idleMs);
+      this.idleTimer = setTimeout(() => this.stop(WORKER_STOPPED, "idle"), this.pool.options.idleMs);
       this.idleTimer.unref();
     }
   }
@@ -146,7 +147,7 @@ export class Host {
     if (this.dead) return;
     clearTimeout(this.pingTimer);
     this.pingTimer = setTimeout(() => this.stop(
-      "WORKER_STOPPED", `the worker was terminated because invocation ${this.runaway} timed out and blocked it`,
+      WORKER_STOPPED, `the worker was terminated because invocation ${this.runaway} timed out and blocked it`,
     ), PING_MS);
     this.worker.postMessage({ t: "ping" });
   }
@@ -156,11 +157,11 @@ export class Host {
     if (this.retired || this.dead) return;
     this.retired = true;
     this.pool.detach(this);
-    if (this.inflight.size === 0) this.stop("WORKER_STOPPED", "retired");
+    if (this.inflight.size === 0) this.stop(WORKER_STOPPED, "retired");
   }
 
   /** Terminate the worker; its in-flight calls end with `code`. */
-  stop(code, message, name = "WorkerStoppedError") {
+  stop(code, message, name = WORKER_STOPPED_ERROR) {
     if (this.dead) return this.terminated;
     this.dead = true;
     this.retired = true;
@@ -219,7 +220,7 @@ export class HostPool {
     let host = this.spare;
     this.spare = null;
     if (!host || host.dead || host.memoryMb !== memoryMb) {
-      host?.stop("WORKER_STOPPED", "spare of another memory limit");
+      host?.stop(WORKER_STOPPED, "spare of another memory limit");
       host = new Host(this, { memoryMb });
     }
     // After this call is posted: the spare's thread start does not delay it.
@@ -255,14 +256,14 @@ export class HostPool {
     for (const host of [...this.hosts]) {
       if (host.key === null || !match(host.key)) continue;
       found = true;
-      for (const call of [...host.inflight.values()]) call.fail("WorkerStoppedError", "WORKER_STOPPED", "the worker was evicted");
-      host.stop("WORKER_STOPPED", "the worker was evicted");
+      for (const call of [...host.inflight.values()]) call.fail(WORKER_STOPPED_ERROR, WORKER_STOPPED, "the worker was evicted");
+      host.stop(WORKER_STOPPED, "the worker was evicted");
     }
     return found;
   }
 
   stopAll(message) {
     this.stopping = true;
-    return [...this.hosts].map((h) => h.stop("WORKER_STOPPED", message));
+    return [...this.hosts].map((h) => h.stop(WORKER_STOPPED, message));
   }
 }

@@ -6,6 +6,7 @@ import { makeDataStore } from "./datastore.mjs";
 import { makeHttpRequest } from "./httprequest.mjs";
 import { serializeForDb, toJsonSafe } from "./jsonsafe.mjs";
 import { isObject, resolveProp } from "./props.mjs";
+import { DB_LIMIT } from "./codes.mjs";
 
 // Platform's END_NEEDLE: `$end()` of @pipedream/platform throws an Error carrying it.
 export const END_NEEDLE = "__pd_end";
@@ -232,7 +233,7 @@ function makeDb(snapshot, inv, maxBytes = 0) {
       if (maxBytes > 0 && after > maxBytes && after > initial) {
         const err = new Error(`DB_LIMIT: this.db would hold more than its limit of ${maxBytes} bytes (set ${JSON.stringify(key)})`);
         err.name = "DbLimitError";
-        err.code = "DB_LIMIT";
+        err.code = DB_LIMIT;
         throw err;
       }
       total = after;

@@ -12,6 +12,7 @@ import util from "node:util";
 import { Call, io, resultLine, runnerError } from "./call.mjs";
 import { HostPool } from "./hosts.mjs";
 import { reapIfIdle } from "./reaper.mjs";
+import { BAD_MESSAGE, BAD_MESSAGE_ERROR, TIMEOUT, TIMEOUT_ERROR, WORKER_STOPPED, WORKER_STOPPED_ERROR } from "./codes.mjs";
 
 const DEFAULT_TIMEOUT_MS = 30_000;
 const DEFAULT_MEMORY_MB = 256;
@@ -106,14 +107,14 @@ io.finished = (call) => {
   reap();
 };
 io.timedOut = (call, timeoutMs, what) => {
-  call.fail("TimeoutError", "TIMEOUT", `${what} did not finish within ${timeoutMs} ms`);
+  call.fail(TIMEOUT_ERROR, TIMEOUT, `${what} did not finish within ${timeoutMs} ms`);
   call.handle?.onTimedOut(call);
 };
 
 // ---- requests ------------------------------------------------------------------------------
 
 function badMessage(id, message) {
-  answer(id, false, null, runnerError("BadMessageError", "BAD_MESSAGE", message));
+  answer(id, false, null, runnerError(BAD_MESSAGE_ERROR, BAD_MESSAGE, message));
 }
 
 const isPlainObject = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
@@ -148,7 +149,7 @@ function onInvoke(req) {
     const env = req.env ? Object.fromEntries(Object.entries(req.env).map(([k, v]) => [k, String(v)])) : null;
     host.dispatch(call, env);
   } catch (err) {
-    call.fail("WorkerStoppedError", "WORKER_STOPPED", `could not start a worker: ${err.message}`);
+    call.fail(WORKER_STOPPED_ERROR, WORKER_STOPPED, `could not start a worker: ${err.message}`);
   }
 }
 

@@ -17,6 +17,7 @@ import { withEnv } from "./env.mjs";
 import { buildInstance, END_NEEDLE, isFlowExit, makeDollar } from "./instance.mjs";
 import { toJsonSafe } from "./jsonsafe.mjs";
 import { isObject, resolveProp } from "./props.mjs";
+import { LOAD_FAILED, NOT_A_COMPONENT } from "./codes.mjs";
 
 const WHOLE_REF = /^\s*\{\{([\s\S]+?)\}\}\s*$/;
 const ANY_REF = /\{\{([\s\S]+?)\}\}/g;
@@ -92,14 +93,14 @@ async function loadStep(step, importStep) {
   try {
     component = await importStep(step.entry);
   } catch (err) {
-    if (err && typeof err === "object" && !err.code) err.code = "LOAD_FAILED";
+    if (err && typeof err === "object" && !err.code) err.code = LOAD_FAILED;
     throw err;
   }
   if (!isObject(component) || typeof component.run !== "function") {
     const err = new TypeError(
       `step "${step.name}" must export a component with a run method, e.g. export default defineComponent({ async run({ steps, $ }) { ... } })`,
     );
-    err.code = "NOT_A_COMPONENT";
+    err.code = NOT_A_COMPONENT;
     throw err;
   }
   return component;

@@ -34,6 +34,7 @@ import { CLOSED, installProcessEnv, runIn, withEnv } from "./env.mjs";
 import { als, Invocation, post, runnerError, serializeError, writeLog } from "./invocation.mjs";
 import { describeComponent, describeProps, isObject } from "./props.mjs";
 import { runWorkflow } from "./steps.mjs";
+import { BAD_MESSAGE, LOAD_FAILED, NOT_A_COMPONENT, NO_RUN } from "./codes.mjs";
 
 // ---- console and stdio capture -------------------------------------------------------------
 
@@ -135,7 +136,7 @@ function slotFor(key, entry) {
   slot.loading.then(
     () => post({ t: "loaded", key, ok: true }),
     // The runner retires this worker (hosts.mjs): the next call imports in a new realm.
-    (err) => post({ t: "loaded", key, ok: false, error: serializeError(err, "LOAD_FAILED") }),
+    (err) => post({ t: "loaded", key, ok: false, error: serializeError(err, LOAD_FAILED) }),
   );
   return slot;
 }
@@ -166,7 +167,7 @@ function handleCall({ seq, key, entry, env, call }) {
       mine = slotFor(key, entry);
       component = await mine.loading;
     } catch (err) {
-      inv.fail(err, "LOAD_FAILED");
+      inv.fail(err, LOAD_FAILED);
       return;
     }
     try {
@@ -184,7 +185,7 @@ function handleCall({ seq, key, entry, env, call }) {
 
 async function execute(component, call, inv, slot, workflowEnv) {
   if (!isObject(component) || Array.isArray(component)) {
-    throw runnerError("NOT_A_COMPONENT", `the module's export is not an object (got ${typeof component})`);
+    throw runnerError(NOT_A_COMPONENT, `the module's export is not an object (got ${typeof component})`);
   }
   switch (call.kind) {
     case "inspect":
@@ -225,13 +226,13 @@ async function execute(component, call, inv, slot, workflowEnv) {
       return { props: describeProps(state.propMap) };
     }
     default:
-      throw runnerError("BAD_MESSAGE", `unknown call kind ${JSON.stringify(call.kind)}`);
+      throw runnerError(BAD_MESSAGE, `unknown call kind ${JSON.stringify(call.kind)}`);
   }
 }
 
 function requireRun(component) {
   if (typeof component.run !== "function") {
-    throw runnerError("NO_RUN", `the component's run is ${component.run === undefined ? "missing" : "not a function"}`);
+    throw runnerError(NO_RUN, `the component's run is ${component.run === undefined ? "missing" : "not a function"}`);
   }
 }
 
