@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from sluice import errors, ids
-from sluice.platform import EventPage, Platform
+from sluice.platform import Event, Page, Platform
 
 #: The spec: the newest 100 events of a source (errors of a workflow) are served.
 EVENT_WINDOW = 100
@@ -76,7 +76,7 @@ async def event_page(
     limit: int,
     before: str | None,
     after: str | None,
-) -> EventPage:
+) -> Page[Event]:
     """The newest 100 events of an emitter (one channel's when given), a page of them by
     ``before``/``after`` event ids: the spec's event and error lists."""
     return await platform.events.page(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sluice.storage import events
+from sluice.storage.paging import Page
 
 
 class Events:
@@ -21,7 +22,7 @@ class Events:
         window: int,
         before: tuple[int, int] | None,
         after: tuple[int, int] | None,
-    ) -> events.Page:
+    ) -> Page[events.Event]:
         """Newest first, within the newest ``window`` events (one channel's when given)."""
         async with self.db.connect() as conn:
             return await events.page(

@@ -31,6 +31,7 @@ from sluice.runtime.port import Runner
 from sluice.storage import components as component_store
 from sluice.storage import database, events, sources, subscriptions, timers
 from sluice.storage.components import SavedComponent
+from sluice.storage.paging import Page
 from sluice.storage.sources import Deployment
 
 log = logging.getLogger(__name__)
@@ -310,7 +311,7 @@ class Sources:
 
     async def list(
         self, owner_id: str, *, limit: int, before: str | None, after: str | None
-    ) -> sources.Page:
+    ) -> Page[sources.Deployment]:
         async with self.db.connect() as conn:
             return await sources.page(conn, owner_id, limit=limit, before=before, after=after)
 

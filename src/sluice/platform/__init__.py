@@ -23,7 +23,7 @@ from sluice.storage.components import SavedComponent
 from sluice.storage.data_stores import DataStore
 from sluice.storage.deliveries import Delivery
 from sluice.storage.events import Event, LogLine
-from sluice.storage.events import Page as EventPage
+from sluice.storage.paging import Page
 from sluice.storage.runs import Run
 from sluice.storage.sources import Deployment
 from sluice.storage.subscriptions import AutoSubscription, Subscription
@@ -44,7 +44,6 @@ __all__ = [
     "DeployRequest",
     "Deployment",
     "Event",
-    "EventPage",
     "IncomingRequest",
     "InvocationOutcome",
     "KeyInfo",
@@ -53,6 +52,7 @@ __all__ = [
     "OptionsPage",
     "OptionsRequest",
     "PackageReport",
+    "Page",
     "Platform",
     "PropSet",
     "Run",

@@ -57,6 +57,7 @@ from sluice.storage import components as component_store
 from sluice.storage import workflows as workflow_store
 from sluice.storage.accounts import Account
 from sluice.storage.components import SavedComponent
+from sluice.storage.paging import Page
 from sluice.storage.workflows import Workflow
 
 log = logging.getLogger(__name__)
@@ -226,7 +227,7 @@ class Services:
         before: str | None,
         after: str | None,
         component_type: str | None,
-    ) -> component_store.Page:
+    ) -> Page[component_store.SavedComponent]:
         """The account's saved components, newest first (``before``/``after``: ``sc_`` ids)."""
         async with self.db.connect() as conn:
             return await component_store.page(

@@ -9,6 +9,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from sluice.storage import paging
+from sluice.storage.paging import Page
 from sluice.storage.tables import deployed_components, workflows
 from sluice.storage.tables import saved_components as t
 
@@ -171,12 +172,6 @@ async def get_any(conn: AsyncConnection, component_id: str) -> SavedComponent | 
     return _row(row) if row else None
 
 
-@dataclass(frozen=True)
-class Page:
-    items: list[SavedComponent]
-    total_count: int
-
-
 async def page(
     conn: AsyncConnection,
     owner_id: str,
@@ -185,7 +180,7 @@ async def page(
     before: str | None = None,
     after: str | None = None,
     component_type: str | None = None,
-) -> Page:
+) -> Page[SavedComponent]:
     """The account's saved components, newest first; ``after``/``before`` an id as in
     ``storage.sources.page``."""
     scope = t.c.owner_id == owner_id

@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sluice import ids
 from sluice.domain import states
 from sluice.storage import database, sources
+from sluice.storage.paging import Page
 from sluice.storage.tables import events as t
 from sluice.storage.tables import logs as lt
 
@@ -137,12 +138,6 @@ def _event(row: Any) -> Event:
     )
 
 
-@dataclass(frozen=True)
-class Page:
-    items: list[Event]
-    total_count: int
-
-
 async def page(
     conn: AsyncConnection,
     emitter_id: str,
@@ -152,7 +147,7 @@ async def page(
     channel: str | None = None,
     before: tuple[int, int] | None = None,
     after: tuple[int, int] | None = None,
-) -> Page:
+) -> Page[Event]:
     """Newest first, within the newest ``window`` events (the spec serves the last 100).
     Without ``channel``, every channel but ``$errors`` and ``$in`` (a source's errors and its
     scheduled emits are listed only when asked for by name)."""

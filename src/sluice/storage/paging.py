@@ -1,16 +1,29 @@
 """Keyset pagination of resource lists: newest first by (created_at, id).
 
 ``after`` a resource id gives the older ones after it in that order; ``before`` one gives the
-newer ones just before it. Cursors stay valid while rows are added, unlike offsets.
+newer ones just before it. Cursors stay valid while rows are added, unlike offsets. A list
+read so comes back as a ``Page`` of its items (events, deployments, components).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    """One page of a list, and how many items the whole list holds (the API's
+    ``page_info.total_count``)."""
+
+    items: list[T]
+    total_count: int
 
 
 async def newest_first(

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from sluice import errors
 from sluice.storage import database, paging
+from sluice.storage.paging import Page
 from sluice.storage.tables import component_state, saved_components
 from sluice.storage.tables import deployed_components as t
 from sluice.storage.tables import timers as timers_table
@@ -249,12 +250,6 @@ def write_state_sync(
         )
 
 
-@dataclass(frozen=True)
-class Page:
-    items: list[Deployment]
-    total_count: int
-
-
 async def page(
     conn: AsyncConnection,
     owner_id: str,
@@ -262,7 +257,7 @@ async def page(
     limit: int,
     before: str | None = None,
     after: str | None = None,
-) -> Page:
+) -> Page[Deployment]:
     """The account's deployments, newest first. ``after`` a cursor: the older ones after it in
     that order; ``before``: the newer ones just before it."""
     scope = t.c.owner_id == owner_id
