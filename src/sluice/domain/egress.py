@@ -246,6 +246,9 @@ class EgressPolicy:
     """The refusals above minus the operator's ``rules``. Build it once with ``parse``."""
 
     rules: tuple[AllowRule, ...] = ()
+    #: When not empty, the only ``(name, port)`` destinations allowed at all (an npm install
+    #: reaches its registry and nothing else); the refusals above still apply to them.
+    only: frozenset[tuple[str, int]] = frozenset()
 
     @classmethod
     def parse(cls, spec: str, *, setting: str = "SLUICE_EGRESS_ALLOW") -> EgressPolicy:
@@ -253,7 +256,12 @@ class EgressPolicy:
         return cls(tuple(parse_rule(e.strip(), setting) for e in spec.split(",") if e.strip()))
 
     def extended(self, rules: Iterable[AllowRule]) -> EgressPolicy:
-        return EgressPolicy((*self.rules, *rules))
+        return EgressPolicy((*self.rules, *rules), self.only)
+
+    def only_to(self, destinations: Iterable[tuple[str, int]]) -> EgressPolicy:
+        """This policy, reaching nothing but ``destinations`` (names as ``parse_host`` gives
+        them, and ports)."""
+        return EgressPolicy(self.rules, frozenset(destinations))
 
     def check(self, host: str, port: int, resolved: Iterable[str | IPAddress]) -> Verdict:
         """May ``host:port`` be reached at every one of the ``resolved`` addresses?
@@ -269,6 +277,9 @@ class EgressPolicy:
             target = parse_host(host)
         except ValueError:
             return Verdict(False, f"{shown}: not a valid host")
+        if self.only and (str(target), port) not in self.only:
+            allowed = ", ".join(f"{name}:{p}" for name, p in sorted(self.only))
+            return Verdict(False, f"{shown}: only {allowed} may be reached from here")
         if isinstance(target, str):
             addresses = tuple(dict.fromkeys(address_of(a) for a in resolved))
             named = any(rule.allows_name(target, port) for rule in self.rules)

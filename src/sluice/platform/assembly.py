@@ -70,6 +70,7 @@ from sluice.engine.webhooks import Webhooks
 from sluice.engine.workflows import Workflows
 from sluice.platform.services import Services
 from sluice.runtime.deps import DependencyStore
+from sluice.runtime.npm_jail import NpmJail
 from sluice.runtime.packages import PackageFetcher
 from sluice.runtime.pool import PoolConfig, RunnerPool
 from sluice.runtime.sandbox import Sandbox, SandboxConfig
@@ -320,6 +321,8 @@ class _Running:
         deps = DependencyStore(
             settings.npm_store_dir, npm=settings.npm, quota_bytes=settings.npm_quota_mb << 20
         )
+        if pool.sandbox is not None:  # installs run jailed, under the account's uid
+            deps.jail = NpmJail(pool.sandbox, uid_of=pool.uid_of)
         components = Components(db, pool, deps, settings, clock)
         commit = Commit(db, settings, clock, Broker())
         catalog = AppCatalog(db, cipher, clock)

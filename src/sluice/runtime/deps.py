@@ -14,11 +14,14 @@ install or a new mark that would take it past ``quota_bytes`` is refused with
 store), and one account's installs run one at a time, so concurrent saves cannot add up past it.
 
 Every install has a time limit (``install_timeout``), after which its process group is killed.
-npm still runs as the server's user, outside any jail or cgroup (issue 25: not done yet).
+With a sandbox (``jail``, set by the platform), npm runs in a jail of its own: the account's
+unprivileged uid, its own cgroups, no host files but its staging directory, no network but the
+registry (``npm_jail.py``). Without one (``SLUICE_SANDBOX=off``) it runs as the server's user.
 
 Installs run with ``--ignore-scripts``: packages that build native code or download binaries
 in ``install``/``postinstall`` (sharp, bcrypt, puppeteer, ssh2's optional cpu-features) are
-installed without that step and may fail when loaded.
+installed without that step and may fail when loaded. ``@pipedream/platform`` and the
+``@pipedream/*`` app packages declare no install scripts.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ from urllib.parse import unquote
 
 from sluice.domain.imports import DependencyPlan, dependencies_key
 from sluice.errors import DependencyInstallFailed, NpmQuotaExceeded
+from sluice.runtime.npm_jail import SCRATCH, NpmJail
+from sluice.runtime.sandbox import no_strays
 
 __all__ = ["DependencyStore"]
 
@@ -104,6 +109,8 @@ class DependencyStore:
         # Same-process callers for one key wait here rather than on the file lock, which
         # would park a worker thread each.
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        #: The jail installs run in; None runs npm as the server's user (no sandbox).
+        self.jail: NpmJail | None = None
         self._owner_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
             weakref.WeakValueDictionary()
         )
@@ -138,7 +145,7 @@ class DependencyStore:
                 found = await self._ensure(key, dependencies, final, owner_id)
                 await asyncio.to_thread(self._mark, owner_id, key)
                 return found
-        return await self._ensure(key, dependencies, final, None)
+        return await self._ensure(key, dependencies, final, owner_id)
 
     async def owner_bytes(self, owner_id: str) -> int:
         """npm bytes of the dependency sets the account's components use (its marks)."""
@@ -215,7 +222,9 @@ class DependencyStore:
         tmp = self.root / f".tmp-{key}-{secrets.token_hex(6)}"
         try:
             await asyncio.to_thread(_write_package_json, tmp, key, dependencies)
-            await self._run_npm(tmp, dependencies)
+            await self._run_npm(tmp, dependencies, owner_id)
+            for scratch in SCRATCH:  # a jailed install's own npm cache and HOME
+                await asyncio.to_thread(shutil.rmtree, tmp / scratch, True)
             missing = [
                 name
                 for name in dependencies
@@ -255,17 +264,37 @@ class DependencyStore:
             env["npm_config_registry"] = self.registry
         return env
 
-    async def _run_npm(self, cwd: Path, dependencies: Mapping[str, str]) -> None:
+    async def _run_npm(
+        self, cwd: Path, dependencies: Mapping[str, str], owner_id: str | None
+    ) -> None:
+        if self.jail is None:
+            await self._run_npm_in(dependencies, [self.npm, *_NPM_FLAGS], (), cwd)
+            return
+        async with self.jail.enter(owner_id, cwd, self.npm, list(_NPM_FLAGS)) as jailed:
+            # uvloop ignores close_fds: none of the server's descriptors may reach the jail.
+            keep: set[int | None] = set(jailed.pass_fds)
+            no_strays(keep)
+            await self._run_npm_in(dependencies, jailed.argv, jailed.pass_fds, None)
+
+    async def _run_npm_in(
+        self,
+        dependencies: Mapping[str, str],
+        argv: list[str],
+        pass_fds: tuple[int, ...],
+        host_cwd: Path | None,
+    ) -> None:
+        """Run ``argv`` (npm, or the jail that runs it: ``host_cwd`` None, an empty
+        environment, ``/`` as cwd) and turn its failure into ``DependencyInstallFailed``."""
         requested = [_describe(name, value) for name, value in sorted(dependencies.items())]
         try:
             proc = await asyncio.create_subprocess_exec(
-                self.npm,
-                *_NPM_FLAGS,
-                cwd=cwd,
-                env=self._npm_env(),
+                *argv,
+                cwd=host_cwd or "/",
+                env=self._npm_env() if host_cwd is not None else {},
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.DEVNULL,
                 stderr=asyncio.subprocess.PIPE,
+                pass_fds=pass_fds,
                 start_new_session=True,  # its own process group, so a kill reaches children
             )
         except OSError as exc:

@@ -82,6 +82,8 @@ class SandboxConfig:
 
 #: Where the account's egress proxy socket appears inside the jail.
 EGRESS_SOCKET = "/run/sluice/egress.sock"
+#: Where an npm install's staging directory appears in its jail (``npm_jail.py``).
+INSTALL_DIR = "/install"
 
 
 @dataclass
@@ -147,6 +149,7 @@ class Sandbox:
             path.chmod(0o755 if path.is_dir() else 0o644)
         (root / "accounts").mkdir(mode=0o711)
         (root / "egress").mkdir(mode=0o711)
+        (root / "installs").mkdir(mode=0o711)
         try:
             seccomp.build(root / "seccomp.bpf")
             self.seccomp_path = root / "seccomp.bpf"
@@ -278,6 +281,70 @@ class Sandbox:
             cgroups.kill_all(cg)  # whatever outlived the runner (a cgroup with a process stays)
             with contextlib.suppress(OSError):
                 cg.rmdir()
+
+    def install_jail(self, owner_id: str, uid: int | None) -> Jail:
+        """A jail for one npm install (``npm_jail.py``): the account's uid (``uid``, as stored
+        with it; else one of this process), cgroups of its own, an egress socket; no view."""
+        assert self.root is not None, "the sandbox is not open"
+        owner = f"npm:{owner_id}"
+        if not self.is_root:
+            uid = None
+        elif uid is None:
+            uid = self._allocate_uid(owner)
+        self._sockets += 1
+        jail = Jail(
+            owner, self.root / "no-view", uid, self.root / "egress" / f"{self._sockets}.sock"
+        )
+        jail.cgroups = self._cgroups.make(f"npm-{secrets.token_hex(4)}")
+        return jail
+
+    def install_dir(self) -> Path:
+        """A fresh path for one npm install's working directory (not made yet), where an
+        install's uid can reach it (its parents are traversable, not listable)."""
+        assert self.root is not None, "the sandbox is not open"
+        return self.root / "installs" / secrets.token_hex(8)
+
+    def install_command(
+        self,
+        jail: Jail,
+        argv: list[str],
+        *,
+        work: Path,
+        env: dict[str, str],
+        ro_binds: list[Path],
+        seccomp_fd: int | None,
+    ) -> list[str]:
+        """The argv that runs ``argv`` (npm and its arguments) in an install's ``jail``, its
+        working directory ``work`` (from ``install_dir``) writable at ``/install``, through
+        ``js/npm-egress.mjs`` (its only way out: the jail's egress socket)."""
+        assert self.root is not None
+        bw = self._namespaces()
+        for name, value in env.items():
+            bw += ["--setenv", name, value]
+        bw += self._system()
+        for path in ro_binds:
+            bw += ["--ro-bind", str(path), str(path)]
+        bw += [
+            "--ro-bind",
+            str(self.root / "runtime"),
+            str(JS_DIR),
+            "--bind",
+            str(work),
+            INSTALL_DIR,
+            "--ro-bind-try",
+            str(jail.egress_socket),
+            EGRESS_SOCKET,
+            "--chdir",
+            INSTALL_DIR,
+            "--remount-ro",
+            "/dev",
+            "--remount-ro",
+            "/",
+        ]
+        if seccomp_fd is not None:
+            bw += ["--seccomp", str(seccomp_fd)]
+        forward = [self._node, str(JS_DIR / "npm-egress.mjs"), EGRESS_SOCKET]
+        return self._launcher(jail, [*bw, "--", *forward, *argv])
 
     def _allocate_uid(self, owner_id: str) -> int:
         digest = int.from_bytes(hashlib.sha256(owner_id.encode()).digest()[:4], "big")

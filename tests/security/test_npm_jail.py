@@ -1,0 +1,183 @@
+"""npm installs run in a jail of their own (issue 25): npm ran as the server's user (root),
+on the host, with the host's network.
+
+Installs pass ``--ignore-scripts``, so a package's install script does not run; what runs in
+the install process is npm itself on attacker-chosen tarballs and manifests. To show what code
+there could do, ``EVIL_NPM`` stands in for npm (the store's ``npm`` setting): it reads a
+secret of the data directory, writes outside its directory, connects to a loopback service
+directly and through the proxy npm is given, and reports its uid. Seen on the old code (no
+jail): uid 0, the secret read, the host file written, the loopback service reached.
+The second test installs a real package from the real registry through the jail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from sluice.errors import DependencyInstallFailed
+from sluice.runtime.deps import DependencyStore
+from sluice.runtime.npm_jail import NpmJail
+from sluice.runtime.sandbox import Sandbox, SandboxConfig
+
+ACCOUNT_UID = 1_000_000_000 + 4242
+
+#: Stands for code running in the install process; reports what it could do.
+EVIL_NPM = """#!/usr/bin/env node
+const fs = require("node:fs");
+const net = require("node:net");
+const report = { uid: process.getuid() };
+try { report.secret = fs.readFileSync(SECRET, "utf8"); } catch (e) { report.secret = e.code; }
+try { fs.writeFileSync(OUTSIDE, "escaped"); report.wrote = true; } catch (e) { report.wrote = e.code; }
+const proxy = process.env.npm_config_https_proxy;
+function tryConnect(port, host, first) {
+  return new Promise((done) => {
+    const s = net.connect(port, host, () => { if (first) s.write(first); });
+    s.setTimeout(5000, () => { s.destroy(); done("timeout"); });
+    let got = "";
+    s.on("data", (d) => { got += d; });
+    s.on("error", (e) => done(e.code));
+    s.on("close", () => done(got.split("\\r\\n")[0] || "closed"));
+  });
+}
+(async () => {
+  report.direct = await tryConnect(PORT, "127.0.0.1", "hello\\n");
+  if (proxy) {
+    const u = new URL(proxy);
+    report.proxied = await tryConnect(Number(u.port), u.hostname,
+      `CONNECT 127.0.0.1:${PORT} HTTP/1.1\\r\\nHost: 127.0.0.1:${PORT}\\r\\n\\r\\n`);
+  }
+  fs.mkdirSync("node_modules/is-odd", { recursive: true });
+  fs.writeFileSync("node_modules/is-odd/package.json", '{"name":"is-odd","version":"3.0.1"}');
+  fs.writeFileSync("node_modules/report.json", JSON.stringify(report));
+  if (HANG) setInterval(() => {}, 1000);
+})();
+"""
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    data = tmp_path / "data"
+    data.mkdir(mode=0o700)
+    (data / "secret.key").write_text("the-secret")
+    (data / "secret.key").chmod(0o600)
+    return data
+
+
+@pytest_asyncio.fixture
+async def sandbox(data_dir: Path) -> AsyncIterator[Sandbox]:
+    sandbox = Sandbox(
+        SandboxConfig(components_dir=data_dir / "components", npm_store_dir=data_dir / "store")
+    )
+    await asyncio.to_thread(sandbox.open)
+    try:
+        yield sandbox
+    finally:
+        sandbox.close()
+
+
+@pytest.fixture
+def evil_npm() -> Iterator[Path]:
+    # A directory every uid can read, as an npm installed in /opt would be.
+    home = Path(tempfile.mkdtemp(prefix="sluice-evil-npm-"))
+    home.chmod(0o755)
+    yield home / "npm"
+    shutil.rmtree(home, ignore_errors=True)
+
+
+class Listener:
+    """A loopback TCP service: counts who reached it."""
+
+    def __init__(self) -> None:
+        self.reached = 0
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reached += 1
+        writer.close()
+
+
+def _store(
+    data_dir: Path, sandbox: Sandbox | None, npm: Path | str, **kw: float
+) -> DependencyStore:
+    store = DependencyStore(data_dir / "store", npm=str(npm), **kw)  # type: ignore[arg-type]
+    if sandbox is not None:
+
+        async def uid_of(owner_id: str) -> int:
+            assert owner_id == "acct-evil"
+            return ACCOUNT_UID
+
+        store.jail = NpmJail(sandbox, uid_of=uid_of, registry="https://registry.npmjs.org/")
+    return store
+
+
+async def test_code_in_the_install_process_cannot_touch_the_host(
+    data_dir: Path, sandbox: Sandbox, evil_npm: Path
+) -> None:
+    listener = Listener()
+    server = await asyncio.start_server(listener.handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    outside = Path(tempfile.gettempdir()) / f"sluice-npm-escape-{secrets.token_hex(4)}"
+    evil_npm.write_text(
+        EVIL_NPM.replace("SECRET", json.dumps(str(data_dir / "secret.key")))
+        .replace("OUTSIDE", json.dumps(str(outside)))
+        .replace("PORT", str(port))
+        .replace("HANG", "false")
+    )
+    evil_npm.chmod(0o755)
+    try:
+        async with server:
+            store = _store(data_dir, sandbox, evil_npm)
+            entry = await store.ensure({"is-odd": "3.0.1"}, "acct-evil")
+    finally:
+        escaped = outside.exists()
+        outside.unlink(missing_ok=True)
+    assert entry is not None
+    report = json.loads((entry / "node_modules" / "report.json").read_text())
+    assert report["uid"] != 0, report
+    assert report["secret"] == "ENOENT", report  # the data directory is not in the jail
+    assert report["wrote"] is True and not escaped  # the jail's own /tmp, not the host's
+    assert report["direct"] == "ECONNREFUSED", report  # no network but the jail's lo
+    assert report["proxied"].startswith("HTTP/1.1 403"), report  # the registry only
+    assert listener.reached == 0
+    # What npm wrote is the server's once in the store: no file stays the account uid's.
+    owners = {p.lstat().st_uid for p in [entry, *entry.rglob("*")]}
+    assert owners == {os.geteuid()}
+    assert not (entry / ".npm-cache").exists() and not (entry / ".home").exists()
+
+
+async def test_a_hanging_install_is_killed_at_its_time_limit(
+    data_dir: Path, sandbox: Sandbox, evil_npm: Path
+) -> None:
+    evil_npm.write_text(
+        EVIL_NPM.replace("SECRET", '"/nonexistent"')
+        .replace("OUTSIDE", '"/tmp/x"')
+        .replace("PORT", "9")
+        .replace("HANG", "true")
+    )
+    evil_npm.chmod(0o755)
+    store = _store(data_dir, sandbox, evil_npm, install_timeout=3.0)
+    with pytest.raises(DependencyInstallFailed, match="timed out after 3 s"):
+        await store.ensure({"is-odd": "3.0.1"}, "acct-evil")
+    assert not list((data_dir / "store").glob(".tmp-*"))
+    assert sandbox.root is not None and not list((sandbox.root / "installs").iterdir())
+
+
+async def test_a_real_package_installs_through_the_jail(data_dir: Path, sandbox: Sandbox) -> None:
+    npm = shutil.which("npm")
+    assert npm is not None
+    store = _store(data_dir, sandbox, npm)
+    entry = await store.ensure({"is-odd": "3.0.1"}, "acct-evil")
+    assert entry is not None
+    manifest = json.loads((entry / "node_modules" / "is-odd" / "package.json").read_text())
+    assert manifest["version"] == "3.0.1"
+    assert (entry / "node_modules" / "is-number" / "package.json").is_file()
+    assert {p.lstat().st_uid for p in [entry, *entry.rglob("*")]} == {os.geteuid()}
