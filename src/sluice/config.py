@@ -113,6 +113,12 @@ class Settings:
     #: its connection's start (or of its first byte, on a kept-alive connection), else the
     #: connection is closed; 0: no limit (docs/deploy.md, "Connections").
     http_head_timeout_seconds: float = 10.0
+    #: A request's body must arrive within this many seconds of its head's end, plus one
+    #: second per ``http_body_min_bytes_per_second`` bytes received; else the connection is
+    #: closed (a client trickling its body held a connection forever). 0: no limit.
+    http_body_timeout_seconds: float = 10.0
+    #: The body's slowest sustained rate, bytes a second (see ``http_body_timeout_seconds``).
+    http_body_min_bytes_per_second: int = 4096
     #: A kept-alive connection idle this long after an answer is closed, seconds (uvicorn's
     #: ``timeout_keep_alive``).
     http_keep_alive_seconds: float = 5.0

@@ -11,6 +11,7 @@ import contextlib
 import json
 import resource
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,11 +24,15 @@ IDLE = 2000
 #: The server's descriptors: the usual default soft limit (``ulimit -n``).
 SERVER_FILES = 1024
 HEAD_TIMEOUT_S = 2
+BODY_TIMEOUT_S = 2
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, str]]:
-    env = {"SLUICE_HTTP_HEAD_TIMEOUT_SECONDS": str(HEAD_TIMEOUT_S)}
+    env = {
+        "SLUICE_HTTP_HEAD_TIMEOUT_SECONDS": str(HEAD_TIMEOUT_S),
+        "SLUICE_HTTP_BODY_TIMEOUT_SECONDS": str(BODY_TIMEOUT_S),
+    }
     with serve(tmp_path_factory.mktemp("conns"), env) as running:
         made = run_cli(
             "accounts", "create", "--name", "victim", "--email", "victim@example.com",
@@ -86,3 +91,39 @@ def test_a_request_head_that_never_ends_is_cut_off(server: tuple[Server, str]) -
     with socket.create_connection((host, int(port)), timeout=10) as fine:
         fine.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         assert fine.recv(64).startswith(b"HTTP/1.1 200 ")
+
+
+def test_a_body_trickled_in_is_cut_off(server: tuple[Server, str]) -> None:
+    """A client that sends a whole head, then its body a byte a second, held the connection
+    (and the request's handler) for as long as it liked: seen on the old code, the connection
+    still open after 20 s. Now it is closed once the body falls behind the minimum rate: the
+    grace of ``SLUICE_HTTP_BODY_TIMEOUT_SECONDS`` plus a second per 4,096 bytes."""
+    running, key = server
+    host, port = running.url.removeprefix("http://").split(":")
+    head = (
+        f"POST /v1/workflows HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\n"
+        "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"
+    ).encode()
+    with socket.create_connection((host, int(port)), timeout=10) as slow:
+        slow.sendall(head)
+        started = time.monotonic()
+        closed = False
+        while not closed and time.monotonic() - started < BODY_TIMEOUT_S + 18:
+            try:
+                slow.sendall(b" ")
+            except (BrokenPipeError, ConnectionResetError):
+                closed = True
+                break
+            closed = _closed_by_server(slow, 1.0)  # a byte a second: the pace of the attack
+        held = time.monotonic() - started
+    assert closed, f"the connection was still open after {held:.0f} s"
+    assert held < BODY_TIMEOUT_S + 5, held
+    # A body sent at once is served as always.
+    body = b'{"name": "fine"}'
+    with httpx.Client(timeout=10) as client:
+        made = client.post(
+            running.url + "/v1/workflows",
+            content=body,
+            headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+        )
+    assert made.status_code < 500, made.text
