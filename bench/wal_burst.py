@@ -112,6 +112,11 @@ def one(env: dict[str, str], rate: int, seconds: float) -> dict[str, Any]:
             "wal_after_mib": wal_after / 2**20,
             "peak_lag_s": max(samples.lag_s, default=0.0),
             "peak_queued": max(samples.queued, default=0),
+            # Every 0.5 s: (lag s, queued), for a look at how the lag moved.
+            "series": [
+                (round(lag, 1), queued)
+                for lag, queued in zip(samples.lag_s, samples.queued, strict=False)
+            ],
             "drained": drained,
             "drain_s": drain_s,
             "db_mib": db.stat().st_size / 2**20,

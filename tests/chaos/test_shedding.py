@@ -92,8 +92,9 @@ async def test_an_old_backlog_sheds_its_account_only(
 async def test_a_backlog_that_runs_slower_than_it_grows_is_shed_before_it_is_old(
     shedding: tuple[Platform, FakeClock],
 ) -> None:
-    """The wait counts the backlog at the rate it runs: 136 queued jobs running 4 a second
-    wait 34 s, past the 30 s bound, though the oldest is only 2 s old."""
+    """Between two reads an account is taken only what its run rate gets through in half the
+    bound, less its backlog; and the wait counts the backlog at the rate it runs: 57 queued
+    jobs running 1 a second wait 57 s, past the 30 s bound, though the oldest is 4 s old."""
     platform, clock = shedding
     async with account_client(platform, f"fast-{secrets.token_hex(2)}") as who:
         _, path = await _source(who.client)
@@ -123,19 +124,35 @@ async def test_a_backlog_that_runs_slower_than_it_grows_is_shed_before_it_is_old
         clock.advance(seconds=1)
         await worker_ran(4)
         await platform.admission.refresh()  # 36 queued, 4 a second: a wait of 9 s
-        await send(104, 100)
+        assert not platform.admission.backlogged()  # under half the bound: requests first
+        # Room for 4 x 15 - 36 = 24 more until the next read (half the bound at that rate);
+        # the 25th is refused.
+        await send(24, 100)
+        over = await who.client.post(path, json={"n": 998})
+        assert over.status_code == 503, over.text
+        assert over.json()["code"] == "overloaded"
+        assert over.headers["Retry-After"] == "1"  # its room is counted again at the next read
         clock.advance(seconds=1)
-        await worker_ran(4)
-        await platform.admission.refresh()  # 136 queued, 4 a second: 34 s
-        refused = await who.client.post(path, json={"n": 999})
+        await worker_ran(2)
+        await platform.admission.refresh()  # 58 queued at (4 + 2) / 2 = 3 a second: 19.3 s
+        assert platform.admission.backlogged()  # past half the bound: the worker at full speed
+        assert (await who.client.post(path, json={"n": 999})).status_code == 503  # no room
+        clock.advance(seconds=1)
+        await worker_ran(1)
+        await platform.admission.refresh()  # 57 queued at 2 a second: 28.5 s, under the bound
+        clock.advance(seconds=1)
+        await worker_ran(0)
+        await platform.admission.refresh()  # 57 at 1 a second: 57 s, though the oldest is 4 s
+        refused = await who.client.post(path, json={"n": 1000})
         assert refused.status_code == 503, refused.text
         assert refused.json()["code"] == "overloaded"
-        assert refused.headers["Retry-After"] == "4"  # 34 s against 30, rounded up
+        assert refused.headers["Retry-After"] == "27"  # 57 s against 30, rounded up
 
         clock.advance(seconds=1)
-        await worker_ran(100)  # the worker caught up: 36 left at (4 + 100) / 2 a second
+        await worker_ran(100)  # the worker caught up
         await platform.admission.refresh()
-        assert (await who.client.post(path, json={"n": 1000})).status_code == 200
+        assert not platform.admission.backlogged()
+        assert (await who.client.post(path, json={"n": 1001})).status_code == 200
         await platform.jobs.drain()
 
 

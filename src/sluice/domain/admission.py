@@ -17,6 +17,23 @@ account's backlog is old, every account is shed, each on its own.
 >>> rate = run_rate(None, queued_before=4_000, added=2_000, queued_now=5_700, seconds=1.0)
 >>> rate, wait_ms(age_ms=1_500, queued=5_700, rate=rate)
 (300.0, 19000)
+
+Between two reads of the queue each request counts, so an account is taken at most its
+``room``: the jobs a run rate gets through within half the bound, less its backlog (the other
+half is headroom for the rate to fall, as it does when a flood of refused requests takes the
+CPU). Shedding only at each read let one interval's intake through whatever it was (at 2,000
+requests a second, a quarter second is 500 jobs, and under such a flood a read comes late:
+1,500 were taken before the first refusal, 30 s of work at the 50 runs a second of that
+moment), so the wait overshot the bound threefold. The rate is the account's own when measured;
+else the process's (every account's jobs run a second) but at least ``MIN_RATE``, so a burst
+on an idle server is taken ``MIN_RATE`` x half the bound before the first read.
+
+>>> room(rate=300.0, queued=1_000, bound_ms=10_000)
+500
+>>> room(rate=50.0, queued=600, bound_ms=10_000)
+0
+>>> room(rate=None, queued=0, bound_ms=10_000)
+100
 >>> disk_low(free_bytes=10 << 20, reserve_bytes=64 << 20)
 True
 """
@@ -31,6 +48,9 @@ MIN_RETRY_S = 1
 MAX_RETRY_S = 60
 #: The weight of the last interval in an account's smoothed run rate.
 RATE_WEIGHT = 0.5
+#: The run rate assumed while none is measured, jobs a second (a starved worker on a loaded
+#: 2-core machine ran ~25 a second in bench/wal_burst.py).
+MIN_RATE = 20.0
 
 
 def run_rate(
@@ -48,6 +68,14 @@ def wait_ms(*, age_ms: int, queued: int, rate: float | None) -> int:
     if not rate or rate <= 0:
         return age_ms
     return max(age_ms, int(queued / rate * 1000))
+
+
+def room(*, rate: float | None, queued: int, bound_ms: int) -> int:
+    """How many more jobs an account may add now: what ``rate`` (jobs a second; None or 0:
+    ``MIN_RATE``) runs in half of ``bound_ms``, less its ``queued`` due jobs; 0 when there is
+    no room."""
+    pace = rate if rate and rate > 0 else MIN_RATE
+    return max(0, math.floor(pace * bound_ms / 2000) - queued)
 
 
 def shed(waits_ms: Mapping[str, int], *, bound_ms: int) -> dict[str, int]:

@@ -10,7 +10,14 @@ SQLite, the free space of the database's file system (``statvfs``).
 - **Backlog.** An account whose backlog waits longer than ``shed_after_ms`` (its oldest due
   job's age, or its queued jobs at the rate they ran since the last refresh: see
   ``domain/admission.py``) gets 503 ``overloaded`` with ``Retry-After`` on its endpoints until
-  it is back under the bound: it is the one sending more than the workers run.
+  it is back under the bound: it is the one sending more than the workers run. Between two
+  reads each ``check`` counts the request, and an account is taken at most its room
+  (``admission.room``: what its run rate, else the process's, gets through in half the bound,
+  less its backlog), so the wait stays under the bound instead of overshooting it by what one
+  interval takes.
+- **Requests first yields to a backlog.** ``backlogged()`` (some account's wait past half the
+  bound) turns off the job worker's requests-first mode (``engine/jobs.py``): under a burst
+  that mode runs one job at a time, and a backlog run at that pace cannot stay in the bound.
 - **Disk reserve.** With less than ``reserve_bytes`` free, every endpoint gets 503
   ``storage_unavailable``: the space left is for the work already accepted (its runs' events,
   the jobs' done marks, a WAL checkpoint), so acknowledged work can always finish. Space
@@ -70,6 +77,13 @@ class Admission:
         self._read_at: int | None = None
         self._queued: dict[str, int] = {}
         self._rates: dict[str, float] = {}
+        #: Every account's jobs run a second (smoothed), measured at each read.
+        self.process_rate: float | None = None
+        #: Requests each account may still be taken until the next read (set at its first
+        #: request after a read: ``admission.room``).
+        self._room: dict[str, int] = {}
+        #: The longest wait of any account's backlog at the last read, ms.
+        self.longest_wait_ms = 0
         self._task: asyncio.Task[None] | None = None
 
     def check(self, owner_id: str) -> None:
@@ -83,6 +97,22 @@ class Admission:
                 retry_after_seconds=DISK_RETRY_AFTER_S,
             )
         retry = self._shed.get(owner_id)
+        if retry is None and self.policy.shed_after_ms > 0:
+            left = self._room.get(owner_id)
+            if left is None:
+                rate = self._rates.get(owner_id) or max(
+                    self.process_rate or 0.0, admission.MIN_RATE
+                )
+                left = admission.room(
+                    rate=rate,
+                    queued=self._queued.get(owner_id, 0),
+                    bound_ms=self.policy.shed_after_ms,
+                )
+            if left > 0:
+                self._room[owner_id] = left - 1
+            else:
+                self._room[owner_id] = 0
+                retry = admission.MIN_RETRY_S  # its room is counted again at the next read
         if retry is not None:
             metrics.refused("overloaded")
             raise errors.Overloaded(
@@ -101,7 +131,10 @@ class Admission:
             waits = self._waits(read, now)
             self._max_id, self._read_at = read.max_id, now
             self.oldest_age_ms = max((now - due for due, _ in read.due.values()), default=0)
-            shed = admission.shed(waits, bound_ms=self.policy.shed_after_ms)
+            self.longest_wait_ms = max(waits.values(), default=0)
+            bound = self.policy.shed_after_ms
+            shed = admission.shed(waits, bound_ms=bound)
+            self._room = {}
             if shed.keys() != self._shed.keys():
                 log.warning(
                     "load shedding: %d account(s) over the backlog bound (oldest due job %.1f s, "
@@ -127,6 +160,12 @@ class Admission:
                 )
             self._disk_low = low
 
+    def backlogged(self) -> bool:
+        """Whether some account's backlog waits past half the bound (at the last read): the
+        job worker then runs at full speed, not requests first."""
+        bound = self.policy.shed_after_ms
+        return bound > 0 and self.longest_wait_ms * 2 > bound
+
     def _waits(self, read: job_stats.Backlog, now: int) -> dict[str, int]:
         """Each backlogged account's wait (``admission.wait_ms``), its run rate measured over
         the interval since the last read when it had a backlog throughout."""
@@ -147,6 +186,14 @@ class Admission:
             if rate is not None:
                 rates[owner] = rate
             waits[owner] = admission.wait_ms(age_ms=now - oldest, queued=queued, rate=rate)
+        if seconds > 0:
+            self.process_rate = admission.run_rate(
+                self.process_rate,
+                queued_before=sum(self._queued.values()),
+                added=sum(read.added.values()),
+                queued_now=sum(queued for _, queued in read.due.values()),
+                seconds=seconds,
+            )
         # An account whose backlog ran out is measured afresh next time.
         self._rates = rates
         self._queued = {owner: queued for owner, (_, queued) in read.due.items()}

@@ -246,6 +246,7 @@ class Platform(Services):
         clock: Clock,
         settings: Settings,
         enqueuer: Enqueuer,
+        admission: Admission,
         handlers: dict[str, Handler],
     ) -> JobWorker:
         """The job worker with its table of handlers, one per job kind."""
@@ -259,8 +260,11 @@ class Platform(Services):
                 account_share=settings.account_max_concurrency,
             ),
             handlers,
-            # Requests first: the background loop yields while the endpoints are saturated.
-            pressure=enqueuer.pressed if settings.requests_first else None,
+            # Requests first: the background loop yields while the endpoints are saturated,
+            # unless the backlog nears the shedding bound (it could not be run in it so).
+            pressure=(lambda: enqueuer.pressed() and not admission.backlogged())
+            if settings.requests_first
+            else None,
         )
 
     def _listen(self, settings: Settings) -> Notifications:
@@ -343,9 +347,6 @@ class _Running:
         deliveries = DeliveryWorker(db, clock, webhooks, DeliveryConfig.of(settings))
         commit.broker.on(broker.DELIVERIES, lambda _items: deliveries.notify())
         table = Platform._handlers(settings, reader, invoker, executor, waiters, sends, webhooks)
-        worker = Platform._worker(db, clock, settings, enqueuer, table)
-        directory = EndpointDirectory(reader, components)
-        client_runs = ClientRuns(executor, enqueuer, worker)
         admission = Admission(
             reader,
             clock,
@@ -354,6 +355,9 @@ class _Running:
                 reserve_bytes=settings.disk_reserve_mb << 20,
             ),
         )
+        worker = Platform._worker(db, clock, settings, enqueuer, admission, table)
+        directory = EndpointDirectory(reader, components)
+        client_runs = ClientRuns(executor, enqueuer, worker)
         ingress = Ingress(
             reader, directory, workflows, settings, clock, enqueuer=enqueuer, worker=worker,
             waiters=waiters, client_runs=client_runs, admission=admission, quota=commit.quota,

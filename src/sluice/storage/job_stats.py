@@ -40,7 +40,8 @@ async def read(conn: AsyncConnection, now_ms: int) -> QueueStats:
 class Backlog:
     """Each account's due queued jobs, and the jobs enqueued since a previous read."""
 
-    #: ``{owner_id: (run_after_ms of its oldest due queued job, its due queued jobs)}``.
+    #: ``{owner_id: (run_after_ms of its oldest due queued job, its due queued jobs and its
+    #: claimed ones not done)}``, for the accounts with due queued jobs.
     due: dict[str, tuple[int, int]]
     #: ``{owner_id: jobs enqueued with an id above the previous read's max_id}``.
     added: dict[str, int]
@@ -60,6 +61,16 @@ def backlog(conn: Connection, now_ms: int, after_id: int | None) -> Backlog:
             .group_by(t.c.owner_id)
         )
     }
+    # An account's claimed jobs not done yet are part of its backlog (a worker claims a batch
+    # into a local queue): counted, its run rate is of jobs finished, not of claims.
+    for owner, count in conn.execute(
+        sa.select(t.c.owner_id, sa.func.count())
+        .where(t.c.status == JobState.RUNNING)
+        .group_by(t.c.owner_id)
+    ):
+        if str(owner) in due:
+            oldest, queued = due[str(owner)]
+            due[str(owner)] = (oldest, queued + int(count))
     added: dict[str, int] = {}
     max_id = after_id or 0
     if after_id is None:
