@@ -97,7 +97,8 @@ class Admission:
                 retry_after_seconds=DISK_RETRY_AFTER_S,
             )
         retry = self._shed.get(owner_id)
-        if retry is None and self.policy.shed_after_ms > 0:
+        # Counted only between reads (none yet: tests that drive it by hand, a start).
+        if retry is None and self.policy.shed_after_ms > 0 and self._read_at is not None:
             left = self._room.get(owner_id)
             if left is None:
                 rate = self._rates.get(owner_id) or max(
