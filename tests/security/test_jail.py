@@ -227,3 +227,25 @@ async def test_one_jail_uid_per_account_across_processes(attacker: Api, jailed: 
         theirs = await uid_in(other, second)
         assert mine != theirs
         assert await uid_in(other, first) == mine  # one uid per account, whichever process
+
+
+async def test_bubblewraps_command_line_names_no_host_path(attacker: Api, jailed: Platform) -> None:
+    """The jail's PID 1 is bubblewrap, and its command line (``/proc/1/cmdline``) held every
+    bind of the jail: the sandbox's directory on the host, the account's view in it, the egress
+    socket's path. Seen on the old code: ``/tmp/sluice-sandbox-…/accounts/<account>/components``
+    in it. Its arguments come through a descriptor now (``--args``). What stays visible is in
+    docs/runtime.md ("What the jail shows of the host")."""
+    sandbox = jailed.pool.sandbox
+    assert sandbox is not None and sandbox.root is not None
+    code = _source(
+        "const read = (p) => tryIt(() => fs.readFileSync(p, 'latin1').split('\\0').join(' '));\n"
+        "return { one: read('/proc/1/cmdline'), all: fs.readdirSync('/proc')"
+        ".filter((n) => /^\\d+$/.test(n)).map((n) => read(`/proc/${n}/cmdline`)) };"
+    )
+    value = (await _run(attacker, code))["value"]
+    assert value["one"]["ok"], value
+    assert "--args" in value["one"]["value"], value
+    for shown in [value["one"], *value["all"]]:
+        if shown["ok"]:
+            assert str(sandbox.root) not in shown["value"], shown
+            assert str(jailed.settings.data_dir) not in shown["value"], shown

@@ -108,7 +108,7 @@ class NpmJail:
                 "npm_config_fund": "false",
                 "npm_config_audit": "false",
             }
-            argv = sandbox.install_command(
+            launch = sandbox.install_command(
                 jail,
                 [str(npm_path.resolve() if outside else npm_path), *npm_args],
                 work=work,
@@ -116,7 +116,8 @@ class NpmJail:
                 ro_binds=[_package_root(npm_path)] if outside else [],
                 seccomp_fd=seccomp_fd,
             )
-            yield Jailed(argv, tuple(fds))
+            fds.extend(launch.fds)
+            yield Jailed(launch.argv, tuple(fds))
         finally:
             for fd in fds:
                 with contextlib.suppress(OSError):

@@ -108,6 +108,7 @@ class Runner:
         argv = [*self._argv, "--protocol-fd", str(theirs.fileno())]
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
         filter_fd: int | None = None
+        extra: tuple[int, ...] = ()
         if self.sandbox is not None:
             self.jail = jail = self.sandbox.jail(self.name, uid=self.uid)
             self._proxy = EgressProxy(jail.egress_socket, self.name, self.sandbox.egress_policy)
@@ -116,16 +117,21 @@ class Runner:
                 os.chown(jail.egress_socket, jail.uid, jail.uid)
             filter_fd = self.sandbox.open_seccomp()
             node_argv = [*argv, "--reap-children", "--egress-socket", EGRESS_SOCKET]
-            argv = self.sandbox.command(jail, node_argv, filter_fd)
+            launch = self.sandbox.command(jail, node_argv, filter_fd)
+            argv, extra = launch.argv, launch.fds
             env = {}
         try:
-            sandbox_rules.no_strays(keep={theirs.fileno(), filter_fd})
+            sandbox_rules.no_strays(keep={theirs.fileno(), filter_fd, *extra})
             self._proc = await asyncio.create_subprocess_exec(
                 *argv,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                pass_fds=(theirs.fileno(),) if filter_fd is None else (theirs.fileno(), filter_fd),
+                pass_fds=(
+                    (theirs.fileno(), *extra)
+                    if filter_fd is None
+                    else (theirs.fileno(), filter_fd, *extra)
+                ),
                 env=env,
                 # Bubblewrap stays the jail's PID 1, readable there: its environment (the shell
                 # that joins the cgroups sets PWD) and its cwd must not be the server's.
@@ -138,6 +144,8 @@ class Runner:
             raise
         finally:
             theirs.close()
+            for fd in extra:
+                os.close(fd)
             if filter_fd is not None:
                 os.close(filter_fd)
         channel = LineChannel(self._dispatch, limit=1 << 27)

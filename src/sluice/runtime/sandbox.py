@@ -86,6 +86,19 @@ EGRESS_SOCKET = "/run/sluice/egress.sock"
 INSTALL_DIR = "/install"
 
 
+@dataclass(frozen=True)
+class Launch:
+    """A jail's start: ``argv``, and descriptors to pass on (``pass_fds``) and then close."""
+
+    argv: list[str]
+    fds: tuple[int, ...]
+
+    def close(self) -> None:
+        for fd in self.fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
 @dataclass
 class Jail:
     """One account's place in the sandbox: its view, its uid and its cgroups."""
@@ -172,19 +185,21 @@ class Sandbox:
         a clear message, not at the first invocation."""
         jail = self.jail("probe")
         filter_fd = self.open_seccomp()
-        argv = self.command(jail, [self._node, "-e", "0"], seccomp_fd=filter_fd)
+        launch = self.command(jail, [self._node, "-e", "0"], seccomp_fd=filter_fd)
+        fds = launch.fds if filter_fd is None else (*launch.fds, filter_fd)
         try:
             done = subprocess.run(
-                argv,
+                launch.argv,
                 capture_output=True,
                 text=True,
                 timeout=30,
                 check=False,
                 cwd="/",
                 env={},
-                pass_fds=() if filter_fd is None else (filter_fd,),
+                pass_fds=fds,
             )
         finally:
+            launch.close()
             if filter_fd is not None:
                 os.close(filter_fd)
             self.release(jail)
@@ -203,17 +218,17 @@ class Sandbox:
         when it cannot (issue 25)."""
         jail = self.jail("probe-watchdog")
         filter_fd = self.open_seccomp()
-        argv = self.command(
+        launch = self.command(
             jail, [self._node, "-e", "setTimeout(() => {}, 10000)"], seccomp_fd=filter_fd
         )
         proc = subprocess.Popen(
-            argv,
+            launch.argv,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             cwd="/",
             env={},
-            pass_fds=() if filter_fd is None else (filter_fd,),
+            pass_fds=launch.fds if filter_fd is None else (*launch.fds, filter_fd),
             start_new_session=True,
         )
         seen: int | None = None
@@ -231,6 +246,7 @@ class Sandbox:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+            launch.close()
             if filter_fd is not None:
                 os.close(filter_fd)
             self.release(jail)
@@ -313,8 +329,8 @@ class Sandbox:
         env: dict[str, str],
         ro_binds: list[Path],
         seccomp_fd: int | None,
-    ) -> list[str]:
-        """The argv that runs ``argv`` (npm and its arguments) in an install's ``jail``, its
+    ) -> Launch:
+        """How to run ``argv`` (npm and its arguments) in an install's ``jail``, its
         working directory ``work`` (from ``install_dir``) writable at ``/install``, through
         ``js/npm-egress.mjs`` (its only way out: the jail's egress socket)."""
         assert self.root is not None
@@ -344,7 +360,7 @@ class Sandbox:
         if seccomp_fd is not None:
             bw += ["--seccomp", str(seccomp_fd)]
         forward = [self._node, str(JS_DIR / "npm-egress.mjs"), EGRESS_SOCKET]
-        return self._launcher(jail, [*bw, "--", *forward, *argv])
+        return self._hidden(jail, bw, [*forward, *argv])
 
     def _allocate_uid(self, owner_id: str) -> int:
         digest = int.from_bytes(hashlib.sha256(owner_id.encode()).digest()[:4], "big")
@@ -401,16 +417,31 @@ class Sandbox:
         the end), or None without a filter. The caller passes it on and closes it."""
         return None if self.seccomp_path is None else os.open(self.seccomp_path, os.O_RDONLY)
 
-    def command(self, jail: Jail, argv: list[str], seccomp_fd: int | None = None) -> list[str]:
-        """The argv that starts ``argv`` (a Node command) inside ``jail``.
+    def command(self, jail: Jail, argv: list[str], seccomp_fd: int | None = None) -> Launch:
+        """How to start ``argv`` (a Node command) inside ``jail``.
 
-        Descriptors the caller passes (the runner's protocol socket, ``seccomp_fd``) stay
-        open through bubblewrap, so they reach Node under the same numbers.
+        Descriptors the caller passes (the runner's protocol socket, ``seccomp_fd``, and the
+        launch's own ``fds``) stay open through bubblewrap, so they reach Node under the same
+        numbers.
         """
         bw = [*self._namespaces(), *self._system(), *self._mounts(jail)]
         if seccomp_fd is not None:
             bw += ["--seccomp", str(seccomp_fd)]
-        return self._launcher(jail, [*bw, "--", *argv])
+        return self._hidden(jail, bw, argv)
+
+    def _hidden(self, jail: Jail, bw: list[str], argv: list[str]) -> Launch:
+        """Bubblewrap's options go through a memfd (``--args``), not its command line: its
+        command line is the jail's ``/proc/1/cmdline``, and the options name host paths (the
+        sandbox's directory, the account's view, the egress socket). The command stays on it
+        (bubblewrap reads only options there): it is the command's own cmdline anyway."""
+        fd = os.memfd_create("sluice-bwrap-args", os.MFD_CLOEXEC)
+        try:
+            os.write(fd, b"".join(arg.encode() + b"\0" for arg in bw[1:]))
+            os.lseek(fd, 0, os.SEEK_SET)
+        except BaseException:
+            os.close(fd)
+            raise
+        return Launch(self._launcher(jail, [bw[0], "--args", str(fd), "--", *argv]), (fd,))
 
     def _namespaces(self) -> list[str]:
         """Every namespace its own, a new session, no environment, no capabilities."""
