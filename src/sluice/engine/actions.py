@@ -15,12 +15,13 @@ from sluice import errors, ids
 from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain import props as prop_rules
+from sluice.engine import invocations
 from sluice.engine.components import Components, scrub_paths
 from sluice.engine.credentials import Credentials
 from sluice.engine.data_stores import DataStores
 from sluice.engine.dynamic_props import DynamicProps
 from sluice.runtime import protocol
-from sluice.runtime.port import Invocation, Runner
+from sluice.runtime.port import Runner
 from sluice.runtime.protocol import Response, Result
 from sluice.storage.components import SavedComponent
 
@@ -85,19 +86,19 @@ class Actions:
         run = ActionRun(ids.random_token(27), Result(ok=False))
         try:
             run.result = await self.pool.invoke(
-                Invocation(
-                    owner_id=owner_id,
-                    worker_key=f"{component.id}:{component.code_hash}",
-                    entry=str(entry),
-                    timeout_ms=int(self.settings.action_timeout_seconds * 1000),
-                    memory_mb=self.settings.memory_mb,
-                    call={
+                invocations.of_component(
+                    self.settings,
+                    owner_id,
+                    component,
+                    entry,
+                    {
                         "kind": "action",
                         "props": values,
                         "db": {},
                         "steps": steps or {},
                         "context": {"id": run.id, "owner_id": owner_id},
                     },
+                    timeout_s=self.settings.action_timeout_seconds,
                     on_store=self.stores.runner_call(owner_id) if self.stores else None,
                 ),
                 run.responses.append,

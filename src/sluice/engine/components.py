@@ -31,10 +31,10 @@ from sluice.domain import component_files as files_rules
 from sluice.domain import components as rules
 from sluice.domain import imports
 from sluice.domain import registry as registry_rules
-from sluice.engine import fetch, outbound
+from sluice.engine import fetch, invocations, outbound
 from sluice.runtime import protocol
 from sluice.runtime.deps import DependencyStore
-from sluice.runtime.port import Invocation, Runner
+from sluice.runtime.port import Runner
 from sluice.runtime.sandbox import JS_DIR
 from sluice.storage import components as store
 from sluice.storage.components import SavedComponent
@@ -343,13 +343,8 @@ class Components:
 
     async def inspect(self, owner_id: str, prepared: Prepared) -> dict[str, Any]:
         result = await self.pool.invoke(
-            Invocation(
-                owner_id=owner_id,
-                worker_key=f"inspect:{prepared.code_hash}:{ids.random_token(8)}",
-                entry=str(prepared.entry),
-                call={"kind": "inspect"},
-                timeout_ms=int(min(self.settings.source_timeout_seconds, 60) * 1000),
-                memory_mb=self.settings.memory_mb,
+            invocations.of_inspection(
+                self.settings, owner_id, prepared.code_hash, prepared.entry, ids.random_token(8)
             )
         )
         if not result.ok or not isinstance(result.value, dict):

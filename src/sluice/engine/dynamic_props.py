@@ -17,11 +17,12 @@ from typing import Any
 from sluice import errors
 from sluice.config import Settings
 from sluice.domain import components as rules
+from sluice.engine import invocations
 from sluice.engine.components import Components, load_error, scrub_paths
 from sluice.engine.credentials import Credentials
 from sluice.engine.options import node_values
 from sluice.runtime import protocol
-from sluice.runtime.port import Invocation, Runner
+from sluice.runtime.port import Runner
 from sluice.storage.components import SavedComponent
 
 #: Interface props take no user value; Node builds them itself.
@@ -90,13 +91,13 @@ class DynamicProps:
         values = {k: v for k, v in values.items() if k in configured}
         entry = await self.components.materialize(component)
         result = await self.pool.invoke(
-            Invocation(
-                owner_id=owner_id,
-                worker_key=f"{component.id}:{component.code_hash}",
-                entry=str(entry),
-                timeout_ms=int(self.settings.action_timeout_seconds * 1000),
-                memory_mb=self.settings.memory_mb,
-                call={"kind": "props", "props": values, "db": {}},
+            invocations.of_component(
+                self.settings,
+                owner_id,
+                component,
+                entry,
+                {"kind": "props", "props": values, "db": {}},
+                timeout_s=self.settings.action_timeout_seconds,
             )
         )
         if not result.ok or not isinstance(result.value, dict):

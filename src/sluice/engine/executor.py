@@ -29,7 +29,7 @@ from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain import flow, outcomes, states
 from sluice.domain.states import RunStatus, SendStatus
-from sluice.engine import sealed
+from sluice.engine import invocations, sealed
 from sluice.engine.commit import DEFERRED_SENDS, Commit
 from sluice.engine.credentials import CREDENTIAL_ERRORS
 from sluice.engine.data_stores import DataStores
@@ -220,14 +220,14 @@ class Executor:
         return run
 
     def _invocation(self, workflow: Workflow, call: dict[str, Any], env: Any) -> Invocation:
-        return Invocation(
-            owner_id=workflow.owner_id,
-            worker_key=f"{workflow.id}:{workflow.deployment_id}",
-            entry=str(WORKFLOW_ENTRY),
-            timeout_ms=int(self.settings.workflow_timeout_seconds * 1000),
-            memory_mb=self.settings.memory_mb,
-            call=call,  # lone surrogates become U+FFFD on the pipe (protocol.encode)
-            env=env,  # the account's environment variables: its code steps' process.env
+        return invocations.of_workflow(
+            self.settings,
+            workflow.owner_id,
+            workflow.id,
+            workflow.deployment_id,
+            WORKFLOW_ENTRY,
+            call,  # lone surrogates become U+FFFD on the pipe (protocol.encode)
+            env=env,
             on_store=self.stores.runner_call(workflow.owner_id) if self.stores else None,
         )
 

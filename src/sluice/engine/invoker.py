@@ -28,6 +28,7 @@ from sluice.crypto import Cipher
 from sluice.domain import components as rules
 from sluice.domain import error_events, limits, states, text
 from sluice.domain.outcomes import SourceResults
+from sluice.engine import invocations
 from sluice.engine.commit import Commit
 from sluice.engine.components import Components, scrub_paths
 from sluice.engine.credentials import CREDENTIAL_ERRORS, Credentials
@@ -55,10 +56,6 @@ class InvocationOutcome:
 
 def secret_aad(deployment_id: str, prop: str) -> str:
     return f"deployed_components:{deployment_id}:props.{prop}"
-
-
-def worker_key(deployment: Deployment, component: SavedComponent) -> str:
-    return f"{deployment.id}:{component.code_hash}"
 
 
 class Invoker:
@@ -156,17 +153,14 @@ class Invoker:
     ) -> Invocation:
         """The runner call (docs/runner-protocol.md) with the limits the worker enforces."""
         max_emits = self.settings.max_emits_per_invocation
-        return Invocation(
-            owner_id=deployment.owner_id,
-            worker_key=worker_key(deployment, component),
-            entry=str(entry),
-            env={"PD_COMPONENT": deployment.id},
-            on_store=self.stores.runner_call(deployment.owner_id) if self.stores else None,
-            timeout_ms=timeout_ms,
-            memory_mb=self.settings.memory_mb,
+        return invocations.of_deployment(
+            self.settings,
+            deployment,
+            component,
+            entry,
             # Lone surrogates (JavaScript's, in events and db values) become U+FFFD on the
             # runner's UTF-8 pipe (protocol.encode).
-            call=(
+            (
                 {
                     **call,
                     # The runner keeps one emit past it (docs/runner-protocol.md).
@@ -180,6 +174,8 @@ class Invoker:
                     },
                 }
             ),
+            timeout_ms=timeout_ms,
+            on_store=self.stores.runner_call(deployment.owner_id) if self.stores else None,
         )
 
     def error_event(

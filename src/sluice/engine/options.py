@@ -16,11 +16,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sluice import errors
 from sluice.config import Settings
 from sluice.crypto import Cipher
+from sluice.engine import invocations
 from sluice.engine.components import Components, load_error, scrub_paths
 from sluice.engine.credentials import Credentials
 from sluice.engine.data_stores import DataStores
 from sluice.runtime import protocol
-from sluice.runtime.port import Invocation, Runner
+from sluice.runtime.port import Runner
 from sluice.storage.components import SavedComponent
 
 
@@ -85,13 +86,12 @@ class Options:
         values = await node_values(self.credentials, owner_id, props, request.configured_props)
         entry = await self.components.materialize(component)
         result = await self.pool.invoke(
-            Invocation(
-                owner_id=owner_id,
-                worker_key=f"{component.id}:{component.code_hash}",
-                entry=str(entry),
-                timeout_ms=int(self.settings.action_timeout_seconds * 1000),
-                memory_mb=self.settings.memory_mb,
-                call={
+            invocations.of_component(
+                self.settings,
+                owner_id,
+                component,
+                entry,
+                {
                     "kind": "options",
                     "prop": request.prop,
                     "page": request.page,
@@ -100,6 +100,7 @@ class Options:
                     "props": values,
                     "db": {},
                 },
+                timeout_s=self.settings.action_timeout_seconds,
                 on_store=self.stores.runner_call(owner_id) if self.stores else None,
             )
         )

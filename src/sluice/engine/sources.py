@@ -25,7 +25,7 @@ from sluice.engine import dynamic_props, source_props
 from sluice.engine.components import ComponentInput, Components
 from sluice.engine.directory import EndpointDirectory
 from sluice.engine.dynamic_props import DynamicProps
-from sluice.engine.invoker import InvocationOutcome, Invoker, secret_aad, worker_key
+from sluice.engine.invoker import InvocationOutcome, Invoker, secret_aad
 from sluice.engine.subscriptions import auto_subscribe
 from sluice.runtime.port import Runner
 from sluice.storage import components as component_store
@@ -389,4 +389,4 @@ class Sources:
         await self.pool.evict(deployment.owner_id, f"{deployment.id}:*")
 
 
-__all__ = ["DeployRequest", "Sources", "worker_key"]
+__all__ = ["DeployRequest", "Sources"]
