@@ -13,6 +13,7 @@ from starlette.responses import Response
 from sluice import errors
 from sluice.config import Settings
 from sluice.web import (
+    account_email,
     action_steps,
     assets,
     catalog,
@@ -31,7 +32,7 @@ from sluice.web import session as sessions
 
 ROUTERS = (
     logins, sources, action_steps, step_tests, trigger_sources, workflows, catalog, connected,
-    docs, env_vars, webhooks,
+    docs, env_vars, webhooks, account_email,
 )  # fmt: skip
 
 

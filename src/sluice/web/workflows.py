@@ -335,12 +335,21 @@ async def replay(request: Request, run_id: str) -> Response:
 
 @router.get("/settings")
 async def settings(request: Request) -> Response:
-    session = await sessions.required(request)
+    return await settings_page(request, await sessions.required(request))
+
+
+async def settings_page(request: Request, session: sessions.Session, **extra: Any) -> Response:
+    """The settings page; ``extra`` for its e-mail section (``web/account_email.py``)."""
     platform = sessions.platform_of(request)
     found, _ = await platform.workflow_page(session.account.id, limit=100, before=None, after=None)
     current = await platform.workflows.error_workflow_id(session.account.id)
-    context = {"workflows": found, "current": current}
-    return render.page(request, "settings.html", context, session=session)
+    context = {"workflows": found, "current": current, **extra}
+    if extra:  # after a POST: the address bar shows the page's own GET
+        context |= render.page_address(request, "/settings")
+    status = 400 if extra.get("email_error") else 200
+    if isinstance(extra.get("email_error"), errors.RateLimited):
+        status = 429
+    return render.page(request, "settings.html", context, session=session, status=status)
 
 
 @router.post("/settings/error_workflow")
