@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from tests.conftest import CACHE
+from tests.conftest import CACHE, PG_URL, SKIP_PG
 
 SLUICE = str(Path(sys.executable).with_name("sluice"))
 CHROMIUM = os.environ.get("SLUICE_TEST_CHROMIUM", "/usr/bin/chromium")
@@ -73,6 +73,54 @@ def serve(data_dir: Path, extra_env: dict[str, str] | None = None) -> Iterator[S
         proc.wait(timeout=30)
         drain.join(timeout=30)
         proc.stderr.close()
+
+
+_PG = """
+import asyncio, sys, asyncpg
+async def main(sql):
+    conn = await asyncpg.connect(sys.argv[1], timeout=5)
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+asyncio.run(main(sys.argv[2]))
+"""
+
+
+def _pg(sql: str) -> None:
+    # In a child process: Playwright's sync API holds this process's event loop.
+    done = subprocess.run(
+        [sys.executable, "-c", _PG, PG_URL, sql], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        message = f"PostgreSQL at {PG_URL} is unreachable: {done.stderr.strip()[-300:]}"
+        if SKIP_PG:
+            pytest.skip(message)
+        pytest.fail(message + " (set SLUICE_TEST_SKIP_POSTGRES=1 to skip that half)")
+
+
+@contextlib.contextmanager
+def serve_on(
+    dialect: str, data_dir: Path, name: str, extra_env: dict[str, str] | None = None
+) -> Iterator[Server]:
+    """``serve`` on a fresh database of ``dialect``: SQLite in ``data_dir``, or a new
+    PostgreSQL database ``name`` (dropped afterwards)."""
+    env = dict(extra_env or {})
+    if dialect == "postgresql":
+        _pg(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        _pg(f'CREATE DATABASE "{name}"')
+        env["SLUICE_DATABASE_URL"] = PG_URL.rsplit("/", 1)[0] + "/" + name
+    try:
+        with serve(data_dir, env) as running:
+            yield running
+    finally:
+        if dialect == "postgresql":
+            _pg(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def database_name(tmp_path_factory: pytest.TempPathFactory, what: str) -> str:
+    """A PostgreSQL database name of this test session's own."""
+    return f"sluice_ui_{tmp_path_factory.getbasetemp().name[-6:].replace('-', '_')}_{what}"
 
 
 # Package scope: Playwright's sync API keeps an event loop marked running while it is open,

@@ -4,39 +4,13 @@ and sees its events arrive live, with the answer configured in the form."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import httpx
 import pytest
 from playwright.sync_api import Browser, expect
 
-from tests.conftest import PG_URL, SKIP_PG
-from tests.ui.conftest import Server, create_owner, serve
-
-_PG = """
-import asyncio, sys, asyncpg
-async def main(sql):
-    conn = await asyncpg.connect(sys.argv[1], timeout=5)
-    try:
-        await conn.execute(sql)
-    finally:
-        await conn.close()
-asyncio.run(main(sys.argv[2]))
-"""
-
-
-def _pg(sql: str) -> None:
-    # In a child process: Playwright's sync API holds this process's event loop.
-    done = subprocess.run(
-        [sys.executable, "-c", _PG, PG_URL, sql], capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        message = f"PostgreSQL at {PG_URL} is unreachable: {done.stderr.strip()[-300:]}"
-        if SKIP_PG:
-            pytest.skip(message)
-        pytest.fail(message + " (set SLUICE_TEST_SKIP_POSTGRES=1 to skip that half)")
+from tests.ui.conftest import Server, create_owner, database_name, serve_on
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
@@ -44,18 +18,10 @@ def fresh(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Server]:
     """A just-installed Sluice: an empty data folder (and, for PostgreSQL, an empty database)."""
-    env: dict[str, str] = {}
-    name = f"sluice_ui_{tmp_path_factory.getbasetemp().name[-6:].replace('-', '_')}_core"
-    if request.param == "postgresql":
-        _pg(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        _pg(f'CREATE DATABASE "{name}"')
-        env["SLUICE_DATABASE_URL"] = PG_URL.rsplit("/", 1)[0] + "/" + name
-    try:
-        with serve(tmp_path_factory.mktemp(f"fresh-{request.param}"), env) as running:
-            yield running
-    finally:
-        if request.param == "postgresql":
-            _pg(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    data_dir = tmp_path_factory.mktemp(f"fresh-{request.param}")
+    name = database_name(tmp_path_factory, "core")
+    with serve_on(request.param, data_dir, name) as running:
+        yield running
 
 
 def test_a_fresh_install_deploys_the_webhook_source_and_sees_events_live(

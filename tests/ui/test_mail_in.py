@@ -1,6 +1,6 @@
 """The e-mail source in the browser, against a real ``sluice serve`` with its SMTP listener on
-(``SLUICE_SMTP_INBOUND_PORT``): deployed from the registry, its address shown on its page, a
-message sent there with smtplib arrives live as an event."""
+(``SLUICE_SMTP_INBOUND_PORT``), on SQLite and on PostgreSQL: deployed from the registry, its
+address shown on its page, a message sent there with smtplib arrives live as an event."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from email.message import EmailMessage
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.ui.conftest import Server, _free_port, serve
+from tests.ui.conftest import Server, _free_port, database_name, serve_on
 
 DOMAIN = "inbound.sluice.test"
 
@@ -21,10 +21,14 @@ def mail_port() -> int:
     return _free_port()
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, mail_port: int) -> Iterator[Server]:
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, mail_port: int
+) -> Iterator[Server]:
     env = {"SLUICE_SMTP_INBOUND_PORT": str(mail_port), "SLUICE_EMAIL_DOMAIN": DOMAIN}
-    with serve(tmp_path_factory.mktemp("ui-mail"), env) as running:
+    data_dir = tmp_path_factory.mktemp(f"ui-mail-{request.param}")
+    name = database_name(tmp_path_factory, "mail")
+    with serve_on(request.param, data_dir, name, env) as running:
         yield running
 
 

@@ -1,17 +1,32 @@
-"""The builder's loop, as a newcomer meets it: build "webhook → code step with an npm package →
-HTTP request action → $.respond", test each step on a generated (then edited) test event
-without deploying, see exports, return values, logs and errors inline, then deploy and call
-it. Test runs are not the workflow's runs."""
+"""The builder's loop, as a newcomer meets it, on SQLite and on PostgreSQL: build "webhook →
+code step with an npm package → HTTP request action → $.respond", test each step on a
+generated (then edited) test event without deploying, see exports, return values, logs and
+errors inline, then deploy and call it; the test results kept, not the workflow's runs; a new
+source as the trigger, configured in the builder; an action picked from the list."""
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 
 import httpx
+import pytest
 from playwright.sync_api import Page, expect
 
+from tests.ui.conftest import Server, database_name, serve_on
 from tests.ui.test_workflows import set_code
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    """This module's server, on each database (its owner made by the shared fixtures)."""
+    data_dir = tmp_path_factory.mktemp(f"ui-steps-{request.param}")
+    with serve_on(request.param, data_dir, database_name(tmp_path_factory, "steps")) as running:
+        yield running
+
 
 FIRST = """import isOdd from "is-odd@3.0.1";
 export default defineComponent({
