@@ -92,9 +92,10 @@ async def test_an_old_backlog_sheds_its_account_only(
 async def test_a_backlog_that_runs_slower_than_it_grows_is_shed_before_it_is_old(
     shedding: tuple[Platform, FakeClock],
 ) -> None:
-    """Between two reads an account is taken only what its run rate gets through in half the
-    bound, less its backlog; and the wait counts the backlog at the rate it runs: 57 queued
-    jobs running 1 a second wait 57 s, past the 30 s bound, though the oldest is 4 s old."""
+    """Between two reads an account is taken only what its run rate gets through in a quarter
+    of the bound, less its backlog; and the wait counts the backlog at the rate it runs: 150
+    queued jobs running 2.5 a second wait 60 s, past the 30 s bound, though the oldest is
+    4 s old."""
     platform, clock = shedding
     async with account_client(platform, f"fast-{secrets.token_hex(2)}") as who:
         _, path = await _source(who.client)
@@ -122,34 +123,33 @@ async def test_a_backlog_that_runs_slower_than_it_grows_is_shed_before_it_is_old
         await send(40, 0)
         await platform.admission.refresh()  # 40 queued; no rate yet
         clock.advance(seconds=1)
-        await worker_ran(4)
-        await platform.admission.refresh()  # 36 queued, 4 a second: a wait of 9 s
-        assert not platform.admission.backlogged()  # under half the bound: requests first
-        # Room for 4 x 15 - 36 = 24 more until the next read (half the bound at that rate);
-        # the 25th is refused.
-        await send(24, 100)
+        await worker_ran(20)
+        await platform.admission.refresh()  # 20 queued, 20 a second: a wait of 1 s
+        assert not platform.admission.backlogged()  # requests first
+        # Room for 20 x 7.5 - 20 = 130 more until the next read (a quarter of the bound at
+        # that rate); the 131st is refused.
+        await send(130, 100)
         over = await who.client.post(path, json={"n": 998})
         assert over.status_code == 503, over.text
         assert over.json()["code"] == "overloaded"
         assert over.headers["Retry-After"] == "1"  # its room is counted again at the next read
         clock.advance(seconds=1)
-        await worker_ran(2)
-        await platform.admission.refresh()  # 58 queued at (4 + 2) / 2 = 3 a second: 19.3 s
-        assert platform.admission.backlogged()  # past half the bound: the worker at full speed
-        assert (await who.client.post(path, json={"n": 999})).status_code == 503  # no room
-        clock.advance(seconds=1)
-        await worker_ran(1)
-        await platform.admission.refresh()  # 57 queued at 2 a second: 28.5 s, under the bound
-        clock.advance(seconds=1)
         await worker_ran(0)
-        await platform.admission.refresh()  # 57 at 1 a second: 57 s, though the oldest is 4 s
+        await platform.admission.refresh()  # 150 queued at (20 + 0) / 2 = 10 a second: 15 s
+        assert platform.admission.backlogged()  # past an eighth of the bound: full speed
+        assert (await who.client.post(path, json={"n": 999})).status_code == 503  # no room
+        for _ in range(2):
+            clock.advance(seconds=1)
+            await worker_ran(0)
+            await platform.admission.refresh()  # 150 at 5, then 2.5 a second
+        # A wait of 60 s, though the oldest job is 4 s old: shed.
         refused = await who.client.post(path, json={"n": 1000})
         assert refused.status_code == 503, refused.text
         assert refused.json()["code"] == "overloaded"
-        assert refused.headers["Retry-After"] == "27"  # 57 s against 30, rounded up
+        assert refused.headers["Retry-After"] == "30"  # 60 s against 30
 
         clock.advance(seconds=1)
-        await worker_ran(100)  # the worker caught up
+        await worker_ran(150)  # the worker caught up
         await platform.admission.refresh()
         assert not platform.admission.backlogged()
         assert (await who.client.post(path, json={"n": 1001})).status_code == 200

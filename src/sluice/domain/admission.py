@@ -19,21 +19,22 @@ account's backlog is old, every account is shed, each on its own.
 (300.0, 19000)
 
 Between two reads of the queue each request counts, so an account is taken at most its
-``room``: the jobs a run rate gets through within half the bound, less its backlog (the other
-half is headroom for the rate to fall, as it does when a flood of refused requests takes the
-CPU). Shedding only at each read let one interval's intake through whatever it was (at 2,000
-requests a second, a quarter second is 500 jobs, and under such a flood a read comes late:
-1,500 were taken before the first refusal, 30 s of work at the 50 runs a second of that
-moment), so the wait overshot the bound threefold. The rate is the account's own when measured;
-else the process's (every account's jobs run a second) but at least ``MIN_RATE``, so a burst
-on an idle server is taken ``MIN_RATE`` x half the bound before the first read.
+``room``: the jobs a run rate gets through in a quarter of the bound, less its backlog (the
+rest is headroom for the rate to fall, as it does when a flood of refused requests takes the
+CPU: with half the bound the lag still reached 13.5 and 16 s against a 10 s bound). Shedding
+only at each read let one interval's intake through whatever it was (at 2,000 requests a
+second, a quarter second is 500 jobs, and under such a flood a read comes late: 1,500 were
+taken before the first refusal, 30 s of work at the 50 runs a second of that moment), so the
+wait overshot the bound threefold. The rate is the account's own when measured; else the
+process's (every account's jobs run a second) but at least ``MIN_RATE``, so a burst on an idle
+server is taken ``MIN_RATE`` x a quarter of the bound before the first read.
 
->>> room(rate=300.0, queued=1_000, bound_ms=10_000)
-500
+>>> room(rate=400.0, queued=600, bound_ms=10_000)
+400
 >>> room(rate=50.0, queued=600, bound_ms=10_000)
 0
 >>> room(rate=None, queued=0, bound_ms=10_000)
-100
+50
 >>> disk_low(free_bytes=10 << 20, reserve_bytes=64 << 20)
 True
 """
@@ -51,6 +52,8 @@ RATE_WEIGHT = 0.5
 #: The run rate assumed while none is measured, jobs a second (a starved worker on a loaded
 #: 2-core machine ran ~25 a second in bench/wal_burst.py).
 MIN_RATE = 20.0
+#: The share of the bound an account's backlog is let grow to (at its run rate).
+ROOM_SHARE = 0.25
 
 
 def run_rate(
@@ -72,10 +75,10 @@ def wait_ms(*, age_ms: int, queued: int, rate: float | None) -> int:
 
 def room(*, rate: float | None, queued: int, bound_ms: int) -> int:
     """How many more jobs an account may add now: what ``rate`` (jobs a second; None or 0:
-    ``MIN_RATE``) runs in half of ``bound_ms``, less its ``queued`` due jobs; 0 when there is
-    no room."""
+    ``MIN_RATE``) runs in ``ROOM_SHARE`` of ``bound_ms``, less its ``queued`` due jobs; 0 when
+    there is no room."""
     pace = rate if rate and rate > 0 else MIN_RATE
-    return max(0, math.floor(pace * bound_ms / 2000) - queued)
+    return max(0, math.floor(pace * bound_ms * ROOM_SHARE / 1000) - queued)
 
 
 def shed(waits_ms: Mapping[str, int], *, bound_ms: int) -> dict[str, int]:

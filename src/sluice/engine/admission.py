@@ -12,12 +12,13 @@ SQLite, the free space of the database's file system (``statvfs``).
   ``domain/admission.py``) gets 503 ``overloaded`` with ``Retry-After`` on its endpoints until
   it is back under the bound: it is the one sending more than the workers run. Between two
   reads each ``check`` counts the request, and an account is taken at most its room
-  (``admission.room``: what its run rate, else the process's, gets through in half the bound,
-  less its backlog), so the wait stays under the bound instead of overshooting it by what one
-  interval takes.
-- **Requests first yields to a backlog.** ``backlogged()`` (some account's wait past half the
-  bound) turns off the job worker's requests-first mode (``engine/jobs.py``): under a burst
-  that mode runs one job at a time, and a backlog run at that pace cannot stay in the bound.
+  (``admission.room``: what its run rate, else the process's, gets through in a quarter of the
+  bound, less its backlog), so the wait stays under the bound instead of overshooting it by
+  what one interval takes.
+- **Requests first yields to a backlog.** ``backlogged()`` (some account's wait past an eighth
+  of the bound, under the quarter its room aims at) turns off the job worker's requests-first
+  mode (``engine/jobs.py``): under a burst that mode runs one job at a time, and a backlog run
+  at that pace cannot stay in the bound.
 - **Disk reserve.** With less than ``reserve_bytes`` free, every endpoint gets 503
   ``storage_unavailable``: the space left is for the work already accepted (its runs' events,
   the jobs' done marks, a WAL checkpoint), so acknowledged work can always finish. Space
@@ -162,10 +163,11 @@ class Admission:
             self._disk_low = low
 
     def backlogged(self) -> bool:
-        """Whether some account's backlog waits past half the bound (at the last read): the
-        job worker then runs at full speed, not requests first."""
+        """Whether some account's backlog waits past an eighth of the bound (at the last read):
+        the job worker then runs at full speed, not requests first (whose pace would let the
+        backlog the room allows wait past the bound)."""
         bound = self.policy.shed_after_ms
-        return bound > 0 and self.longest_wait_ms * 2 > bound
+        return bound > 0 and self.longest_wait_ms * 8 > bound
 
     def _waits(self, read: job_stats.Backlog, now: int) -> dict[str, int]:
         """Each backlogged account's wait (``admission.wait_ms``), its run rate measured over

@@ -261,7 +261,7 @@ class Platform(Services):
             ),
             handlers,
             # Requests first: the background loop yields while the endpoints are saturated,
-            # unless the backlog nears the shedding bound (it could not be run in it so).
+            # unless a backlog grows toward the shedding bound (it could not be run in it so).
             pressure=(lambda: enqueuer.pressed() and not admission.backlogged())
             if settings.requests_first
             else None,
