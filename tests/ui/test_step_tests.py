@@ -192,3 +192,22 @@ def test_an_action_picked_from_the_list_and_tested(page: Page) -> None:
     step.get_by_role("button", name="Test").click()
     expect(step.locator("[data-test-status]")).to_have_text("success")
     expect(step.locator("details[open] [data-test-return]")).to_contain_text('"hello_big_world"')
+
+
+def test_a_new_sources_test_event_is_shaped_as_its_events(page: Page) -> None:
+    page.goto("/workflows/new")
+    page.get_by_label("New source", exact=True).check()
+    page.get_by_label("New Messages", exact=True).check()  # the e-mail source
+    page.get_by_role("button", name="Generate a test event").click()
+    generated = json.loads(page.get_by_label("Test event").input_value())
+    assert generated["subject"] == "A test message"
+    assert generated["from"]["address"] == "ada@example.com"
+    # Left empty, the server generates the same shape for the Test.
+    page.get_by_label("Test event").fill("")
+    step = page.locator("[data-step]").nth(0)  # returns steps.trigger.event
+    step.get_by_role("button", name="Test").click()
+    expect(step.locator("[data-test-return]")).to_contain_text('"subject": "A test message"')
+
+    page.get_by_label("New Requests", exact=True).check()  # a webhook: an HTTP request
+    page.get_by_role("button", name="Generate a test event").click()
+    assert json.loads(page.get_by_label("Test event").input_value())["method"] == "POST"

@@ -17,16 +17,49 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from sluice import errors
-from sluice.platform import Platform
-from sluice.web import action_steps, render, workflow_form
+from sluice.domain import email_messages
+from sluice.platform import Platform, SavedComponent
+from sluice.web import action_steps, render, trigger_sources, workflow_form
 from sluice.web import session as sessions
 
 router = APIRouter(include_in_schema=False)
 
 
+#: A generated e-mail source event, shaped as ``domain/email_messages.event_of`` makes them.
+_ADA = {"name": "Ada", "address": "ada@example.com", "text": "Ada <ada@example.com>"}
+EMAIL_SAMPLE: dict[str, Any] = {
+    "messageId": "<test@example.com>",
+    "date": "Fri, 27 Nov 2026 12:00:00 +0000",
+    "subject": "A test message",
+    "from": _ADA,
+    "to": [],
+    "cc": [],
+    "replyTo": [],
+    "headers": {"from": "Ada <ada@example.com>", "subject": "A test message"},
+    "text": "Hello from a test message.\n",
+    "html": None,
+    "attachments": [],
+    "envelope": {"mailFrom": "ada@example.com", "rcptTo": []},
+    "size": 0,
+}
+
+
+def sample_kind(component: SavedComponent) -> str | None:
+    """Which generated event a source's trigger gets: ``http``, ``timer``, ``email`` or none."""
+    if component.key == email_messages.SOURCE_KEY:
+        return "email"
+    types = {p.get("type") for p in component.configurable_props}
+    if "$.interface.http" in types:
+        return "http"
+    return "timer" if "$.interface.timer" in types else None
+
+
 def sample_event(trigger: dict[str, Any] | None, now_s: int) -> Any:
-    """A generated test event shaped as the trigger's events are."""
+    """A generated test event shaped as the trigger's events are (``{"type": "email"}``: an
+    e-mail source's)."""
     kind = (trigger or {}).get("type")
+    if kind == "email":
+        return EMAIL_SAMPLE
     if kind == "http":
         body = {"hello": "world"}
         return {
@@ -75,6 +108,10 @@ async def _test(request: Request, workflow_id: str | None) -> Response:
     form = await render.checked_form(request, session)
     action_props = await action_steps.posted_props(platform, session.account.id, form)
     body = workflow_form.workflow_input(form, action_props)
+    sample_trigger = body.trigger
+    if trigger_sources.chosen(form):  # not deployed yet: its events' shape, from its props
+        component = await trigger_sources.picked(platform, session.account.id, form)
+        sample_trigger = {"type": sample_kind(component) if component else None}
     uid = render.text(form, "test_uid")
     uids = [s.uid for s in workflow_form.posted_steps(form)]
     context: dict[str, Any] = {"uid": uid}
@@ -87,7 +124,7 @@ async def _test(request: Request, workflow_id: str | None) -> Response:
             event = (
                 json.loads(raw)
                 if raw
-                else sample_event(body.trigger, platform.clock.now_ms() // 1000)
+                else sample_event(sample_trigger, platform.clock.now_ms() // 1000)
             )
         except ValueError as exc:
             raise errors.InvalidRequest(

@@ -66,15 +66,21 @@ def chosen(form: FormData) -> bool:
     return render.text(form, "trigger.type") == NEW
 
 
+async def picked(platform: Platform, owner_id: str, form: FormData) -> SavedComponent | None:
+    """The source component picked in the posted builder, if any (and found)."""
+    ref = render.text(form, "trigger.component").strip()
+    try:
+        return await _source(platform, owner_id, ref) if ref else None
+    except errors.SluiceError:
+        return None
+
+
 async def posted(platform: Platform, owner_id: str, form: FormData) -> dict[str, Any]:
     """The builder's trigger as posted, to show again: ``{"type": "new_source", "component",
     "name", "values"}`` (``values``: the props typed, secrets left out by the form)."""
     ref = render.text(form, "trigger.component").strip()
     values: dict[str, Any] = {}
-    try:
-        component = await _source(platform, owner_id, ref) if ref else None
-    except errors.SluiceError:
-        component = None
+    component = await picked(platform, owner_id, form)
     if component is not None:
         values = props.from_form(component.configurable_props, form, prefix=PREFIX)
     return {

@@ -89,6 +89,8 @@ async def _builder(
         "actions": _labels(found_actions),
         "action_apps": await pickers.grouped(platform, found_actions),
         "source_apps": await pickers.grouped(platform, found_sources),
+        "sample_kinds": {c.key or c.id: step_tests.sample_kind(c) for c in found_sources},
+        "email_sample": step_tests.EMAIL_SAMPLE,
         "trigger_form": trigger_form,
         "kept_tests": (
             await platform.step_tests.last(session.account.id, values["id"])

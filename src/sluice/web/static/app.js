@@ -401,7 +401,12 @@ function builder(form) {
 // A generated test event, shaped as the chosen trigger's events are (web/step_tests.py makes
 // the same when the field is left empty).
 function sampleEvent(form) {
-  const kind = $("input[name='trigger.type']:checked", form)?.value;
+  let kind = $("input[name='trigger.type']:checked", form)?.value;
+  if (kind === "new_source") {
+    // The picked source's kind of events (web/step_tests.sample_kind).
+    kind = $("input[name='trigger.component']:checked", form)?.dataset.sample;
+    if (kind === "email") return JSON.parse($("[data-generate-event]", form).dataset.emailSample);
+  }
   if (kind === "http") {
     const body = { hello: "world" };
     return { method: "POST", path: "/", query: {}, headers: { "content-type": "application/json" }, bodyRaw: JSON.stringify(body), body };
