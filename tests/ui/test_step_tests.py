@@ -151,8 +151,19 @@ def test_a_new_source_trigger_is_configured_in_the_builder(page: Page) -> None:
     page.get_by_label("Source name").fill("every-hour")
     props.get_by_label("cron").fill("")
     props.get_by_label("Interval in seconds").fill("3600")
+    # The source deploys, the workflow is refused (a step that does not load): the source is
+    # deleted again, and the builder shows the step's error with the trigger still picked.
+    set_code(page, 0, "export default defineComponent({ async run( { } });")
+    page.get_by_role("button", name="Deploy").click()
+    expect(page.locator("[data-step-error]")).to_be_visible()
+    expect(page.get_by_label("Custom Interval", exact=True)).to_be_checked()
+    expect(page.get_by_label("Source name")).to_have_value("every-hour")
+    set_code(page, 0, "export default defineComponent({ async run() { return 1; } });")
     page.get_by_role("button", name="Deploy").click()
     expect(page.get_by_role("heading", name="Ticker")).to_be_visible()
+    page.goto("/sources")
+    expect(page.get_by_role("link", name="every-hour")).to_have_count(1)  # not two
+    page.go_back()
     expect(page.locator("[data-trigger-source]")).to_have_text("every-hour")
 
     # An existing workflow's trigger changes in the builder too: to a new webhook source.
