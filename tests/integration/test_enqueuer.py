@@ -18,7 +18,7 @@ from sluice.domain import text
 from sluice.engine.enqueuer import Enqueuer
 from sluice.platform import Platform
 from sluice.storage import jobs
-from sluice.storage.job_batches import NewJob
+from sluice.storage.jobs import NewJob
 from sluice.storage.tables import jobs as jobs_table
 
 

@@ -13,8 +13,8 @@ import pytest_asyncio
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from sluice.storage import database, job_batches, jobs
-from sluice.storage.job_batches import NewJob
+from sluice.storage import database, jobs
+from sluice.storage.jobs import NewJob
 from tests.conftest import _create_pg_database, _drop_pg_database
 
 QUEUED = 3000
@@ -32,7 +32,7 @@ async def queue() -> AsyncIterator[AsyncEngine]:
             await conn.commit()
             raw = await conn.get_raw_connection()
             batch = [(NewJob(KIND, "u_p", "dc_p", {"i": i}), False) for i in range(QUEUED)]
-            await job_batches.add_batch_asyncpg(raw.driver_connection, batch, now_ms=1_000)
+            await jobs.add_batch_asyncpg(raw.driver_connection, batch, now_ms=1_000)
         yield db
     finally:
         await db.dispose()

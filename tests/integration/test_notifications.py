@@ -16,9 +16,8 @@ from sluice.engine import broker, streams
 from sluice.engine.broker import Broker
 from sluice.engine.jobs import Finish, JobWorker, WorkerConfig
 from sluice.engine.notifications import Notifications
-from sluice.storage import database, events, job_batches, jobs
-from sluice.storage.job_batches import NewJob
-from sluice.storage.jobs import Job
+from sluice.storage import database, events, jobs
+from sluice.storage.jobs import Job, NewJob
 from tests.conftest import _create_pg_database, _drop_pg_database
 
 HOUR = 3600.0
@@ -90,7 +89,7 @@ async def test_an_added_or_requeued_job_wakes_a_worker(
         before = len(woken)
         async with db.begin() as conn:
             raw = await conn.get_raw_connection()
-            await job_batches.add_batch_asyncpg(
+            await jobs.add_batch_asyncpg(
                 raw.driver_connection,
                 [(NewJob(kind, owner, "dc_n", {}), False) for owner in ("u_a", "u_b", "u_a")],
                 now_ms=0,

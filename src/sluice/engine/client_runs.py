@@ -36,7 +36,7 @@ from sluice.engine.executor import Executor, StoredRun
 from sluice.engine.jobs import JobWorker
 from sluice.runtime.protocol import Response
 from sluice.storage import jobs
-from sluice.storage.job_batches import NewJob
+from sluice.storage.jobs import NewJob
 from sluice.storage.runs import Run
 from sluice.storage.workflows import Workflow
 

@@ -21,8 +21,8 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from sluice.clock import Clock
-from sluice.storage import database, faults, job_batches
-from sluice.storage.job_batches import NewJob
+from sluice.storage import database, faults, jobs
+from sluice.storage.jobs import NewJob
 
 OnId = Callable[[int], None]
 
@@ -114,16 +114,14 @@ class Enqueuer:
 
     async def _write(self, rows: list[tuple[NewJob, bool]], now_ms: int) -> list[int | None]:
         if not self._postgres:
-            return await self.writer(
-                functools.partial(job_batches.add_batch, batch=rows, now_ms=now_ms)
-            )
+            return await self.writer(functools.partial(jobs.add_batch, batch=rows, now_ms=now_ms))
         # A connection per flusher, kept open: a pool checkout (with its pre-ping, a round trip)
         # per flush was a third of a small flush's time. One idle for a while is pinged first,
         # as the pool would (the server may have restarted meanwhile).
         conn = await self._pg_connection()
         try:
             raw = await conn.get_raw_connection()
-            ids = await job_batches.add_batch_asyncpg(raw.driver_connection, rows, now_ms=now_ms)
+            ids = await jobs.add_batch_asyncpg(raw.driver_connection, rows, now_ms=now_ms)
         except BaseException as exc:
             await _discard(conn)  # a failed connection is not used again
             faults.raise_if_unavailable(exc)  # asyncpg's own errors: not through SQLAlchemy

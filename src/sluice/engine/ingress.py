@@ -49,7 +49,7 @@ from sluice.engine.jobs import JobWorker
 from sluice.engine.quotas import StorageQuota
 from sluice.engine.workflows import Workflows
 from sluice.storage import database, endpoints
-from sluice.storage.job_batches import NewJob
+from sluice.storage.jobs import NewJob
 from sluice.storage.workflows import Workflow
 
 log = logging.getLogger(__name__)

@@ -24,7 +24,7 @@ from sluice.domain.states import JobKind
 from sluice.engine.enqueuer import Enqueuer
 from sluice.engine.jobs import JobWorker
 from sluice.storage import database, sources
-from sluice.storage.job_batches import NewJob
+from sluice.storage.jobs import NewJob
 
 log = logging.getLogger(__name__)
 
