@@ -106,6 +106,13 @@ class Settings:
     timer_min_interval_seconds: int = 15
     #: Largest request body an HTTP endpoint takes, bytes; larger gets 413 (Pipedream: 512 KB).
     http_max_body_bytes: int = 524_288
+    #: Largest body an endpoint stores behind a URL (``x-pd-upload-body: 1``, or a
+    #: ``multipart/form-data`` request's file parts), bytes; larger gets 413. Each stored file
+    #: counts against the storage quota while it is kept.
+    http_max_upload_bytes: int = 52_428_800
+    #: How long a stored body or uploaded file is kept and its URL answers, seconds
+    #: (Pipedream: 30 minutes).
+    http_file_ttl_seconds: int = 1800
     #: Largest request body of the ``/v1`` API, bytes; larger gets 413. Above
     #: ``max_component_bytes``, as a component's files travel JSON-escaped.
     api_max_body_bytes: int = 5_242_880

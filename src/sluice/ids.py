@@ -3,7 +3,7 @@
 Resource ids follow Pipedream's prefixes (``u_`` user, ``sc_`` saved component, ``dc_``
 deployed component, ``p_`` workflow, ``d_`` deployment, ``c_`` code cell, ``sub_``
 subscription, ``apn_`` connected account, ``app_`` app, ``ds_`` data store, ``wh_`` webhook,
-``dlv_`` a delivery to a webhook).
+``dlv_`` a delivery to a webhook, ``fl_`` a stored request body or uploaded file).
 The part after the prefix is random base62, so ids reveal nothing about creation order or about
 other accounts.
 
@@ -26,7 +26,7 @@ _UNEVEN = bytes(range(248, 256))
 
 PREFIXES = frozenset(
     {"u", "sc", "dc", "p", "d", "c", "sub", "apn", "app", "key", "hi", "ti", "job", "ds", "wh"}
-    | {"dlv"}
+    | {"dlv", "fl"}
 )
 
 

@@ -22,6 +22,11 @@ TAGS: list[tuple[str, str]] = [
     ("Subscriptions", "Listeners of sources' and workflows' channels ($errors, custom)."),
     ("Webhooks", "URLs that subscriptions deliver events to (wh_), and their deliveries."),
     ("Data stores", "Account key-value stores (ds_) and their records."),
+    (
+        "Files",
+        "Bodies and uploaded files endpoints stored (x-pd-upload-body, multipart file "
+        "parts), at the secret URLs their events hold (no API key).",
+    ),
     ("Environment variables", "Values a workflow's code steps read in process.env."),
     ("Connected accounts", "Accounts of apps (apn_) whose credentials components use as $auth."),
     ("Apps", "The app catalog, and connecting an OAuth app."),
@@ -42,6 +47,7 @@ _TAG_OF = {
     "auto_subscriptions": "Subscriptions",
     "webhooks": "Webhooks",
     "data_stores": "Data stores",
+    "files": "Files",
     "env_vars": "Environment variables",
     "accounts": "Connected accounts",
     "apps": "Apps",
@@ -53,9 +59,9 @@ _TAG_OF = {
     "metrics": "Operations",
 }
 
-#: Routes anyone may call: the operators' probes, the secret $.flow resume/cancel URLs and the
-#: e-mail verification link (its token is the proof).
-_PUBLIC = re.compile(r"^/(healthz|readyz|metrics|flow/|v1/email/verify$)")
+#: Routes anyone may call: the operators' probes, the secret $.flow resume/cancel URLs and file
+#: URLs, and the e-mail verification link (its token is the proof).
+_PUBLIC = re.compile(r"^/(healthz|readyz|metrics|flow/|files/|v1/email/verify$)")
 
 SECURITY_SCHEME: dict[str, Any] = {
     "type": "http",

@@ -12,7 +12,11 @@ The event is the spec's ``{method, path, query, headers, bodyRaw, body}``:
   ``+json`` types) → the value (invalid JSON → the text); ``x-www-form-urlencoded`` →
   ``{name: value}`` (a body without ``=``, e.g. ``curl -d '{"a": 1}'``, stays the text, as on
   Pipedream); ``multipart/form-data`` → ``{field: text}``, file parts as
-  ``{filename, mimetype, size, base64}``; anything else → the text.
+  ``{filename, mimetype, size, base64}`` (the endpoint stores them instead and passes
+  ``stored_body``: ``{url, filename, mimetype, size}``); anything else → the text.
+- ``stored_body``: the body an endpoint kept behind URLs (``x-pd-upload-body: 1`` →
+  ``{"raw_body_url": …}``; a multipart body's file parts → their URLs): it is the event's
+  ``body``, and ``bodyRaw`` is ``""`` (the bytes are behind the URLs, not in the event).
 - NUL characters and lone surrogates (JSON's ``"\\ud800"``) become U+FFFD everywhere in the
   event: neither is Unicode text that every store and the Node runner take. ``bodyRaw`` keeps
   their escapes as they came, and the job keeps the body's bytes.
@@ -46,6 +50,7 @@ def build_event(
     query_string: str,
     headers: Iterable[tuple[str, str]],
     raw: bytes,
+    stored_body: Any = None,
 ) -> dict[str, Any]:
     """``build_event("POST", "/", "a=1", [("Content-Type", "application/json")], b'{"x":1}')``
     → ``{"method": "POST", "path": "/", "query": {"a": "1"}, "headers": {"content-type":
@@ -63,9 +68,11 @@ def build_event(
         "headers": merged,
         "bodyRaw": text,
     }
-    if raw:
+    if stored_body is not None:
+        event["body"] = stored_body
+    elif raw:
         event["body"] = parse_body(content_type, raw, text)
-    if not _may_be_unclean(path, query_string, merged, raw, content_type):
+    if stored_body is None and not _may_be_unclean(path, query_string, merged, raw, content_type):
         return event  # the common case: no walk over the whole event
     clean: dict[str, Any] = text_rules.clean_json(event)
     return clean
@@ -81,6 +88,7 @@ def raw_request(
     query_string: str,
     headers: list[tuple[str, str]],
     raw: bytes,
+    stored_body: Any = None,
 ) -> dict[str, Any]:
     """What an ``http`` job stores: the request as it came, cheaper to take than the event,
     which ``event_of`` builds when the job runs (off the request's path). The body is text when
@@ -88,13 +96,15 @@ def raw_request(
     no NUL. A path or header with a NUL or a lone surrogate (rare) gets the event built at once
     instead."""
     if not text_rules.is_clean(path) or any("\x00" in k or "\x00" in v for k, v in headers):
-        return build_event(method, path, query_string, headers, raw)
+        return build_event(method, path, query_string, headers, raw, stored_body)
     request: dict[str, Any] = {
         "method": method,
         "path": path,
         "query": query_string,
         "headers": headers,
     }
+    if stored_body is not None:
+        request["stored_body"] = stored_body
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -117,7 +127,14 @@ def event_of(payload: Any) -> Any:
     else:
         raw = base64.b64decode(request["body64"])
     headers = [(str(k), str(v)) for k, v in request["headers"]]
-    return build_event(request["method"], request["path"], request["query"], headers, raw)
+    return build_event(
+        request["method"],
+        request["path"],
+        request["query"],
+        headers,
+        raw,
+        request.get("stored_body"),
+    )
 
 
 #: A JSON escape of a surrogate: with its pair it is fine, alone it is not (checked on a walk).
@@ -194,27 +211,84 @@ def _finite(literal: str) -> float:
     return number
 
 
-def _multipart(content_type: str, raw: bytes, text: str) -> Any:
+@dataclass(frozen=True)
+class Part:
+    """One named part of a ``multipart/form-data`` body: a field (``filename`` None) or a
+    file."""
+
+    name: str
+    filename: str | None
+    mimetype: str
+    data: bytes
+    charset: str
+
+    def text(self) -> str:
+        return self.data.decode(self.charset, errors="replace")
+
+
+def multipart_parts(content_type: str, raw: bytes) -> list[Part] | None:
+    """The named parts of a multipart body, in order; None when it is not one."""
+    if media_type(content_type) != "multipart/form-data":
+        return None
     head = f"Content-Type: {content_type}\r\nMIME-Version: 1.0\r\n\r\n".encode("latin-1", "replace")
     message = BytesParser(policy=policy.HTTP).parsebytes(head + raw)
     if not isinstance(message, EmailMessage) or not message.is_multipart():
-        return text
-    fields: dict[str, Any] = {}
+        return None
+    parts: list[Part] = []
     for part in message.iter_parts():
         name = part.get_param("name", header="content-disposition")
         if not isinstance(name, str):
             continue
         content = part.get_payload(decode=True)
         data = content if isinstance(content, bytes) else b""
+        charset = part.get_content_charset() or "utf-8"
+        try:
+            codecs.lookup(charset)
+        except LookupError:
+            charset = "utf-8"
         filename = part.get_filename()
-        if filename is None:
-            fields[name] = data.decode(part.get_content_charset() or "utf-8", errors="replace")
+        parts.append(Part(name, filename, part.get_content_type(), data, charset))
+    return parts
+
+
+def stored_form(parts: list[Part], urls: dict[int, str]) -> dict[str, Any]:
+    """A multipart body whose file parts were stored: ``{field: text}``, each file part (by its
+    index in ``parts``) as Pipedream gives it, ``{url, filename, mimetype}`` (and its
+    ``size``).
+
+    >>> p = [Part("a", None, "text/plain", b"x", "utf-8")]
+    >>> p.append(Part("f", "a.png", "image/png", b"..", "utf-8"))
+    >>> stored_form(p, {1: "https://s/files/fl_1/k"})["f"]
+    {'url': 'https://s/files/fl_1/k', 'filename': 'a.png', 'mimetype': 'image/png', 'size': 2}
+    """
+    fields: dict[str, Any] = {}
+    for i, part in enumerate(parts):
+        if part.filename is None:
+            fields[part.name] = part.text()
         else:
-            fields[name] = {
-                "filename": filename,
-                "mimetype": part.get_content_type(),
-                "size": len(data),
-                "base64": base64.b64encode(data).decode("ascii"),
+            fields[part.name] = {
+                "url": urls[i],
+                "filename": part.filename,
+                "mimetype": part.mimetype,
+                "size": len(part.data),
+            }
+    return fields
+
+
+def _multipart(content_type: str, raw: bytes, text: str) -> Any:
+    parts = multipart_parts(content_type, raw)
+    if parts is None:
+        return text
+    fields: dict[str, Any] = {}
+    for part in parts:
+        if part.filename is None:
+            fields[part.name] = part.text()
+        else:
+            fields[part.name] = {
+                "filename": part.filename,
+                "mimetype": part.mimetype,
+                "size": len(part.data),
+                "base64": base64.b64encode(part.data).decode("ascii"),
             }
     return fields
 

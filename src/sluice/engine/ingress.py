@@ -10,6 +10,12 @@ share a transaction). A source's job holds the request as it came
 client is answered only after that commit: an acknowledged request is never lost (after a
 crash the job's lease expires and it runs again, at-least-once).
 
+A body sent with ``x-pd-upload-body: 1`` (or ``?pipedream_upload_body=1``), and the file parts of
+a ``multipart/form-data`` body, may be as large as ``SLUICE_HTTP_MAX_UPLOAD_BYTES``: they are
+stored first (``engine/files.py``, 507 at the storage quota), and the event holds their URLs
+(``body.raw_body_url``; ``{url, filename, mimetype}`` per file part), as on Pipedream. A
+multipart body's other fields stay within ``SLUICE_HTTP_MAX_BODY_BYTES``.
+
 Without ``customResponse`` the answer is an immediate 200 ``{"success":true}`` and the job
 worker is woken to run the job soon. With it, the job runs at once in this process, and the
 request waits for the first ``respond()`` (through a future per job, ``broker.Waiters``, that the
@@ -45,6 +51,7 @@ from sluice.engine.broker import Ended, Outcome, Waiters
 from sluice.engine.client_runs import ClientRun, ClientRuns
 from sluice.engine.directory import EndpointDirectory
 from sluice.engine.enqueuer import Enqueuer
+from sluice.engine.files import OCTET_STREAM, Files, NewFile
 from sluice.engine.jobs import JobWorker
 from sluice.engine.quotas import StorageQuota
 from sluice.engine.workflows import Workflows
@@ -61,6 +68,8 @@ _PRUNE_AT = 4096
 @dataclass(frozen=True)
 class Limits:
     max_body_bytes: int
+    #: A body stored behind a URL (``x-pd-upload-body``, multipart file parts).
+    max_upload_bytes: int
     rate_per_second: float
     burst: int
     response_timeout_seconds: float
@@ -69,6 +78,7 @@ class Limits:
     def from_settings(cls, settings: Settings) -> Limits:
         return cls(
             max_body_bytes=settings.http_max_body_bytes,
+            max_upload_bytes=settings.http_max_upload_bytes,
             rate_per_second=settings.http_rate_per_second,
             burst=settings.http_rate_burst,
             response_timeout_seconds=settings.http_response_timeout_seconds
@@ -106,6 +116,7 @@ class Ingress:
         client_runs: ClientRuns,
         admission: Admission,
         quota: StorageQuota,
+        files: Files,
     ) -> None:
         self.reader = reader
         self.directory = directory
@@ -122,6 +133,8 @@ class Ingress:
         self.admission = admission
         #: The accounts at their storage quota: their endpoints take nothing (a dict lookup).
         self.quota = quota
+        #: Large bodies and uploaded files, kept behind URLs the event holds.
+        self.files = files
         #: Replaceable as a whole (``dataclasses.replace``), e.g. by tests.
         self.limits = Limits.from_settings(settings)
         self._buckets: dict[str, Bucket] = {}
@@ -154,20 +167,41 @@ class Ingress:
         self.admission.check(endpoint.owner_id)
         self.quota.check(endpoint.owner_id)
         limit = self.limits.max_body_bytes
+        upload = http_events.pd_flag(
+            request.headers, request.query_string, "x-pd-upload-body", "pipedream_upload_body"
+        )
+        content_type = _header(request.headers, "content-type")
+        form = http_events.media_type(content_type) == "multipart/form-data"
+        if upload or form:
+            limit = max(limit, self.limits.max_upload_bytes)
         declared = http_events.declared_length(request.headers)
         if declared is not None and declared > limit:
-            raise self._too_large(limit, request)
+            raise self._too_large(limit, upload or form)
         raw = await request.read_body(limit)
         if len(raw) > limit:
-            raise self._too_large(limit, request)
+            raise self._too_large(limit, upload or form)
         if endpoint.workflow and http_events.pd_flag(
             request.headers, request.query_string, "x-pd-notrigger"
         ):
             # Pipedream's test request: received and answered, the workflow not run.
             return http_answers.default_answer()
+        stored_body: Any = None
+        if upload:
+            mimetype = http_events.media_type(content_type) or OCTET_STREAM
+            [url] = await self.files.store(
+                endpoint.owner_id, [NewFile(raw, mimetype)], self._files_base(request)
+            )
+            stored_body, raw = {"raw_body_url": url}, b""
+        elif form:
+            stored_body, raw = await self._store_form(endpoint.owner_id, content_type, raw, request)
         if endpoint.workflow:
             event = http_events.build_event(
-                request.method, request.path, request.query_string, request.headers, raw
+                request.method,
+                request.path,
+                request.query_string,
+                request.headers,
+                raw,
+                stored_body,
             )
             event.update(self._where(endpoint_id, request))
             workflow = await self._workflow(endpoint)
@@ -183,7 +217,12 @@ class Ingress:
         else:
             # The request as it came: run_job builds the event, off the request's path.
             payload = http_events.raw_request(
-                request.method, request.path, request.query_string, request.headers, raw
+                request.method,
+                request.path,
+                request.query_string,
+                request.headers,
+                raw,
+                stored_body,
             )
             job = NewJob(JobKind.HTTP, endpoint.owner_id, endpoint.deployment_id, payload)
             custom = entry.custom
@@ -211,18 +250,52 @@ class Ingress:
         assert job_id is not None
         return await self._await_response(job_id, waiter, self.limits.response_timeout_seconds)
 
-    def _too_large(self, limit: int, request: IncomingRequest) -> errors.PayloadTooLarge:
-        message = f"the request body is over this endpoint's limit of {limit} bytes"
-        if http_events.pd_flag(
-            request.headers, request.query_string, "x-pd-upload-body", "pipedream_upload_body"
-        ):
-            # Pipedream stores such a body and hands the event a URL to it; Sluice keeps no
-            # bodies apart from their events, so the limit is the operator's to raise.
-            message += (
-                " (x-pd-upload-body: Sluice does not store large bodies behind a URL; the "
-                "operator can raise SLUICE_HTTP_MAX_BODY_BYTES)"
+    def _too_large(self, limit: int, stored: bool) -> errors.PayloadTooLarge:
+        if stored:
+            return errors.PayloadTooLarge(
+                f"the request body is over the limit of {limit} bytes for bodies and files "
+                "stored behind a URL (the operator's SLUICE_HTTP_MAX_UPLOAD_BYTES)"
             )
-        return errors.PayloadTooLarge(message)
+        return errors.PayloadTooLarge(
+            f"the request body is over this endpoint's limit of {limit} bytes: send it with "
+            "the header x-pd-upload-body: 1 to have it stored behind a URL (the event's "
+            "body.raw_body_url)"
+        )
+
+    def _files_base(self, request: IncomingRequest) -> str:
+        """Where file URLs point: the public URL, else the one the request came to (an
+        endpoint's own host serves only the endpoint: then the API's last known URL)."""
+        s = self.settings
+        if s.public_url:
+            return s.public_url
+        came_to, _ = request.origin()
+        if came_to and not s.endpoint_base.per_endpoint_hosts:
+            return came_to
+        return s.resolved_public_url
+
+    async def _store_form(
+        self, owner_id: str, content_type: str, raw: bytes, request: IncomingRequest
+    ) -> tuple[Any, bytes]:
+        """A multipart body with file parts: the files stored, the body with their URLs (and
+        no raw bytes); any other body as it came, within the endpoint's limit."""
+        limit = self.limits.max_body_bytes
+        parts = http_events.multipart_parts(content_type, raw)
+        files = [p for p in parts or () if p.filename is not None]
+        if not files:
+            if len(raw) > limit:
+                raise self._too_large(limit, False)
+            return None, raw
+        assert parts is not None
+        fields = sum(len(p.data) for p in parts if p.filename is None)
+        if fields > limit:
+            raise errors.PayloadTooLarge(
+                f"the form's fields other than files are over this endpoint's limit of {limit} "
+                "bytes (files are stored behind URLs; fields are in the event)"
+            )
+        new = [NewFile(p.data, p.mimetype, p.filename) for p in files]
+        urls = iter(await self.files.store(owner_id, new, self._files_base(request)))
+        by_part = {i: next(urls) for i, p in enumerate(parts) if p.filename is not None}
+        return http_events.stored_form(parts, by_part), b""
 
     def _take_token(self, endpoint_id: str) -> None:
         rate, burst = self.limits.rate_per_second, self.limits.burst
@@ -341,3 +414,7 @@ def _outcome_answer(outcome: Outcome) -> Answer | Refusal:
     if isinstance(outcome, Ended):
         return Refusal(outcome.reason, outcome.message)
     return http_answers.answer(outcome.status, outcome.headers, outcome.body, outcome.body_encoding)
+
+
+def _header(headers: list[tuple[str, str]], name: str) -> str:
+    return next((v for k, v in headers if k.lower() == name), "")

@@ -1,5 +1,6 @@
 """The storage quota of each account (issue 25): what it keeps stored (events, runs, logs,
-``$.service.db`` stores, data store records) against ``storage_quota_mb``.
+``$.service.db`` stores, data store records, files endpoints stored) against
+``storage_quota_mb``.
 
 The figure is a counter kept in the database (``storage/usage.py``), grown in the transaction
 of each write that stores something (``charge_sync``: one upsert, whose answer this process
@@ -63,8 +64,8 @@ class StorageQuota:
     def error(self) -> errors.StorageQuotaExceeded:
         return errors.StorageQuotaExceeded(
             f"this account keeps stored its quota of {self.quota_bytes >> 20} MB (events, runs, "
-            "logs, db and data stores): nothing more is stored until some is deleted or the "
-            "operator raises SLUICE_STORAGE_QUOTA_MB",
+            "logs, db and data stores, stored files): nothing more is stored until some is "
+            "deleted or the operator raises SLUICE_STORAGE_QUOTA_MB",
             details={"quota_bytes": self.quota_bytes},
         )
 

@@ -42,6 +42,7 @@ from sluice.engine.email_verification import EmailVerification
 from sluice.engine.enqueuer import Enqueuer
 from sluice.engine.events import Events
 from sluice.engine.executor import Executor
+from sluice.engine.files import Files
 from sluice.engine.handlers.email import EmailJobs
 from sluice.engine.handlers.emit import EmitJobs
 from sluice.engine.handlers.http import HttpJobs
@@ -210,6 +211,7 @@ class Platform(Services):
             logins=Logins(db, settings, clock),
             pauses=Pauses(run.commit, clock),
             data_stores=run.stores,
+            files=run.files,
             webhooks=run.webhooks,
             deliveries=run.deliveries,
             admission=run.ingress.admission,
@@ -310,6 +312,7 @@ class _Running:
     actions: Actions
     webhooks: Webhooks
     deliveries: DeliveryWorker
+    files: Files
 
     @classmethod
     def build(
@@ -358,9 +361,11 @@ class _Running:
         worker = Platform._worker(db, clock, settings, enqueuer, admission, table)
         directory = EndpointDirectory(reader, components)
         client_runs = ClientRuns(executor, enqueuer, worker)
+        files = Files(db, commit, settings.http_file_ttl_seconds, clock)
         ingress = Ingress(
             reader, directory, workflows, settings, clock, enqueuer=enqueuer, worker=worker,
             waiters=waiters, client_runs=client_runs, admission=admission, quota=commit.quota,
+            files=files,
         )  # fmt: skip
         # Jobs this process enqueues with a run's results (emits, sends) wake its worker now.
         commit.broker.on(broker.JOBS, lambda _items: worker.notify())
@@ -375,7 +380,7 @@ class _Running:
         return cls(
             deps, components, commit, catalog, credentials, stores, invoker, directory,
             workflows, executor, enqueuer, sends, dynamic, worker, client_runs, ingress, sources,
-            actions, webhooks, deliveries,
+            actions, webhooks, deliveries, files,
         )  # fmt: skip
 
 

@@ -31,6 +31,7 @@ from sluice.engine.email_verification import EmailVerification
 from sluice.engine.enqueuer import Enqueuer
 from sluice.engine.events import Events
 from sluice.engine.executor import Executor
+from sluice.engine.files import Files
 from sluice.engine.handlers.send import SendJobs
 from sluice.engine.ingress import Ingress
 from sluice.engine.invoker import Invoker
@@ -99,6 +100,8 @@ class Services:
     logins: Logins
     pauses: Pauses
     data_stores: DataStores
+    #: Bodies and uploaded files endpoints keep behind secret URLs.
+    files: Files
     webhooks: Webhooks
     #: Posts webhook deliveries, on slots of its own (``engine/deliveries.py``).
     deliveries: DeliveryWorker

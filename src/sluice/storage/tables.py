@@ -410,3 +410,26 @@ step_tests = sa.Table(
     sa.Column("result", JSON, nullable=False),
     sa.Column("tested_ms", sa.BigInteger, nullable=False),
 )
+
+files = sa.Table(
+    "files",
+    metadata,
+    # A request body (``x-pd-upload-body``) or a multipart file part an endpoint stored, served
+    # at ``/files/<id>/<secret>`` until ``expires_ms`` (storage/files.py).
+    sa.Column("id", Str(40), primary_key=True),
+    sa.Column(
+        "owner_id",
+        Str(40),
+        sa.ForeignKey("accounts.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    # sha256 of the URL's secret; the secret itself is never stored.
+    sa.Column("secret_hash", Str(64), nullable=False),
+    sa.Column("filename", Txt),
+    sa.Column("mimetype", Str(200), nullable=False),
+    sa.Column("size", sa.BigInteger, nullable=False),
+    sa.Column("data", sa.LargeBinary, nullable=False),
+    sa.Column("created_ms", sa.BigInteger, nullable=False),
+    sa.Column("expires_ms", sa.BigInteger, nullable=False),
+    sa.Index("ix_files_owner_expires", "owner_id", "expires_ms"),
+)

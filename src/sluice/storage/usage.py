@@ -1,10 +1,11 @@
 """What each account keeps stored, counted as it is written (issue 25, quotas).
 
 ``account_usage.stored_bytes`` grows in the transaction of every write it counts (events, log
-lines, runs, ``$.service.db`` stores, data store records): one ``UPDATE`` of one row, never a
-``SUM`` per request. Trims and deletes do not count down; a *recount* (``recount_sync``: the
-exact sum, by the characters of each stored value's JSON) replaces the figure when the counter
-says the account is over its quota, at most once per ``domain/quotas.RECOUNT_MS``, so what
+lines, runs, ``$.service.db`` stores, data store records, stored files): one ``UPDATE`` of one
+row, never a ``SUM`` per request. Trims and deletes do not count down; a *recount*
+(``recount_sync``: the exact sum, by the characters of each stored value's JSON) replaces the
+figure when the counter says the account is over its quota, at most once per
+``domain/quotas.RECOUNT_MS``, so what
 retention freed is found before anything is refused.
 """
 
@@ -16,6 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
+from sluice.storage import files
 from sluice.storage.tables import (
     account_usage,
     component_state,
@@ -79,6 +81,7 @@ def recount_sync(conn: Connection, owner_id: str, now_ms: int) -> int:
         sa.select(sa.func.coalesce(sa.func.sum(data_store_records.c.size), 0))
         .select_from(data_store_records.join(data_stores))
         .where(data_stores.c.owner_id == owner_id),
+        files.live_bytes_query(owner_id, now_ms),
     ]
     total = sum(int(conn.execute(part).scalar_one() or 0) for part in parts)
     dialect: Any = postgresql if conn.dialect.name == "postgresql" else sqlite
