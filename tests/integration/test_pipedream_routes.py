@@ -114,12 +114,3 @@ async def test_what_sluice_does_not_have_is_501_naming_its_equivalent(api: Api) 
     )
     body = assert_error(token, 501, "not_supported")
     assert "API key" in body["error"], body
-    source = await deploy(
-        api, 'export default { name: "Logs", version: "0.0.1", props: {}, async run() {} };'
-    )
-    logs = await api.client.post(
-        "/v1/subscriptions",
-        params={"emitter_id": source["id"], "listener_id": source["id"], "event_name": "$logs"},
-    )
-    body = assert_error(logs, 501, "not_supported")
-    assert "/logs/sse" in body["error"] and body["field"] == "event_name", body

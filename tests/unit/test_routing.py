@@ -44,6 +44,7 @@ def test_an_explicit_self_link_on_a_named_channel_delivers() -> None:
         ("dc_", "dc_a", "", "emitter_id", "dc_*"),
         ("hello", "dc_a", "", "emitter_id", "deployed source"),
         ("dc_a", "dc_a", "", "listener_id", "its own events"),
+        ("dc_a", "dc_a", "$logs", "listener_id", "its own logs"),
         ("dc_a", "dc_b", "x" * 301, "event_name", "300"),
     ],
 )
@@ -52,12 +53,6 @@ def test_links_refused(emitter: str, listener: str, name: str, field: str, words
         check_link(emitter, listener, name)
     assert caught.value.field == field
     assert words in caught.value.message
-
-
-def test_logs_subscriptions_are_not_supported_and_name_the_equivalent() -> None:
-    with pytest.raises(errors.NotSupported) as caught:
-        check_link("dc_a", "dc_b", "$logs")
-    assert caught.value.field == "event_name" and "/logs/sse" in caught.value.message
 
 
 @pytest.mark.parametrize(
@@ -73,6 +68,8 @@ def test_logs_subscriptions_are_not_supported_and_name_the_equivalent() -> None:
         ("dc_a", "p_b", ""),
         ("p_a", "p_b", "alerts"),
         ("dc_a", "p_b", "$errors"),
+        ("dc_a", "p_b", "$logs"),
+        ("p_*", "dc_b", "$logs"),
         ("dc_*", "p_b", "$errors"),
         ("dc_a", "wh_abc", ""),
         ("p_*", "wh_abc", "$errors"),

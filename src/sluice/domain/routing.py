@@ -94,19 +94,12 @@ def check_link(emitter_id: str, listener_id: str, event_name: str) -> None:
         raise errors.InvalidRequest(
             f"event_name is longer than {MAX_EVENT_NAME} characters", field="event_name"
         )
-    if event_name == "$logs":
-        raise errors.NotSupported(
-            "event_name $logs: Sluice does not forward logs to listeners; read a source's "
-            "logs at GET /v1/sources/{id}/logs or stream them from GET /v1/sources/{id}/logs/sse",
-            field="event_name",
-        )
-
     if listener_id == emitter_id and (
-        event_name in ("", states.ERRORS) or emitter_id.startswith("p_")
+        event_name in ("", states.ERRORS, states.LOGS) or emitter_id.startswith("p_")
     ):
         raise errors.InvalidRequest(
             f"{listener_id} cannot listen to its own "
-            + ("errors" if event_name == states.ERRORS else "events")
+            + {states.ERRORS: "errors", states.LOGS: "logs"}.get(event_name, "events")
             + ": each run would trigger the next"
             + ("" if emitter_id.startswith("p_") else "; subscribe it to a named channel instead"),
             field="listener_id",

@@ -95,6 +95,9 @@ class Unanswered(StrEnum):
 
 #: The channel of a workflow's or a source's errors (the spec's ``$errors``).
 ERRORS = "$errors"
+#: The channel of a source's or a workflow's console logs, forwarded to its subscribers (one
+#: event per invocation or run that logged; ``domain/log_events.py``), never kept as events.
+LOGS = "$logs"
 #: The channel of a workflow's ``$.send.sse`` events.
 SSE = "$sse"
 #: The queue of a source's scheduled emits (``$emit(e, {delivery_ts})``), each listed and

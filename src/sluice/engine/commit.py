@@ -27,7 +27,16 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sluice import errors
 from sluice.clock import Clock
 from sluice.config import Settings
-from sluice.domain import dedupe, error_events, limits, outcomes, routing, states, text
+from sluice.domain import (
+    dedupe,
+    error_events,
+    limits,
+    log_events,
+    outcomes,
+    routing,
+    states,
+    text,
+)
 from sluice.domain.outcomes import Item, SourceResults, SourceStored
 from sluice.domain.states import JobKind, RunStatus
 from sluice.engine import broker, quotas, webhooks
@@ -263,6 +272,11 @@ class Commit:
             )
             self._schedule(batch, later)
             batch.log(kept.invocation_id, lines)
+            if lines:  # its $logs subscribers hear them (one event per invocation, not kept)
+                logged = log_events.event(
+                    lines, emitter_id=deployment.id, invocation_id=kept.invocation_id
+                )
+                batch.deliver(kept.invocation_id, states.LOGS, logged)
             self._trim_source(conn, deployment.id, added=len(event_ids), lines=len(lines))
             if self.quota.enabled:
                 size = sum(quotas.size_of(e.payload, e.meta) for e in batch.stored)
@@ -392,6 +406,9 @@ class Commit:
             )
             if run.status == RunStatus.ERROR and not over:
                 self._errors(batch, run, global_errors)
+            if not over and (lines := log_events.run_lines(run.steps)):
+                logged = log_events.event(lines, emitter_id=run.workflow_id, invocation_id=run.id)
+                batch.deliver(run.id, states.LOGS, logged)
             self._sends(batch, run, sends_from or 0)
             if self.quota.enabled and not over:
                 size = quotas.size_of(run.event, run.context, run.steps, run.error)

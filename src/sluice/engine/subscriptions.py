@@ -48,10 +48,10 @@ class Subscriptions:
         """Subscribe ``listener_id`` to ``event_name`` of every workflow and source created
         from now on."""
         routing.check_link(routing.WORKFLOWS_GLOB, listener_id, event_name)
-        if event_name != states.ERRORS:
+        if event_name not in (states.ERRORS, states.LOGS):
             raise errors.InvalidRequest(
-                "event_name must be $errors: new workflows and sources are subscribed for their "
-                "errors",
+                "event_name must be $errors or $logs: new workflows and sources are subscribed "
+                "for their errors or their logs",
                 field="event_name",
             )
         async with self.db.begin() as conn:
