@@ -27,7 +27,6 @@ def _disposition(filename: str | None) -> str:
     return f"attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{quote(filename)}"
 
 
-@router.api_route("/files/{file_id}/{secret}", methods=["GET", "HEAD"], operation_id="file_get")
 async def get_file(file_id: str, secret: str, platform: PlatformDep) -> Response:
     """A stored body or uploaded file, as it came (404 once expired)."""
     meta, data = await platform.files.read(file_id, secret)
@@ -40,4 +39,14 @@ async def get_file(file_id: str, secret: str, platform: PlatformDep) -> Response
             "Content-Security-Policy": "sandbox; default-src 'none'",
             "Cache-Control": "private, no-store",
         },
+    )
+
+
+# One route per method: each needs its own OpenAPI operation id.
+for _method in ("GET", "HEAD"):
+    router.add_api_route(
+        "/files/{file_id}/{secret}",
+        get_file,
+        methods=[_method],
+        operation_id=f"file_{_method.lower()}",
     )
