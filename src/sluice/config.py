@@ -113,6 +113,9 @@ class Settings:
     #: How long a stored body or uploaded file is kept and its URL answers, seconds
     #: (Pipedream: 30 minutes).
     http_file_ttl_seconds: int = 1800
+    #: Lifetime of the bearer tokens OAuth API clients are issued (``POST /v1/oauth/token``,
+    #: ``client_credentials``), seconds (Pipedream: 3600).
+    oauth_token_ttl_seconds: int = 3600
     #: Largest request body of the ``/v1`` API, bytes; larger gets 413. Above
     #: ``max_component_bytes``, as a component's files travel JSON-escaped.
     api_max_body_bytes: int = 5_242_880

@@ -466,3 +466,30 @@ def test_environment_variables_from_the_command_line(cli: Cli) -> None:
     one_line_error(cli.run("env", "set", "1BAD", "x"), "letters, digits and _")
     assert "Deleted PIPED" in cli.ok("env", "unset", "PIPED")
     one_line_error(cli.run("env", "unset", "PIPED"), "no environment variable")
+
+
+def test_oauth_clients_from_the_command_line(cli: Cli) -> None:
+    made = json.loads(cli.ok("oauth-clients", "create", "deploy script", "--json"))
+    assert made["client_id"].startswith("oc_") and made["client_secret"].startswith("slcs_")
+    shown = cli.ok("oauth-clients", "create", "second")
+    assert "client_secret: slcs_" in shown and "(shown only now)" in shown
+    listed = cli.ok("oauth-clients", "list")
+    assert made["client_id"] in listed and "deploy script" in listed and "slcs_" not in listed
+    # The pair a script keeps: exchanged for a token that the API takes as a bearer.
+    with httpx.Client(base_url=cli.base_url, timeout=60) as http:
+        issued = http.post(
+            "/v1/oauth/token",
+            json={
+                "grant_type": "client_credentials",
+                "client_id": made["client_id"],
+                "client_secret": made["client_secret"],
+            },
+        )
+        assert issued.status_code == 200, issued.text
+        bearer = {"Authorization": f"Bearer {issued.json()['access_token']}"}
+        assert http.get("/v1/users/me", headers=bearer).json()["data"]["username"] == "ada"
+        assert f"Deleted {made['client_id']}" in cli.ok(
+            "oauth-clients", "delete", made["client_id"]
+        )
+        assert http.get("/v1/users/me", headers=bearer).status_code == 401
+    one_line_error(cli.run("oauth-clients", "delete", made["client_id"]), "no OAuth client")

@@ -104,13 +104,3 @@ async def test_the_account_is_its_own_workspace(api: Api, other_api: Api) -> Non
     ):
         refused = assert_error(await api.client.get(path), 404, "not_found")
         assert api.account_id in refused["error"], refused
-
-
-async def test_what_sluice_does_not_have_is_501_naming_its_equivalent(api: Api) -> None:
-    token = await api.client.post(
-        "/v1/oauth/token",
-        json={"grant_type": "client_credentials", "client_id": "x", "client_secret": "y"},
-        headers={"Authorization": ""},
-    )
-    body = assert_error(token, 501, "not_supported")
-    assert "API key" in body["error"], body

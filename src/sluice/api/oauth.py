@@ -134,13 +134,3 @@ async def callback(request: Request, platform: PlatformDep) -> Response:
         f"{verb} {account.app}{who}: account {account.id}. You can close this window.",
         200,
     )
-
-
-@router.post("/v1/oauth/token")
-async def workspace_token() -> None:
-    """Pipedream's OAuth clients (``client_credentials`` for a workspace token): Sluice has
-    none; an API key is the bearer token every route takes."""
-    raise errors.NotSupported(
-        "Sluice has no OAuth clients to exchange for a token: use an API key as the bearer "
-        "token (the web UI's Settings → API keys, or sluice accounts create)"
-    )

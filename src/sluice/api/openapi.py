@@ -45,6 +45,16 @@ ERRORS: dict[str, str] = {
 }
 
 _REF = {"$ref": "#/components/schemas/Error"}
+#: RFC 6749 §5.2's error body, which the OAuth token and revoke routes answer with.
+OAUTH_ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {"type": "string", "description": "invalid_request, invalid_client, …"},
+        "error_description": {"type": "string", "description": "What was wrong, for a person."},
+    },
+}
+_OAUTH_REF = {"$ref": "#/components/schemas/OAuthError"}
 _METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 
 
@@ -58,6 +68,7 @@ def document(app: FastAPI) -> dict[str, Any]:
     parts = schema.setdefault("components", {})
     components = parts.setdefault("schemas", {})
     components["Error"] = ERROR_SCHEMA
+    components["OAuthError"] = OAUTH_ERROR_SCHEMA
     components.update(shapes.schemas())
     for name in ("HTTPValidationError", "ValidationError"):
         components.pop(name, None)
@@ -68,7 +79,7 @@ def document(app: FastAPI) -> dict[str, Any]:
         for method in _METHODS:
             if method in path:
                 _describe(route, method, path[method])
-                _declare_errors(path[method])
+                _declare_errors(path[method], shapes.oauth_errors(route))
     app.openapi_schema = schema
     return schema
 
@@ -89,13 +100,16 @@ def _describe(route: str, method: str, operation: dict[str, Any]) -> None:
             content["schema"] = shape
 
 
-def _declare_errors(operation: dict[str, Any]) -> None:
+def _declare_errors(operation: dict[str, Any], oauth: bool = False) -> None:
     responses: dict[str, Any] = operation.setdefault("responses", {})
     responses.pop("422", None)
     for status, description in ERRORS.items():
+        ref = _OAUTH_REF if oauth and status in ("400", "401") else _REF
+        if ref is _OAUTH_REF:
+            description = "RFC 6749 §5.2: invalid_request, invalid_client, unsupported_grant_type…"
         responses.setdefault(
             status,
-            {"description": description, "content": {"application/json": {"schema": _REF}}},
+            {"description": description, "content": {"application/json": {"schema": ref}}},
         )
 
 

@@ -61,7 +61,9 @@ _TAG_OF = {
 
 #: Routes anyone may call: the operators' probes, the secret $.flow resume/cancel URLs and file
 #: URLs, and the e-mail verification link (its token is the proof).
-_PUBLIC = re.compile(r"^/(healthz|readyz|metrics|flow/|files/|v1/email/verify$)")
+_PUBLIC = re.compile(
+    r"^/(healthz|readyz|metrics|flow/|files/|v1/email/verify$|v1/oauth/(token|revoke)$)"
+)
 
 SECURITY_SCHEME: dict[str, Any] = {
     "type": "http",
@@ -79,6 +81,11 @@ def tag(path: str) -> str | None:
     elif parts[:1] in (["orgs"], ["workspaces"]):  # Pipedream's workspace lists
         parts = parts[2:]
     return _TAG_OF.get(parts[0]) if parts else None
+
+
+def oauth_errors(path: str) -> bool:
+    """Whether a route's 400 and 401 answers are RFC 6749's ``{error, error_description}``."""
+    return path in ("/v1/oauth/token", "/v1/oauth/revoke")
 
 
 def is_public(path: str) -> bool:

@@ -22,6 +22,7 @@ from sluice.platform import (
     Event,
     InvocationOutcome,
     LogLine,
+    OAuthClient,
     OptionsPage,
     PackageReport,
     PropSet,
@@ -30,6 +31,11 @@ from sluice.platform import (
     Subscription,
     Workflow,
 )
+
+
+def oauth_client(c: OAuthClient) -> dict[str, Any]:
+    """An OAuth API client (never its secret)."""
+    return {"client_id": c.id, "name": c.name, "created_at": c.created_at}
 
 
 def account(a: Account) -> dict[str, Any]:

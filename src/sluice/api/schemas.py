@@ -168,6 +168,10 @@ class EnvVarValue(_Body):
     value: str
 
 
+class OAuthClientCreate(_Body):
+    name: str | None = Field(None, description="What to call it (default: OAuth client).")
+
+
 class DataStoreCreate(_Body):
     name: str
 

@@ -28,6 +28,7 @@ from sluice.cli import (
     env,
     listing,
     login,
+    oauth_clients,
     render,
     sources,
     subscriptions,
@@ -75,6 +76,7 @@ for module in (
     webhooks,
     env,
     email,
+    oauth_clients,
 ):
     module.register(app)
 

@@ -23,6 +23,7 @@ from sluice.storage.components import SavedComponent
 from sluice.storage.data_stores import DataStore
 from sluice.storage.deliveries import Delivery
 from sluice.storage.events import Event, LogLine
+from sluice.storage.oauth_clients import Client as OAuthClient
 from sluice.storage.paging import Page
 from sluice.storage.runs import Run
 from sluice.storage.sources import Deployment
@@ -48,6 +49,7 @@ __all__ = [
     "InvocationOutcome",
     "KeyInfo",
     "LogLine",
+    "OAuthClient",
     "OAuthOpening",
     "OptionsPage",
     "OptionsRequest",

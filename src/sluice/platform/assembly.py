@@ -25,6 +25,7 @@ from sluice.engine import accounts as new_accounts
 from sluice.engine import broker, outbound
 from sluice.engine.actions import Actions
 from sluice.engine.admission import Admission, AdmissionPolicy
+from sluice.engine.api_clients import ApiClients
 from sluice.engine.app_catalog import AppCatalog
 from sluice.engine.apps import Apps
 from sluice.engine.broker import Broker, Waiters
@@ -212,6 +213,7 @@ class Platform(Services):
             pauses=Pauses(run.commit, clock),
             data_stores=run.stores,
             files=run.files,
+            api_clients=ApiClients(db, reader, clock, settings.oauth_token_ttl_seconds),
             webhooks=run.webhooks,
             deliveries=run.deliveries,
             admission=run.ingress.admission,

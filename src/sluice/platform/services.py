@@ -18,6 +18,7 @@ from sluice.engine import accounts as new_accounts
 from sluice.engine import health, logins, streams
 from sluice.engine.actions import Actions
 from sluice.engine.admission import Admission
+from sluice.engine.api_clients import ApiClients
 from sluice.engine.app_catalog import AppCatalog
 from sluice.engine.apps import Apps
 from sluice.engine.checkpoints import Checkpointer
@@ -53,7 +54,7 @@ from sluice.engine.webhooks import Webhooks
 from sluice.engine.workflows import Workflows
 from sluice.runtime.deps import DependencyStore
 from sluice.runtime.pool import RunnerPool
-from sluice.storage import accounts, database, sessions
+from sluice.storage import accounts, database, oauth_clients, sessions
 from sluice.storage import components as component_store
 from sluice.storage import workflows as workflow_store
 from sluice.storage.accounts import Account
@@ -102,6 +103,8 @@ class Services:
     data_stores: DataStores
     #: Bodies and uploaded files endpoints keep behind secret URLs.
     files: Files
+    #: OAuth API clients and the tokens they are issued (``client_credentials``).
+    api_clients: ApiClients
     webhooks: Webhooks
     #: Posts webhook deliveries, on slots of its own (``engine/deliveries.py``).
     deliveries: DeliveryWorker
@@ -166,6 +169,9 @@ class Services:
             return await sessions.create(conn, made.account.id, now_s=now_s, ttl_s=SESSION_TTL_S)
 
     async def authenticate(self, api_key: str) -> Account | None:
+        """The account of an API key, or of an OAuth access token (``slo_…``)."""
+        if oauth_clients.is_token(api_key):
+            return await self.api_clients.authenticate(api_key)
         return await self.reader(lambda conn: accounts.authenticate(conn, api_key))
 
     async def usage(self, account_id: str) -> dict[str, int]:

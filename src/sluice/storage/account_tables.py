@@ -1,4 +1,5 @@
-"""The schema of accounts and what they connect: accounts, API keys, browser sessions,
+"""The schema of accounts and what they connect: accounts, API keys, OAuth API clients and
+their tokens, browser sessions,
 connected accounts (``$auth``), the app catalog, OAuth states, environment variables,
 webhooks and their deliveries. Part of ``tables.py``'s schema (same ``metadata``);
 migrations mirror it by hand."""
@@ -48,6 +49,42 @@ api_keys = sa.Table(
     sa.Column("revoked_at", sa.BigInteger),
     # What the person called it on the API keys page; null for keys made before names.
     sa.Column("name", Str(200)),
+)
+
+oauth_clients = sa.Table(
+    "oauth_clients",
+    metadata,
+    # An account's OAuth API client (Pipedream's ``client_credentials`` clients): its
+    # ``client_id`` and the sha256 of its secret (the secret is never stored).
+    sa.Column("id", Str(40), primary_key=True),
+    sa.Column(
+        "account_id",
+        Str(40),
+        sa.ForeignKey("accounts.id", ondelete="CASCADE"),
+        nullable=False,
+        index=True,
+    ),
+    sa.Column("name", Str(200), nullable=False),
+    sa.Column("secret_hash", Str(64), nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+)
+
+oauth_tokens = sa.Table(
+    "oauth_tokens",
+    metadata,
+    # A short-lived bearer token a client was issued (``slo_<id>_<secret>``): the lookup id and
+    # the sha256 of the secret half. Deleting the client deletes its tokens.
+    sa.Column("id", Str(40), primary_key=True),
+    sa.Column(
+        "client_id",
+        Str(40),
+        sa.ForeignKey("oauth_clients.id", ondelete="CASCADE"),
+        nullable=False,
+        index=True,
+    ),
+    sa.Column("secret_hash", Str(64), nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("expires_ms", sa.BigInteger, nullable=False),
 )
 
 browser_sessions = sa.Table(

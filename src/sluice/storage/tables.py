@@ -16,7 +16,9 @@ from sluice.storage.account_tables import (
     browser_sessions,
     connected_accounts,
     env_vars,
+    oauth_clients,
     oauth_states,
+    oauth_tokens,
     webhooks,
 )
 from sluice.storage.columns import JSON, StoredJSON, Str, Txt, metadata
@@ -33,7 +35,9 @@ __all__ = [
     "connected_accounts",
     "env_vars",
     "metadata",
+    "oauth_clients",
     "oauth_states",
+    "oauth_tokens",
     "webhooks",
 ]
 
