@@ -1,15 +1,15 @@
 """OAuth API clients and the short-lived tokens they are issued (``client_credentials``,
 Pipedream's ``POST /v1/oauth/token``; issue 27).
 
-Revision ID: 0021
-Revises: 0020
+Revision ID: 0022
+Revises: 0021
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0021"
-down_revision = "0020"
+revision = "0022"
+down_revision = "0021"
 branch_labels = None
 depends_on = None
 
