@@ -40,14 +40,9 @@ def _oauth_error(status: int, code: str, description: str) -> JSONResponse:
     )
 
 
-class _Refused(Exception):
-    def __init__(self, response: JSONResponse) -> None:
-        self.response = response
-
-
-async def _params(request: Request) -> dict[str, str]:
+async def _params(request: Request) -> dict[str, str] | JSONResponse:
     """The request's parameters (JSON or form body) and its client credentials (body or
-    Basic auth: not both, RFC 6749 §2.3)."""
+    Basic auth: not both, RFC 6749 §2.3); the error answer when they cannot be read."""
     raw = await request.body()
     kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     params: dict[str, Any] = {}
@@ -55,9 +50,9 @@ async def _params(request: Request) -> dict[str, str]:
         try:
             loaded = json.loads(raw)
         except ValueError:
-            raise _Refused(_oauth_error(400, "invalid_request", "the body is not JSON")) from None
+            return _oauth_error(400, "invalid_request", "the body is not JSON")
         if not isinstance(loaded, dict):
-            raise _Refused(_oauth_error(400, "invalid_request", "the body is not a JSON object"))
+            return _oauth_error(400, "invalid_request", "the body is not a JSON object")
         params = loaded
     elif raw:
         params = dict(parse_qsl(raw.decode("utf-8", errors="replace"), keep_blank_values=True))
@@ -65,51 +60,44 @@ async def _params(request: Request) -> dict[str, str]:
     scheme, _, value = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() == "basic":
         if "client_id" in out or "client_secret" in out:
-            raise _Refused(
-                _oauth_error(
-                    400,
-                    "invalid_request",
-                    "send the client's credentials once: in Basic auth or in the body",
-                )
+            return _oauth_error(
+                400,
+                "invalid_request",
+                "send the client's credentials once: in Basic auth or in the body",
             )
         try:
             decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8")
         except (binascii.Error, UnicodeDecodeError):
-            raise _Refused(
-                _oauth_error(401, "invalid_client", "malformed Basic credentials")
-            ) from None
+            return _oauth_error(401, "invalid_client", "malformed Basic credentials")
         client_id, _, secret = decoded.partition(":")
         out["client_id"], out["client_secret"] = unquote(client_id), unquote(secret)
     return out
 
 
-def _client(params: dict[str, str]) -> tuple[str, str]:
-    client_id, secret = params.get("client_id", ""), params.get("client_secret", "")
-    if not client_id or not secret:
-        raise _Refused(
-            _oauth_error(401, "invalid_client", "client_id and client_secret are required")
-        )
-    return client_id, secret
+def _missing_client(params: dict[str, str]) -> JSONResponse | None:
+    if not params.get("client_id") or not params.get("client_secret"):
+        return _oauth_error(401, "invalid_client", "client_id and client_secret are required")
+    return None
 
 
 @router.post("/v1/oauth/token", response_model=None)
 async def token(request: Request, platform: PlatformDep) -> JSONResponse:
     """Exchange an OAuth client's credentials for a bearer token (``client_credentials``)."""
-    try:
-        params = await _params(request)
-        grant = params.get("grant_type")
-        if not grant:
-            return _oauth_error(400, "invalid_request", "grant_type is required")
-        if grant != "client_credentials":
-            return _oauth_error(
-                400, "unsupported_grant_type", "only grant_type=client_credentials is supported"
-            )
-        if params.get("scope"):
-            return _oauth_error(400, "invalid_scope", "Sluice's tokens take no scope")
-        client_id, secret = _client(params)
-    except _Refused as refused:
-        return refused.response
-    issued = await platform.api_clients.issue(client_id, secret)
+    params = await _params(request)
+    if isinstance(params, JSONResponse):
+        return params
+    grant = params.get("grant_type")
+    if not grant:
+        return _oauth_error(400, "invalid_request", "grant_type is required")
+    if grant != "client_credentials":
+        return _oauth_error(
+            400, "unsupported_grant_type", "only grant_type=client_credentials is supported"
+        )
+    if params.get("scope"):
+        return _oauth_error(400, "invalid_scope", "Sluice's tokens take no scope")
+    if (missing := _missing_client(params)) is not None:
+        return missing
+    issued = await platform.api_clients.issue(params["client_id"], params["client_secret"])
     if issued is None:
         return _oauth_error(401, "invalid_client", "unknown client or wrong client_secret")
     body = {
@@ -125,14 +113,16 @@ async def token(request: Request, platform: PlatformDep) -> JSONResponse:
 async def revoke(request: Request, platform: PlatformDep) -> JSONResponse:
     """Revoke one of the client's tokens (RFC 7009): ``{}``, also for a token that is not
     one (already expired, revoked or unknown)."""
-    try:
-        params = await _params(request)
-        if not params.get("token"):
-            return _oauth_error(400, "invalid_request", "token is required")
-        client_id, secret = _client(params)
-    except _Refused as refused:
-        return refused.response
-    if not await platform.api_clients.revoke(client_id, secret, params["token"]):
+    params = await _params(request)
+    if isinstance(params, JSONResponse):
+        return params
+    if not params.get("token"):
+        return _oauth_error(400, "invalid_request", "token is required")
+    if (missing := _missing_client(params)) is not None:
+        return missing
+    if not await platform.api_clients.revoke(
+        params["client_id"], params["client_secret"], params["token"]
+    ):
         return _oauth_error(401, "invalid_client", "unknown client or wrong client_secret")
     return JSONResponse({}, headers=_NO_STORE)
 
