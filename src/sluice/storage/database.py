@@ -284,6 +284,10 @@ class Writer:
             return await self._write(fn)
         except Exception as exc:  # the driver's own cursor's errors too
             faults.raise_if_unavailable(exc)
+            if self._sync is not None:
+                # Still locked after the engine's busy timeout (10 s): another process holds
+                # the write lock and does not move (stalled): 503, not 500.
+                faults.raise_if_locked(exc)
             raise
 
     async def _write(self, fn: Callable[[Connection], T]) -> T:

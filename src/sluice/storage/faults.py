@@ -11,7 +11,10 @@ every door a driver error comes in by:
 - the hot paths that use the driver's own cursor or connection (``storage.database.Writer``,
   the enqueuer's asyncpg batch): they call ``translate``.
 
-Anything else (a constraint, a syntax error, "database is locked") is left as it is.
+Anything else (a constraint, a syntax error) is left as it is, and so is SQLite's "database is
+locked" where it enters: readers and the inline writer retry it. Only a ``Writer``'s write
+that waited out the whole busy timeout for it (another process held the write lock all that
+while: one stalled holding it) is translated, there (``raise_if_locked``).
 """
 
 from __future__ import annotations
@@ -101,6 +104,22 @@ def raise_if_unavailable(exc: BaseException) -> None:
     why = reason(exc)
     if why is not None:
         raise _unavailable(why) from exc
+
+
+def raise_if_locked(exc: BaseException) -> None:
+    """Raise ``errors.StorageUnavailable`` from ``exc`` when it is SQLite's "database is
+    locked" (SQLITE_BUSY); else return. For a write that already waited its busy timeout."""
+    seen, current = 0, exc  # type: int, BaseException | None
+    while current is not None and seen < 3:
+        seen += 1
+        if isinstance(current, sqlite3.OperationalError):
+            code = getattr(current, "sqlite_errorcode", None)
+            if (code is not None and code & 0xFF == 5) or "database is locked" in str(current):
+                raise _unavailable(
+                    "SQLite: another process has held the write lock past the busy timeout"
+                ) from exc
+            return
+        current = current.orig if isinstance(current, sa.exc.DBAPIError) else current.__cause__
 
 
 def _unavailable(why: str) -> errors.StorageUnavailable:
