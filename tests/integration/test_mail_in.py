@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from sluice.config import Settings
 from sluice.engine.mail_in import MailIn
+from sluice.platform import Platform
 from sluice.storage.tables import jobs
 from tests.conftest import Api
 from tests.integration.test_core_components import _deploy, _events
@@ -23,12 +25,20 @@ from tests.integration.test_core_components import _deploy, _events
 DOMAIN = "mail.sluice.test"
 
 
-def _send(port: int, message: EmailMessage, to: list[str]) -> dict[str, Any]:
+def listener(platform: Platform, settings: Settings) -> MailIn:
+    """The listener on a port the system picks, as ``Platform.open`` builds it."""
+    return MailIn(
+        settings, platform.reader, platform.enqueuer, platform.jobs,
+        admission=platform.admission, quota=platform.commit.quota, port=0,
+    )  # fmt: skip
+
+
+def send(port: int, message: EmailMessage, to: list[str]) -> dict[str, Any]:
     with smtplib.SMTP("127.0.0.1", port, timeout=30) as client:
         return client.send_message(message, from_addr="ada@example.com", to_addrs=to)
 
 
-def _message(to: str, subject: str = "Order 42") -> EmailMessage:
+def message(to: str, subject: str = "Order 42") -> EmailMessage:
     message = EmailMessage()
     message["From"] = "Ada Lovelace <ada@example.com>"
     message["To"] = to
@@ -52,15 +62,15 @@ async def test_a_message_to_a_sources_address_is_its_event(api: Api) -> None:
     platform = api.platform
     source = await _deploy(api, "email-new-messages", {})
     address = f"{source['id']}@{DOMAIN.upper()}"  # the domain without case
-    async with MailIn(settings, platform.reader, platform.enqueuer, platform.jobs, port=0) as mail:
-        refused = await asyncio.to_thread(_send, mail.port, _message(address), [address])
+    async with listener(platform, settings) as mail:
+        refused = await asyncio.to_thread(send, mail.port, message(address), [address])
         assert refused == {}
         # Answered 250 only once stored: the job is there before any worker ran.
         assert await _queued(api, source["id"]) == 1
 
         for unknown in (f"dc_nope1234567@{DOMAIN}", f"{source['id']}@other.test", f"x@{DOMAIN}"):
             with pytest.raises(smtplib.SMTPRecipientsRefused) as caught:
-                await asyncio.to_thread(_send, mail.port, _message(unknown), [unknown])
+                await asyncio.to_thread(send, mail.port, message(unknown), [unknown])
             assert caught.value.recipients[unknown][0] == 550
     await platform.jobs.drain()
     (item,) = await _events(api, source["id"])
@@ -89,14 +99,14 @@ async def test_a_deactivated_source_and_a_large_message_are_refused(api: Api) ->
     platform = api.platform
     source = await _deploy(api, "email-new-messages", {})
     address = f"{source['id']}@{DOMAIN}"
-    async with MailIn(settings, platform.reader, platform.enqueuer, platform.jobs, port=0) as mail:
-        big = _message(address)
+    async with listener(platform, settings) as mail:
+        big = message(address)
         big.add_attachment(b"x" * 5000, maintype="application", subtype="octet-stream")
         with pytest.raises((smtplib.SMTPSenderRefused, smtplib.SMTPDataError)) as caught:
-            await asyncio.to_thread(_send, mail.port, big, [address])
+            await asyncio.to_thread(send, mail.port, big, [address])
         assert caught.value.smtp_code == 552
         off = await api.client.put(f"/v1/sources/{source['id']}", json={"active": False})
         assert off.status_code == 200, off.text
         with pytest.raises(smtplib.SMTPRecipientsRefused):
-            await asyncio.to_thread(_send, mail.port, _message(address), [address])
+            await asyncio.to_thread(send, mail.port, message(address), [address])
     assert await _queued(api, source["id"]) == 0

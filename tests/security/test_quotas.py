@@ -9,7 +9,10 @@ Before the change: no figure in ``/v1/users/me`` and every write was taken.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import secrets
+import smtplib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -20,6 +23,7 @@ import pytest_asyncio
 from sluice.api.app import create_app
 from sluice.platform import Platform
 from tests.conftest import Api, account_client, make_settings
+from tests.integration.test_mail_in import DOMAIN, listener, message, send
 
 #: Each run emits one event of about 300 KB: four of them pass a 1 MB quota.
 FILLER = """
@@ -107,6 +111,15 @@ async def test_an_account_at_its_storage_quota_stores_nothing_more(
     put = await filler.client.put("/v1/data_stores/s/records/k", json={"value": "v"})
     assert put.status_code == 507, put.text
     assert put.json()["code"] == "storage_quota_exceeded"
+    # Mail to its e-mail source is refused too (552), before the message is sent.
+    settings = dataclasses.replace(quota_platform.settings, email_domain=DOMAIN)
+    inbox = await filler.client.post("/v1/sources", json={"component_key": "email-new-messages"})
+    assert inbox.status_code == 200, inbox.text
+    address = f"{inbox.json()['data']['id']}@{DOMAIN}"
+    async with listener(quota_platform, settings) as mail:
+        with pytest.raises(smtplib.SMTPRecipientsRefused) as caught:
+            await asyncio.to_thread(send, mail.port, message(address), [address])
+    assert caught.value.recipients[address][0] == 552
 
     # Another account is untouched.
     theirs = await neighbour.client.post("/v1/sources", json={"component_code": FILLER})

@@ -4,6 +4,8 @@
 Each such source has the address ``<source id>@<domain>`` (``SLUICE_EMAIL_DOMAIN``). A
 recipient is accepted only when it names an active e-mail source (anything else: ``550``), and a
 message only up to ``SLUICE_SMTP_INBOUND_MAX_BYTES`` (``552``, by the protocol's size limit).
+As an endpoint's requests, mail to an account over its storage quota is refused (``552``), and
+while the account is shed or the disk is at its reserve it is deferred (``451``).
 The message is parsed into the event (``domain/email_messages.py``) and stored as one ``email``
 job per recipient source; only once that is committed is it answered ``250``, so an accepted
 message is never lost. A store that fails answers ``451``: the sender tries again later.
@@ -18,11 +20,14 @@ from typing import Any
 
 from aiosmtpd.smtp import SMTP, Envelope, Session
 
+from sluice import errors
 from sluice.config import Settings
 from sluice.domain import email_messages
 from sluice.domain.states import JobKind
+from sluice.engine.admission import Admission
 from sluice.engine.enqueuer import Enqueuer
 from sluice.engine.jobs import JobWorker
+from sluice.engine.quotas import StorageQuota
 from sluice.storage import database, sources
 from sluice.storage.jobs import NewJob
 
@@ -43,6 +48,8 @@ class MailIn:
         enqueuer: Enqueuer,
         worker: JobWorker,
         *,
+        admission: Admission,
+        quota: StorageQuota,
         port: int | None = None,
     ) -> None:
         self.host = settings.smtp_inbound_host
@@ -52,6 +59,9 @@ class MailIn:
         self.reader = reader
         self.enqueuer = enqueuer
         self.worker = worker
+        #: As an endpoint's request: refused while the account is shed or over its quota.
+        self.admission = admission
+        self.quota = quota
         self._server: asyncio.Server | None = None
 
     async def __aenter__(self) -> MailIn:
@@ -113,6 +123,13 @@ class MailIn:
             return "451 4.3.0 Try again later"
         if target is None:
             return "550 5.1.1 No such address here"
+        try:
+            self.admission.check(target[0])
+            self.quota.check(target[0])
+        except errors.StorageQuotaExceeded:
+            return "552 5.2.2 The account's storage is full"
+        except errors.SluiceError:  # shed, or the disk at its reserve: later
+            return "451 4.3.2 Try again later"
         envelope.rcpt_tos.append(address)
         return "250 OK"
 

@@ -127,7 +127,14 @@ class Platform(Services):
                 async with contextlib.AsyncExitStack() as upkeep:
                     if settings.smtp_inbound_port:
                         platform.mail_in = await upkeep.enter_async_context(
-                            MailIn(settings, reader, platform.enqueuer, platform.jobs)
+                            MailIn(
+                                settings,
+                                reader,
+                                platform.enqueuer,
+                                platform.jobs,
+                                admission=platform.admission,
+                                quota=platform.commit.quota,
+                            )
                         )
                     if background:
                         platform.checkpointer = _checkpointer(settings, reader)
