@@ -108,7 +108,7 @@ class ClientRuns:
                     replay_of=replay_of,
                     on_respond=on_respond,
                     before_commit=acked.job,
-                    also=lambda conn: self._done(conn, acked),
+                    mark_done=lambda conn: self._done(conn, acked),
                 )
             except Exception as exc:
                 return ClientRun(await self._again(workflow, payload, acked, exc))

@@ -2,7 +2,7 @@
 run and a run's ``$.send`` is stored here, each in one transaction (concurrent ones share a
 group commit: ``database.GroupWriter``).
 
-A transaction holds, together: the job's done mark (``also``, so "done" and the results commit
+A transaction holds, together: the job's done mark (``mark_done``, so "done" and the results commit
 or roll back as one), the events (emits, ``$errors``, ``$.send.emit``/``sse``), one ``emit``
 job per (listener, event) carrying the chain of workflows it went through, or a delivery per
 (webhook, event) (``engine/webhooks.py``; an event is never stored without its deliveries),
@@ -221,7 +221,7 @@ class Commit:
         deployment: Deployment,
         strategy: str | None,
         results: SourceResults,
-        also: Finish | None,
+        mark_done: Finish | None,
     ) -> SourceStored | None:
         """Store a source invocation's results with its deployment's row locked (dedupe and the
         db limit see the store as it is now); None when the source was deleted while it ran."""
@@ -230,8 +230,8 @@ class Commit:
 
         def transaction(conn: Connection) -> SourceStored | None:
             nonlocal batch
-            if also is not None:
-                also(conn)
+            if mark_done is not None:
+                mark_done(conn)
             current = sources.lock_sync(conn, deployment.id)
             if current is None:
                 return None  # deleted while it ran: nothing to keep
@@ -302,7 +302,9 @@ class Commit:
                 JobKind.RELEASE, batch.emitter_id, {"event_id": event_id}, run_after_ms=due
             )
 
-    async def release(self, owner_id: str, deployment_id: str, event_id: str, also: Finish) -> bool:
+    async def release(
+        self, owner_id: str, deployment_id: str, event_id: str, mark_done: Finish
+    ) -> bool:
         """A scheduled emit's time has come: taken out of ``$in`` and emitted on its own
         channel (a new event, delivered to that channel's listeners). False when it is no
         longer in ``$in`` (deleted: cancelled) or its source is gone."""
@@ -311,7 +313,7 @@ class Commit:
 
         def transaction(conn: Connection) -> bool:
             nonlocal batch
-            also(conn)
+            mark_done(conn)
             if sources.lock_sync(conn, deployment_id) is None:
                 return False
             queued = events.take_sync(conn, deployment_id, event_id, states.QUEUED)
@@ -363,7 +365,7 @@ class Commit:
         global_errors: bool,
         db_writes: dict[str, dict[str, Any]],
         hops: Sequence[str],
-        also: Finish | None,
+        mark_done: Finish | None,
         sends_from: int | None = None,
     ) -> bool:
         """Store a run and everything it caused; False when the workflow was deleted while it
@@ -382,8 +384,8 @@ class Commit:
 
         def transaction(conn: Connection) -> bool:
             nonlocal batch
-            if also is not None:
-                also(conn)
+            if mark_done is not None:
+                mark_done(conn)
             if not workflow_store.exists_sync(conn, run.owner_id, run.workflow_id):
                 return False  # deleted while it ran
             over = self.quota.enabled and self.quota.over_sync(conn, run.owner_id, now_ms)
@@ -494,13 +496,13 @@ class Commit:
     # ---- a run's $.send -----------------------------------------------------------------------
 
     async def send_outcome(
-        self, run_id: str, idx: int, outcome: dict[str, Any], also: Finish
+        self, run_id: str, idx: int, outcome: dict[str, Any], mark_done: Finish
     ) -> None:
         """A performed ``$.send``'s outcome, written into its run with the job's done mark."""
         status = str(outcome.get("status") or "failed")
 
         def transaction(conn: Connection) -> None:
-            also(conn)
+            mark_done(conn)
             runs.set_send_sync(
                 conn, run_id, idx, status=status, outcome=outcome, now_ms=self.clock.now_ms()
             )

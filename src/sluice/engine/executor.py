@@ -4,7 +4,7 @@
 docs/runner-protocol.md); ``domain/outcomes.py`` decides what its answer means, and
 ``engine/commit.py`` stores the run with what it caused (its ``$errors`` event and the
 listeners' ``emit`` jobs, ``$.send`` events and jobs, step db writes) in one transaction
-together with the job that asked for the run (``also``). A run paused by ``$.flow`` is stored
+together with the job that asked for the run (``mark_done``). A run paused by ``$.flow`` is stored
 with its wait, and its next part runs on a ``resume`` job (``handlers/resume.py``).
 
 A crashed runner is Sluice's failure, not the run's: ``errors.RunnerCrashed`` goes up to the job
@@ -137,7 +137,7 @@ class Executor:
         *,
         source_type: str,
         run_id: str | None = None,
-        also: Finish | None = None,
+        mark_done: Finish | None = None,
         on_respond: Callable[[Response], None] | None = None,
         hops: Sequence[str] = (),
         replay_of: str | None = None,
@@ -157,7 +157,9 @@ class Executor:
             }
         urls = FlowUrls.new(self.settings.public_url_for(workflow.owner_id))
         if resumed is not None and resumed.start is None:  # cancelled: nothing runs
-            return await self._store(workflow, resumed, Result(ok=True), [], now_ms, urls, also)
+            return await self._store(
+                workflow, resumed, Result(ok=True), [], now_ms, urls, mark_done
+            )
         refused: Result | None = None
         call: dict[str, Any] = {}
         try:
@@ -177,12 +179,16 @@ class Executor:
         if before_commit is not None:
             await before_commit()
         if resumed is not None:
-            return await self._store(workflow, resumed, result, responses, now_ms, urls, also)
+            return await self._store(workflow, resumed, result, responses, now_ms, urls, mark_done)
         run, db_writes = self._record(
             workflow, context, event, result, responses, now_ms, replay_of, urls
         )
         stored = await self.commit.run(
-            run, global_errors=workflow.global_errors, db_writes=db_writes, hops=hops, also=also
+            run,
+            global_errors=workflow.global_errors,
+            db_writes=db_writes,
+            hops=hops,
+            mark_done=mark_done,
         )
         return StoredRun(run if stored else None, result)
 
@@ -263,7 +269,7 @@ class Executor:
         responses: list[Response],
         now_ms: int,
         urls: FlowUrls,
-        also: Finish | None = None,
+        mark_done: Finish | None = None,
     ) -> StoredRun:
         """A resumed part stored into its run: the earlier steps and sends, then the new."""
         before = resumed.run
@@ -294,7 +300,7 @@ class Executor:
             global_errors=workflow.global_errors,
             db_writes=db_writes,
             hops=[str(h) for h in before.context.get("hops") or []],
-            also=also,
+            mark_done=mark_done,
             sends_from=len(before.sends),
         )
         return StoredRun(run if stored else None, result)
@@ -427,7 +433,7 @@ class Executor:
             workflow,
             payload.get("event"),
             source_type=source_type,
-            also=finish,
+            mark_done=finish,
             hops=hops,
             trigger_context={"emitter_id": emitter, "event_id": payload.get("event_id")},
         )

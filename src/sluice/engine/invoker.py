@@ -99,7 +99,7 @@ class Invoker:
         *,
         on_respond: RespondCallback | None = None,
         snapshot: dict[str, Any] | None = None,
-        also: Finish | None = None,
+        mark_done: Finish | None = None,
         timeout_seconds: float | None = None,
         hops: list[str] | None = None,
     ) -> InvocationOutcome:
@@ -124,7 +124,7 @@ class Invoker:
         try:
             result = refused or await self.pool.invoke(invocation, on_respond)
         except errors.RunnerCrashed as exc:
-            if also is not None:
+            if mark_done is not None:
                 raise  # a job: nothing is stored, and the job worker runs it again
             # Run by hand (or a hook): its caller sees the crash as the run's error.
             result = Result.failure(protocol.RUNNER_CRASHED, exc.message)
@@ -139,7 +139,13 @@ class Invoker:
                 return self.error_event(deployment, invocation_id, event, error)
 
         return await self.persist(
-            deployment, component, invocation_id, result, also, error_event=failed_run, hops=hops
+            deployment,
+            component,
+            invocation_id,
+            result,
+            mark_done,
+            error_event=failed_run,
+            hops=hops,
         )
 
     def _invocation(
@@ -225,13 +231,13 @@ class Invoker:
         component: SavedComponent,
         invocation_id: str,
         result: Result,
-        also: Finish | None = None,
+        mark_done: Finish | None = None,
         *,
         error_event: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
         hops: list[str] | None = None,
     ) -> InvocationOutcome:
         """Keep what the invocation did (``engine/commit.py``), after the limits: emits past
-        the cap are dropped and fail it; a db write the worker refused keeps none. ``also``
+        the cap are dropped and fail it; a db write the worker refused keeps none. ``mark_done``
         runs in the same transaction (a job's done mark). A failed run (``error_event`` builds
         its ``$errors`` event) is kept like any other: emits and logs."""
         outcome = InvocationOutcome(invocation_id, result)
@@ -246,7 +252,7 @@ class Invoker:
             result.db_writes, result.db_deletes = {}, []
         logs = list(result.logs)
         busy = result.emits or result.db_writes or result.db_deletes or logs or result.error
-        if also is None and not busy:
+        if mark_done is None and not busy:
             return outcome  # nothing to keep: no transaction at all
         emits, db_writes, db_deletes, unstorable = text.storable_results(
             list(result.emits), dict(result.db_writes), list(result.db_deletes)
@@ -259,7 +265,7 @@ class Invoker:
             SourceResults(
                 invocation_id, emits, db_writes, db_deletes, logs, result.error, error_event, hops
             ),
-            also,
+            mark_done,
         )
         if stored is None:
             return outcome

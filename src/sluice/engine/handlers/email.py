@@ -25,5 +25,5 @@ class EmailJobs:
             return
         deployment, snapshot = found
         await self.invoker.invoke(
-            deployment, {"kind": "run", "event": job.payload}, snapshot=snapshot, also=finish
+            deployment, {"kind": "run", "event": job.payload}, snapshot=snapshot, mark_done=finish
         )

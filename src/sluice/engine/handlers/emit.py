@@ -48,5 +48,5 @@ class EmitJobs:
         hops = [str(h) for h in payload.get("hops") or []]
         # A crashed runner raises RunnerCrashed: the job worker runs the delivery again.
         await self.invoker.invoke(
-            listener, {"kind": "run", "event": payload.get("event")}, also=finish, hops=hops
+            listener, {"kind": "run", "event": payload.get("event")}, mark_done=finish, hops=hops
         )

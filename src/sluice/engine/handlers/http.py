@@ -57,7 +57,7 @@ class HttpJobs:
                 {"kind": "run", "event": http_events.event_of(job.payload)},
                 on_respond=lambda response: settle(job.id, response),
                 snapshot=snapshot,
-                also=finish,
+                mark_done=finish,
                 timeout_seconds=timeout_s,
             )
         except errors.RunnerCrashed:

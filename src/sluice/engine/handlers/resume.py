@@ -68,7 +68,7 @@ class ResumeJobs:
             workflow,
             run.event,
             source_type=str(run.context.get("source_type") or "MANUAL"),
-            also=finish,
+            mark_done=finish,
             resumed=Resumed(run, woke.start, woke.run),
         )
 

@@ -26,12 +26,14 @@ class TimerJobs:
             workflow = await self.executor.load(owner_id, target_id)
             if workflow is None or not workflow.active:
                 return
-            await self.executor.execute(workflow, job.payload, source_type="TIMER", also=finish)
+            await self.executor.execute(
+                workflow, job.payload, source_type="TIMER", mark_done=finish
+            )
             return
         found = await self.reader(lambda conn: sources.get_with_state(conn, owner_id, target_id))
         if found is None or not found[0].active:
             return
         deployment, snapshot = found
         await self.invoker.invoke(
-            deployment, {"kind": "run", "event": job.payload}, snapshot=snapshot, also=finish
+            deployment, {"kind": "run", "event": job.payload}, snapshot=snapshot, mark_done=finish
         )

@@ -43,7 +43,7 @@ class WorkflowJobs:
                 source_type=str(payload.get("source_type") or "MANUAL"),
                 run_id=payload.get("run_id"),
                 replay_of=payload.get("replay_of"),
-                also=finish,
+                mark_done=finish,
                 on_respond=on_respond,
             )
         except errors.RunnerCrashed:
