@@ -1,5 +1,5 @@
 """The runner's protocol channel (``runtime/protocol.py``) over a real socket pair, and a runner
-process that never answers (``Runner.call``'s deadline)."""
+process that never answers (``NodeRunner.call``'s deadline)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import uvloop
 from sluice.errors import OversizedLine
 from sluice.runtime import protocol
 from sluice.runtime.protocol import LineChannel
-from sluice.runtime.runner import Runner
+from sluice.runtime.runner import NodeRunner
 
 
 async def _channel(lines: list[bytes], limit: int = 1 << 20) -> tuple[LineChannel, socket.socket]:
@@ -87,7 +87,7 @@ async def test_a_runner_that_never_answers_is_failed_at_the_deadline_and_killed(
     mute = tmp_path / "mute-node"
     mute.write_text("#!/bin/sh\nexec sleep 600\n")
     mute.chmod(mute.stat().st_mode | stat.S_IXUSR)
-    runner = Runner("mute", node=str(mute))
+    runner = NodeRunner("mute", node=str(mute))
     await runner.start()
     try:
         result = await asyncio.wait_for(runner.call({"type": "stats"}, deadline=0.2), 10)

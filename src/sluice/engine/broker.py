@@ -176,20 +176,21 @@ class Ended:
     reason: Unanswered = Unanswered.NO_RESPONSE
 
 
-Outcome = Response | Ended
+#: What settles a waiting client's request: the run's ``respond()``, or why it ended without one.
+Settlement = Response | Ended
 
 
 class Waiters:
     def __init__(self) -> None:
-        self._futures: dict[int, asyncio.Future[Outcome]] = {}
+        self._futures: dict[int, asyncio.Future[Settlement]] = {}
 
-    def add(self, job_id: int, future: asyncio.Future[Outcome]) -> None:
+    def add(self, job_id: int, future: asyncio.Future[Settlement]) -> None:
         self._futures[job_id] = future
 
     def discard(self, job_id: int) -> None:
         self._futures.pop(job_id, None)
 
-    def settle(self, job_id: int, outcome: Outcome) -> None:
+    def settle(self, job_id: int, outcome: Settlement) -> None:
         """The first outcome answers the waiting request, if any (only the first counts)."""
         future = self._futures.get(job_id)
         if future is not None and not future.done():

@@ -30,7 +30,7 @@ from typing import Any
 
 from sluice import errors, ids
 from sluice.domain.states import JobKind, Unanswered
-from sluice.engine.broker import Ended, Outcome
+from sluice.engine.broker import Ended, Settlement
 from sluice.engine.enqueuer import Enqueuer
 from sluice.engine.executor import Executor, StoredRun
 from sluice.engine.jobs import JobWorker
@@ -49,7 +49,7 @@ class ClientRun:
     run as stored (None when nothing was: the workflow was deleted while it ran, or the run
     could not finish and was queued to run again)."""
 
-    answer: Outcome
+    answer: Settlement
     run: Run | None = None
 
 
@@ -77,7 +77,7 @@ class ClientRuns:
         event: Any,
         *,
         source_type: str,
-        answer: asyncio.Future[Outcome] | None = None,
+        answer: asyncio.Future[Settlement] | None = None,
         run_id: str | None = None,
         replay_of: str | None = None,
     ) -> ClientRun:
@@ -127,7 +127,7 @@ class ClientRuns:
         workflow: Workflow,
         payload: dict[str, Any],
         response: Response,
-        answer: asyncio.Future[Outcome],
+        answer: asyncio.Future[Settlement],
     ) -> jobs.Job:
         """Store the run's job, held by this worker, then answer the client."""
         lease_ms = self.worker.leases.hold_ms
@@ -152,7 +152,7 @@ class ClientRuns:
 
     async def _again(
         self, workflow: Workflow, payload: dict[str, Any], acked: _Acknowledged, exc: Exception
-    ) -> Outcome:
+    ) -> Settlement:
         """The run could not finish: its job (stored now, or the acknowledged one) runs again
         on the job worker; the client is told why."""
         crashed = isinstance(exc, errors.RunnerCrashed)
@@ -176,7 +176,7 @@ class ClientRuns:
         return Ended("the run could not finish; it will run again", Unanswered.RETRYING)
 
 
-def _ended(outcome: StoredRun, held: list[Response]) -> Outcome:
+def _ended(outcome: StoredRun, held: list[Response]) -> Settlement:
     """The answer at the end of a run: its first ``$.respond``, else why there is none."""
     if held:
         return held[0]

@@ -37,7 +37,7 @@ from sluice.domain.deliveries import DeliveryState, RetryPolicy
 from sluice.engine.webhooks import Attempt, Webhooks
 from sluice.storage import database, deliveries
 from sluice.storage import webhooks as hooks
-from sluice.storage.deliveries import Delivery, Outcome
+from sluice.storage.deliveries import AttemptOutcome, Delivery
 from sluice.storage.webhooks import Webhook
 
 log = logging.getLogger(__name__)
@@ -99,7 +99,7 @@ class DeliveryWorker:
         self.draw = draw
         self.writer = database.Writer(db)
         #: Outcomes not stored yet, and the task storing them (``_settle``).
-        self._unsettled: list[Outcome] = []
+        self._unsettled: list[AttemptOutcome] = []
         self._settler: asyncio.Task[None] | None = None
         self._flush = asyncio.Event()
         self.reader = database.Reader(db)
@@ -201,7 +201,7 @@ class DeliveryWorker:
         """The lanes running now."""
         return [lane for lanes in self._lanes.values() for lane in lanes if not lane.done()]
 
-    def _settle(self, outcome: Outcome) -> None:
+    def _settle(self, outcome: AttemptOutcome) -> None:
         """Store the outcome with the others of this moment, in one transaction (by a task of
         its own: the slot is free meanwhile; the lease keeps the delivery from other claims)."""
         self._unsettled.append(outcome)
@@ -248,12 +248,12 @@ class DeliveryWorker:
             self._flush.set()
             await asyncio.shield(self._settler)
 
-    async def _attempt(self, delivery: Delivery, hook: Webhook | None) -> Outcome:
+    async def _attempt(self, delivery: Delivery, hook: Webhook | None) -> AttemptOutcome:
         now_ms = self.clock.now_ms()
         if hook is None or not hook.active:
             # A webhook deleted takes its deliveries with it (cascade); an inactive one keeps
             # them dead, to retry once it is active again.
-            return Outcome(delivery.id, delivery.claims, DeliveryState.DEAD, now_ms,
+            return AttemptOutcome(delivery.id, delivery.claims, DeliveryState.DEAD, now_ms,
                            error="the webhook is inactive")  # fmt: skip
         try:
             attempt = await self.webhooks.post(hook, delivery)
@@ -263,7 +263,7 @@ class DeliveryWorker:
         now_ms = self.clock.now_ms()
         if attempt.ok:
             metrics.delivery_attempt("delivered")
-            return Outcome(delivery.id, delivery.claims, DeliveryState.DELIVERED, now_ms,
+            return AttemptOutcome(delivery.id, delivery.claims, DeliveryState.DELIVERED, now_ms,
                            http_status=attempt.http_status)  # fmt: skip
         error = attempt.error or f"the URL answered {attempt.http_status}"
         at = decide.next_attempt_ms(
@@ -292,7 +292,7 @@ class DeliveryWorker:
                 "retry_at_ms": at,
             },
         )
-        return Outcome(delivery.id, delivery.claims, state, now_ms, next_ms=at,
+        return AttemptOutcome(delivery.id, delivery.claims, state, now_ms, next_ms=at,
                        http_status=attempt.http_status, error=error)  # fmt: skip
 
     # ---- driving it --------------------------------------------------------------------------

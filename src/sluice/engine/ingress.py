@@ -47,7 +47,7 @@ from sluice.domain.http_answers import Answer, Refusal
 from sluice.domain.http_events import Bucket
 from sluice.domain.states import JobKind, Unanswered
 from sluice.engine.admission import Admission
-from sluice.engine.broker import Ended, Outcome, Waiters
+from sluice.engine.broker import Ended, Settlement, Waiters
 from sluice.engine.client_runs import ClientRun, ClientRuns
 from sluice.engine.directory import EndpointDirectory
 from sluice.engine.enqueuer import Enqueuer
@@ -66,7 +66,7 @@ _PRUNE_AT = 4096
 
 
 @dataclass(frozen=True)
-class Limits:
+class EndpointLimits:
     max_body_bytes: int
     #: A body stored behind a URL (``x-pd-upload-body``, multipart file parts).
     max_upload_bytes: int
@@ -75,7 +75,7 @@ class Limits:
     response_timeout_seconds: float
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> Limits:
+    def from_settings(cls, settings: Settings) -> EndpointLimits:
         return cls(
             max_body_bytes=settings.http_max_body_bytes,
             max_upload_bytes=settings.http_max_upload_bytes,
@@ -136,7 +136,7 @@ class Ingress:
         #: Large bodies and uploaded files, kept behind URLs the event holds.
         self.files = files
         #: Replaceable as a whole (``dataclasses.replace``), e.g. by tests.
-        self.limits = Limits.from_settings(settings)
+        self.limits = EndpointLimits.from_settings(settings)
         self._buckets: dict[str, Bucket] = {}
         self._prune_at = _PRUNE_AT
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -231,7 +231,7 @@ class Ingress:
             # Committed: the request is durable from here on, and only now is it answered.
             self.worker.notify(job.owner_id, due_now=True)
             return http_answers.default_answer()
-        waiter: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        waiter: asyncio.Future[Settlement] = asyncio.get_running_loop().create_future()
 
         registered: list[int] = []
 
@@ -323,7 +323,7 @@ class Ingress:
             )
 
     async def _await_response(
-        self, job_id: int, waiter: asyncio.Future[Outcome], wait_s: float
+        self, job_id: int, waiter: asyncio.Future[Settlement], wait_s: float
     ) -> Answer | Refusal:
         task = asyncio.create_task(self._run_now(job_id))
         self._tasks.add(task)
@@ -362,7 +362,7 @@ class Ingress:
         """A workflow that answers with its steps' ``$.respond``: run now, without a job
         (``engine/client_runs.py``); answered by the first immediate ``$.respond``, else at the
         end of the run (once it is stored), at the latest by the end of its time-out."""
-        answer: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        answer: asyncio.Future[Settlement] = asyncio.get_running_loop().create_future()
         task = asyncio.create_task(
             self.client_runs.run(workflow, event, source_type="HTTP", answer=answer)
         )
@@ -405,12 +405,12 @@ class Ingress:
                 await task
 
 
-def _settle(answer: asyncio.Future[Outcome], outcome: Outcome) -> None:
+def _settle(answer: asyncio.Future[Settlement], outcome: Settlement) -> None:
     if not answer.done():
         answer.set_result(outcome)
 
 
-def _outcome_answer(outcome: Outcome) -> Answer | Refusal:
+def _outcome_answer(outcome: Settlement) -> Answer | Refusal:
     if isinstance(outcome, Ended):
         return Refusal(outcome.reason, outcome.message)
     return http_answers.answer(outcome.status, outcome.headers, outcome.body, outcome.body_encoding)

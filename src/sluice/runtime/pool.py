@@ -21,7 +21,7 @@ from sluice import errors, metrics
 from sluice.runtime import protocol
 from sluice.runtime.port import Invocation, RespondCallback
 from sluice.runtime.protocol import Result
-from sluice.runtime.runner import Runner
+from sluice.runtime.runner import NodeRunner
 from sluice.runtime.sandbox import Sandbox
 
 
@@ -50,7 +50,7 @@ class RunnerPool:
         #: The jails runners start in; None runs Node directly (SLUICE_SANDBOX=off).
         self.sandbox = sandbox
         self.uid_of = uid_of
-        self._runners: dict[str, Runner] = {}
+        self._runners: dict[str, NodeRunner] = {}
         # One lock for choosing victims and starting runners: two accounts starting at once
         # must not both evict (and close) the same runner.
         self._spawn_lock = asyncio.Lock()
@@ -84,7 +84,7 @@ class RunnerPool:
         return result
 
     async def _call(
-        self, runner: Runner, inv: Invocation, on_respond: RespondCallback | None
+        self, runner: NodeRunner, inv: Invocation, on_respond: RespondCallback | None
     ) -> Result:
         message = {
             "type": "invoke",
@@ -117,10 +117,10 @@ class RunnerPool:
         """False once closing: no invocation is taken any more."""
         return not self._closed
 
-    def runner(self, owner_id: str) -> Runner | None:
+    def runner(self, owner_id: str) -> NodeRunner | None:
         return self._runners.get(owner_id)
 
-    async def _runner_for(self, owner_id: str) -> Runner:
+    async def _runner_for(self, owner_id: str) -> NodeRunner:
         """The account's live runner, leased to the caller (who must release it)."""
         if self._closed:
             raise RuntimeError("the runner pool is closed")
@@ -140,7 +140,7 @@ class RunnerPool:
             uid = None
             if self.sandbox is not None and self.sandbox.is_root and self.uid_of is not None:
                 uid = await self.uid_of(owner_id)
-            runner = Runner(
+            runner = NodeRunner(
                 owner_id,
                 node=self.config.node,
                 max_workers=self.config.max_workers_per_runner,

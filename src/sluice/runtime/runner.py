@@ -52,7 +52,7 @@ _DRAIN_S = 0.5
 _WATCH_S = 0.25
 
 
-class Runner:
+class NodeRunner:
     def __init__(
         self,
         name: str,

@@ -70,7 +70,7 @@ class NewDelivery:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class AttemptOutcome:
     """What one attempt came to: ``next_ms`` set (another attempt then), or ``state``
     delivered or dead."""
 
@@ -188,7 +188,7 @@ _FINISHED = (
 )
 
 
-def settle_sync(conn: Connection, outcomes: Sequence[Outcome]) -> None:
+def settle_sync(conn: Connection, outcomes: Sequence[AttemptOutcome]) -> None:
     """Store attempts' outcomes (one statement for many), each only if its claim is still the
     current one: a worker that lost its lease stores nothing."""
     later: list[dict[str, Any]] = []
