@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import os
 import secrets
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
 
+import sluice
 from sluice.engine.components import ComponentInput
 from sluice.platform import Platform
 from sluice.runtime.pool import Invocation
@@ -249,3 +252,38 @@ async def test_bubblewraps_command_line_names_no_host_path(attacker: Api, jailed
         if shown["ok"]:
             assert str(sandbox.root) not in shown["value"], shown
             assert str(jailed.settings.data_dir) not in shown["value"], shown
+
+
+async def test_no_host_path_is_visible_in_the_jail(attacker: Api, jailed: Platform) -> None:
+    """Issue 25: "nothing of the host's paths or working directory visible in the jail". Seen
+    on the old code: mountinfo named the runtime's directory in the checkout and the data
+    directory's component and npm stores as mount points, and a component's own URL was its
+    path in the data directory. Now they are at ``/sluice/…``, and the runtime is a copy on a
+    tmpfs of the jail's (its mount's source is ``/``). What stays visible is in
+    docs/runtime.md ("What the jail shows of the host")."""
+    sandbox = jailed.pool.sandbox
+    assert sandbox is not None
+    host = {
+        "data dir": str(jailed.settings.data_dir),
+        "npm store": str(jailed.settings.npm_store_dir),
+        "checkout": str(Path(sluice.__file__).resolve().parents[2]),
+        "cwd": os.getcwd(),
+    }
+    code = _source(
+        "const read = (p) => tryIt(() => fs.readFileSync(p, 'latin1'));\n"
+        "const link = (p) => tryIt(() => fs.readlinkSync(p));\n"
+        "return { mountinfo: read('/proc/self/mountinfo'), mountinfo1: read('/proc/1/mountinfo'),"
+        " cgroup: read('/proc/self/cgroup'), environ1: read('/proc/1/environ'),"
+        " environ: read('/proc/self/environ'), cwd: link('/proc/self/cwd'),"
+        " cwd1: link('/proc/1/cwd'), exe: link('/proc/self/exe'), url: import.meta.url,"
+        " argv: process.argv, execArgv: process.execArgv, stack: new Error('here').stack };"
+    )
+    value = (await _run(attacker, code))["value"]
+    assert value["mountinfo"]["ok"], value
+    shown = json.dumps(value)
+    for name, path in host.items():
+        assert path not in shown, (name, path, value["mountinfo"], value["url"], value["stack"])
+    mounts = {line.split()[4]: line.split()[3] for line in value["mountinfo"]["value"].splitlines()}
+    assert mounts.get("/sluice/runtime") == "/", mounts
+    assert "/sluice/components" in mounts and "/sluice/npm" in mounts, mounts
+    assert value["url"].startswith("file:///sluice/components/"), value["url"]

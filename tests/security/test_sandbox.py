@@ -26,6 +26,7 @@ import pytest
 import pytest_asyncio
 
 from sluice.platform import Platform
+from sluice.runtime.sandbox import JAIL_COMPONENTS, JAIL_RUNTIME, JS_DIR
 from tests.conftest import Api, account_client, make_settings
 
 pytestmark = pytest.mark.skipif(
@@ -155,7 +156,7 @@ async def test_another_accounts_component_files_are_invisible(
         f'export default {{ name: "Mine", version: "1", async run() {{ return "{secret}"; }} }};'
     )
     assert (await _run(victim, victim_code))["value"] == secret
-    store = str(jailed.settings.components_dir)
+    store = JAIL_COMPONENTS  # the account's view of the component store
     code = _source(
         f"const store = {store!r};\n"
         "const found = [];\n"
@@ -174,12 +175,10 @@ async def test_another_accounts_component_files_are_invisible(
 async def test_code_and_dependencies_are_read_only(
     attacker: Api, victim: Api, jailed: Platform
 ) -> None:
-    from sluice.runtime.sandbox import JS_DIR
-
     worker = JS_DIR / "worker.mjs"
     before = worker.read_bytes()
     code = _source(
-        f"const targets = [{str(worker)!r}, import.meta.url.replace('file://', '')];\n"
+        f"const targets = ['{JAIL_RUNTIME}/worker.mjs', import.meta.url.replace('file://', '')];\n"
         "return targets.map((p) => tryIt(() => fs.appendFileSync(p, '\\n// pwned')));"
     )
     results = (await _run(attacker, code))["value"]

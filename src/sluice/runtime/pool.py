@@ -86,17 +86,25 @@ class RunnerPool:
     async def _call(
         self, runner: NodeRunner, inv: Invocation, on_respond: RespondCallback | None
     ) -> Result:
+        entry, call, sandbox = inv.entry, inv.call, self.sandbox
+        if sandbox is not None:  # the jail's paths: the host's are not in it
+            entry = sandbox.jail_path(entry)
+            if call.get("steps"):
+                call = {**call, "steps": [_step_in_jail(sandbox, s) for s in call["steps"]]}
         message = {
             "type": "invoke",
             "worker_key": inv.worker_key,
-            "entry": inv.entry,
+            "entry": entry,
             "env": inv.env or {},
             "limits": {"timeout_ms": inv.timeout_ms, "memory_mb": inv.memory_mb},
-            "call": inv.call,
+            "call": call,
         }
         # The runner enforces timeout_ms itself; the deadline only catches a runner that broke.
         deadline = inv.timeout_ms / 1000 + self.config.deadline_grace_seconds
-        return await runner.call(message, on_respond, deadline, inv.on_store)
+        result = await runner.call(message, on_respond, deadline, inv.on_store)
+        if sandbox is not None:
+            _errors_at_host_paths(sandbox, result)
+        return result
 
     async def evict(self, owner_id: str, worker_key: str) -> None:
         """Stop the warm worker of ``worker_key`` (``dc_x:*`` for every version of dc_x)."""
@@ -176,6 +184,23 @@ class RunnerPool:
                 await runner.close()
         if self.sandbox is not None:
             await asyncio.to_thread(self.sandbox.close)
+
+
+def _step_in_jail(sandbox: Sandbox, step: Any) -> Any:
+    if isinstance(step, dict) and isinstance(step.get("entry"), str):
+        return {**step, "entry": sandbox.jail_path(step["entry"])}
+    return step
+
+
+def _errors_at_host_paths(sandbox: Sandbox, result: Result) -> None:
+    """An error's message and stack name the jail's paths: back to the host's, which the
+    engine knows how to scrub (``engine/components.scrub_paths``)."""
+    found = [result.error] if result.error else []
+    found += [s["error"] for s in result.steps if isinstance(s.get("error"), dict)]
+    for error in found:
+        for name in ("message", "stack"):
+            if isinstance(error.get(name), str):
+                error[name] = sandbox.host_text(error[name])
 
 
 def _paths(inv: Invocation) -> list[str]:

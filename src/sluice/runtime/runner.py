@@ -116,6 +116,7 @@ class NodeRunner:
             if jail.uid is not None:
                 os.chown(jail.egress_socket, jail.uid, jail.uid)
             filter_fd = self.sandbox.open_seccomp()
+            argv[1] = self.sandbox.jail_path(argv[1])  # the runner's script, as the jail sees it
             node_argv = [*argv, "--reap-children", "--egress-socket", EGRESS_SOCKET]
             launch = self.sandbox.command(jail, node_argv, filter_fd)
             argv, extra = launch.argv, launch.fds

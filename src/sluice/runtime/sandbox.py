@@ -5,10 +5,11 @@ IPC, UTS, user, cgroup), no capabilities, ``no_new_privs``, a new session and an
 environment. Its filesystem holds only:
 
 - ``/usr`` (Node and the system libraries) and a few files of ``/etc``, read-only;
-- Sluice's runtime JS, read-only, at the path it has on the host;
+- Sluice's runtime JS, read-only, copied onto a tmpfs at ``/sluice/runtime``;
 - that account's *view*: the component trees and npm dependency sets its invocations have
-  used, read-only, at the host paths of the component store and the npm store (so entry paths
-  and ``node_modules`` symlinks mean the same inside and out);
+  used, read-only, at ``/sluice/components`` and ``/sluice/npm`` (the pool sends entry paths
+  as the jail sees them, ``jail_path``; a view's ``node_modules`` links name ``/sluice/npm``),
+  so no path of the host's checkout or data directory is in the jail;
 - a private, size-limited ``/tmp`` and ``/dev/shm`` (``SLUICE_SANDBOX_TMP_MB`` each); the rest
   of ``/`` and ``/dev`` is read-only, so no tmpfs of the jail grows without a bound.
 
@@ -82,6 +83,11 @@ class SandboxConfig:
 
 #: Where the account's egress proxy socket appears inside the jail.
 EGRESS_SOCKET = "/run/sluice/egress.sock"
+#: Where Sluice's runtime JS, the account's components and its npm sets appear in a jail:
+#: neutral paths, never the host's (its checkout, its data directory).
+JAIL_RUNTIME = "/sluice/runtime"
+JAIL_COMPONENTS = "/sluice/components"
+JAIL_NPM = "/sluice/npm"
 #: Where an npm install's staging directory appears in its jail (``npm_jail.py``).
 INSTALL_DIR = "/install"
 
@@ -139,6 +145,22 @@ class Sandbox:
         #: The compiled seccomp filter, when libseccomp could build it.
         self.seccomp_path: Path | None = None
         self._bwrap = shutil.which(config.bwrap) or config.bwrap
+        #: Host path prefixes and where they are in a jail (``jail_path``, ``host_text``).
+        self._to_jail = [
+            (f"{JS_DIR.resolve()}/", f"{JAIL_RUNTIME}/"),
+            (f"{JS_DIR}/", f"{JAIL_RUNTIME}/"),
+            (f"{config.components_dir}/", f"{JAIL_COMPONENTS}/"),
+            (f"{config.npm_store_dir}/", f"{JAIL_NPM}/"),
+            (f"{config.npm_store_dir.resolve()}/", f"{JAIL_NPM}/"),
+        ]
+        self._to_host = [
+            (f"{JAIL_RUNTIME}/", f"{JS_DIR.resolve()}/"),
+            (f"{JAIL_COMPONENTS}/", f"{config.components_dir}/"),
+            (f"{JAIL_NPM}/", f"{config.npm_store_dir}/"),
+        ]
+        #: The runtime's files (names), and the size of the tmpfs holding them in a jail.
+        self._runtime_files: list[str] = []
+        self._runtime_bytes = 0
 
     # ---- lifecycle -----------------------------------------------------------------------
 
@@ -160,6 +182,10 @@ class Sandbox:
         shutil.copytree(JS_DIR, runtime, ignore=shutil.ignore_patterns("node_modules"))
         for path in [runtime, *runtime.rglob("*")]:
             path.chmod(0o755 if path.is_dir() else 0o644)
+        self._runtime_files = sorted(p.name for p in runtime.iterdir() if p.is_file())
+        # A page per file at least, and room for the directory itself.
+        pages = sum(-(-(runtime / n).stat().st_size // 4096) for n in self._runtime_files)
+        self._runtime_bytes = (pages + 16) * 4096
         (root / "accounts").mkdir(mode=0o711)
         (root / "egress").mkdir(mode=0o711)
         (root / "installs").mkdir(mode=0o711)
@@ -340,10 +366,9 @@ class Sandbox:
         bw += self._system()
         for path in ro_binds:
             bw += ["--ro-bind", str(path), str(path)]
+        runtime, fds = self._runtime()
         bw += [
-            "--ro-bind",
-            str(self.root / "runtime"),
-            str(JS_DIR),
+            *runtime,
             "--bind",
             str(work),
             INSTALL_DIR,
@@ -359,8 +384,8 @@ class Sandbox:
         ]
         if seccomp_fd is not None:
             bw += ["--seccomp", str(seccomp_fd)]
-        forward = [self._node, str(JS_DIR / "npm-egress.mjs"), EGRESS_SOCKET]
-        return self._hidden(jail, bw, [*forward, *argv])
+        forward = [self._node, f"{JAIL_RUNTIME}/npm-egress.mjs", EGRESS_SOCKET]
+        return self._hidden(jail, bw, [*forward, *argv], fds)
 
     def _allocate_uid(self, owner_id: str) -> int:
         digest = int.from_bytes(hashlib.sha256(owner_id.encode()).digest()[:4], "big")
@@ -402,13 +427,32 @@ class Sandbox:
             if not source.is_dir():
                 continue
             modules = source / "node_modules"
+            links: dict[str, str] = {}
             if modules.is_symlink():
                 target = Path(os.readlink(modules))
                 with contextlib.suppress(ValueError):
                     key = target.relative_to(self.config.npm_store_dir.resolve()).parts[0]
                     _link_tree(self.config.npm_store_dir / key, jail.view / "npm" / key)
-            _link_tree(source, jail.view / "components" / code_hash)
+                    # The store's link names its host path; the view's names the jail's.
+                    links["node_modules"] = f"{JAIL_NPM}/{key}/node_modules"
+            _link_tree(source, jail.view / "components" / code_hash, links)
             jail.staged.add(code_hash)
+
+    def jail_path(self, path: str) -> str:
+        """Where the host's ``path`` (a component file, a runtime file) is in a jail."""
+        for host, jailed in self._to_jail:
+            if path.startswith(host):
+                return jailed + path[len(host) :]
+        return path
+
+    def host_text(self, text: str) -> str:
+        """``text`` (an error's message or stack from a jail) with the jail's paths back at
+        their host paths, for the server's own scrubbing (``engine/components.scrub_paths``)."""
+        if "/sluice/" not in text:
+            return text
+        for jailed, host in self._to_host:
+            text = text.replace(jailed, host)
+        return text
 
     # ---- the command ---------------------------------------------------------------------
 
@@ -424,12 +468,34 @@ class Sandbox:
         launch's own ``fds``) stay open through bubblewrap, so they reach Node under the same
         numbers.
         """
-        bw = [*self._namespaces(), *self._system(), *self._mounts(jail)]
+        runtime, fds = self._runtime()
+        bw = [*self._namespaces(), *self._system(), *runtime, *self._mounts(jail)]
         if seccomp_fd is not None:
             bw += ["--seccomp", str(seccomp_fd)]
-        return self._hidden(jail, bw, argv)
+        return self._hidden(jail, bw, argv, fds)
 
-    def _hidden(self, jail: Jail, bw: list[str], argv: list[str]) -> Launch:
+    def _runtime(self) -> tuple[list[str], tuple[int, ...]]:
+        """Sluice's runtime JS at ``JAIL_RUNTIME``: copied (``--file``) onto a tmpfs of the
+        jail's, then read-only. A bind would show its source's host path in the jail's
+        mountinfo; a tmpfs's files are its own (its source there is ``/``). The descriptors
+        (one per file) are read by bubblewrap and closed with the launch."""
+        assert self.root is not None
+        args = ["--size", str(self._runtime_bytes), "--tmpfs", JAIL_RUNTIME]
+        fds: list[int] = []
+        try:
+            for name in self._runtime_files:
+                fd = os.open(self.root / "runtime" / name, os.O_RDONLY | os.O_CLOEXEC)
+                fds.append(fd)
+                args += ["--file", str(fd), f"{JAIL_RUNTIME}/{name}"]
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            raise
+        return [*args, "--remount-ro", JAIL_RUNTIME], tuple(fds)
+
+    def _hidden(
+        self, jail: Jail, bw: list[str], argv: list[str], fds: tuple[int, ...] = ()
+    ) -> Launch:
         """Bubblewrap's options go through a memfd (``--args``), not its command line: its
         command line is the jail's ``/proc/1/cmdline``, and the options name host paths (the
         sandbox's directory, the account's view, the egress socket). The command stays on it
@@ -440,8 +506,10 @@ class Sandbox:
             os.lseek(fd, 0, os.SEEK_SET)
         except BaseException:
             os.close(fd)
+            for other in fds:
+                os.close(other)
             raise
-        return Launch(self._launcher(jail, [bw[0], "--args", str(fd), "--", *argv]), (fd,))
+        return Launch(self._launcher(jail, [bw[0], "--args", str(fd), "--", *argv]), (fd, *fds))
 
     def _namespaces(self) -> list[str]:
         """Every namespace its own, a new session, no environment, no capabilities."""
@@ -494,19 +562,14 @@ class Sandbox:
         ]
 
     def _mounts(self, jail: Jail) -> list[str]:
-        """Sluice's runtime, the account's view at the stores' host paths, its egress socket."""
-        assert self.root is not None
-        cfg = self.config
+        """The account's view (``JAIL_COMPONENTS``, ``JAIL_NPM``), its egress socket."""
         return [
             "--ro-bind",
-            str(self.root / "runtime"),
-            str(JS_DIR),
-            "--ro-bind",
             str(jail.view / "components"),
-            str(cfg.components_dir),
+            JAIL_COMPONENTS,
             "--ro-bind",
             str(jail.view / "npm"),
-            str(cfg.npm_store_dir),
+            JAIL_NPM,
             # The only way out: no interface but the jail's own lo (docs/runtime.md).
             "--ro-bind-try",
             str(jail.egress_socket),
@@ -541,15 +604,19 @@ class Sandbox:
         return cmd
 
 
-def _link_tree(source: Path, target: Path) -> None:
+def _link_tree(source: Path, target: Path, links: dict[str, str] | None = None) -> None:
     """Hard-link ``source`` into ``target`` (copy across filesystems), atomically: a
-    concurrent reader sees the whole tree or none."""
+    concurrent reader sees the whole tree or none. ``links``: symlinks of the tree's top
+    (name: target) made anew in the copy."""
     if target.exists():
         return
     tmp = target.parent / f".tmp-{target.name}-{os.getpid()}-{id(target)}"
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         shutil.copytree(source, tmp, symlinks=True, copy_function=_link_or_copy)
+        for name, points_to in (links or {}).items():
+            (tmp / name).unlink(missing_ok=True)
+            (tmp / name).symlink_to(points_to, target_is_directory=True)
         os.rename(tmp, target)
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
