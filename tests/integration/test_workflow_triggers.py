@@ -724,6 +724,40 @@ async def test_changing_a_source_trigger_moves_its_subscription(api: Api) -> Non
     assert [r["steps"][0]["return_value"] for r in runs] == [{"order": 2}]
 
 
+async def test_the_builders_source_goes_with_its_workflows_trigger(api: Api) -> None:
+    """A source the UI builder deployed for a workflow's trigger (marked so): deleted when the
+    workflow leaves it over the API too, unless another workflow listens to it; one with
+    events is stopped and kept; a source the builder did not make is never touched."""
+    keep = [step("keep", "async run({ steps }) { return steps.trigger.event; }")]
+    made, shared, busy, picked = [
+        await deploy(api, EMITTER, name=n) for n in ("made", "shared", "busy", "picked")
+    ]
+    workflow = await create(api, keep, trigger={"type": "source", "source_id": made["id"]})
+    for source in (made, shared, busy):
+        await api.platform.mark_builder_source(api.account_id, source["id"], workflow["id"])
+    other = await create(api, keep, trigger={"type": "source", "source_id": shared["id"]})
+    sources_url = "/v1/users/me/sources"
+
+    async def names() -> dict[str, bool]:
+        found = (await api.client.get(sources_url)).json()["data"]
+        return {s["name"]: s["active"] for s in found}
+
+    for to in (shared, busy, picked):  # made, then shared, then busy are left
+        if to is busy:
+            await api.client.post(f"/v1/sources/{busy['id']}/run", json={"event": {"n": 1}})
+            await api.platform.jobs.drain()
+        answer = await api.client.put(
+            f"/v1/workflows/{workflow['id']}",
+            json={"trigger": {"type": "source", "source_id": to["id"]}},
+        )
+        assert answer.status_code == 200, answer.text
+    # made: deleted; shared: another workflow listens; busy: it has an event, stopped.
+    assert await names() == {"shared": True, "busy": False, "picked": True}
+    assert (await api.client.delete(f"/v1/workflows/{workflow['id']}")).status_code == 200
+    assert (await api.client.delete(f"/v1/workflows/{other['id']}")).status_code == 200
+    assert await names() == {"shared": True, "busy": False, "picked": True}
+
+
 async def test_pipedreams_notrigger_and_upload_body_switches(api: Api) -> None:
     keep = step("keep", "async run({ steps }) { return steps.trigger.event.body; }")
     workflow = await create(api, [keep], trigger={"type": "http"})

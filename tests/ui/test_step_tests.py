@@ -222,3 +222,79 @@ def test_a_new_sources_test_event_is_shaped_as_its_events(page: Page) -> None:
     page.get_by_label("New Requests", exact=True).check()  # a webhook: an HTTP request
     page.get_by_role("button", name="Generate a test event").click()
     assert json.loads(page.get_by_label("Test event").input_value())["method"] == "POST"
+
+
+def _new_source_trigger(page: Page, name: str, source_name: str) -> None:
+    """Pick ``name`` (a registry source) as the workflow's New source trigger."""
+    page.get_by_label("New source", exact=True).check()
+    page.get_by_label(name, exact=True).check()
+    expect(page.locator("[data-trigger-props] .field").first).to_be_visible()
+    page.get_by_label("Source name").fill(source_name)
+
+
+def test_the_builders_old_trigger_source_goes_when_the_trigger_changes(page: Page) -> None:
+    # A source the user deployed beforehand, and a workflow on a new source of the builder's.
+    page.goto("/sources?action=create&key=http-new-requests")
+    page.locator("#name").fill("kept-hook")
+    page.get_by_role("button", name="Deploy").click()
+    expect(page.locator("#endpoint-url")).to_be_visible()
+    page.goto("/workflows/new")
+    page.get_by_label("Name", exact=True).fill("Switcher")
+    _new_source_trigger(page, "Custom Interval", "switch-tick")
+    page.get_by_role("button", name="Deploy").click()
+    expect(page.locator("[data-trigger-source]")).to_have_text("switch-tick")
+    notice = page.locator("[data-released-source]")
+    expect(notice).to_have_count(0)
+
+    # To the existing source: the builder's source, with no events, is deleted.
+    page.get_by_role("link", name="Edit").click()
+    page.get_by_label("A source's events").check()
+    picked = page.locator("select[name='trigger.source_id']")
+    picked.select_option(picked.locator("option", has_text="kept-hook").get_attribute("value"))
+    page.get_by_role("button", name="Save and deploy").click()
+    expect(page.locator("[data-trigger-source]")).to_have_text("kept-hook")
+    expect(notice).to_contain_text("the builder deployed for the old trigger was deleted")
+    page.goto("/sources")
+    expect(page.get_by_role("link", name="switch-tick")).to_have_count(0)
+
+    # To a new webhook source, which gets a request: the picked source stays as it was.
+    page.go_back()
+    page.get_by_role("link", name="Edit").click()
+    _new_source_trigger(page, "New Requests", "switch-hook")
+    page.get_by_role("button", name="Save and deploy").click()
+    expect(page.locator("[data-trigger-source]")).to_have_text("switch-hook")
+    expect(notice).to_have_count(0)  # kept-hook was the user's: not touched
+    page.locator("[data-trigger-source]").click()
+    endpoint = page.locator("#endpoint-url").inner_text()
+    with httpx.Client(timeout=60) as client:
+        assert client.post(endpoint, json={"n": 1}).status_code == 200
+    expect(page.locator("[data-event-rows] tr")).to_have_count(1)
+
+    # To HTTP: the webhook source has an event, so it is stopped and kept with it.
+    page.go_back()
+    page.get_by_role("link", name="Edit").click()
+    page.get_by_label("HTTP request").check()
+    page.get_by_role("button", name="Save and deploy").click()
+    expect(notice).to_contain_text(
+        "switch-hook the builder deployed for the old trigger was stopped"
+    )
+    with httpx.Client(timeout=60) as client:
+        assert client.post(endpoint, json={"n": 2}).status_code == 404
+    notice.get_by_role("link", name="switch-hook").click()
+    expect(page.locator("[data-event-rows] tr")).to_have_count(1)
+    expect(page.get_by_text("inactive")).to_be_visible()
+
+    # Deleting the workflow deletes its builder's source too; the user's own stays.
+    page.goto("/workflows")
+    page.get_by_role("link", name="Switcher").click()
+    page.get_by_role("link", name="Edit").click()
+    _new_source_trigger(page, "Custom Interval", "last-tick")
+    page.get_by_role("button", name="Save and deploy").click()
+    expect(page.locator("[data-trigger-source]")).to_have_text("last-tick")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Delete").click()
+    expect(notice).to_contain_text("the builder deployed for the old trigger was deleted")
+    page.goto("/sources")
+    expect(page.get_by_role("link", name="last-tick")).to_have_count(0)
+    expect(page.get_by_role("link", name="kept-hook")).to_have_count(1)
+    expect(page.get_by_role("link", name="switch-hook")).to_have_count(1)

@@ -83,13 +83,18 @@ async def read(workflow_id: str, account: AccountDep, platform: PlatformDep) -> 
 async def update(
     workflow_id: str, body: WorkflowCreate, account: AccountDep, platform: PlatformDep
 ) -> dict[str, Any]:
+    previous = await platform.workflows.get(account.id, workflow_id)
     workflow = await platform.workflows.update(account.id, workflow_id, _input(body))
+    if previous.trigger != workflow.trigger:  # the UI builder's source for it goes too
+        await platform.release_builder_source(account.id, workflow.id, previous.trigger)
     return {"data": await _render(platform, workflow)}
 
 
 @router.delete("/v1/workflows/{workflow_id}")
 async def delete(workflow_id: str, account: AccountDep, platform: PlatformDep) -> dict[str, Any]:
+    found = await platform.workflows.get(account.id, workflow_id)
     await platform.workflows.delete(account.id, workflow_id)
+    await platform.release_builder_source(account.id, found.id, found.trigger)
     return {}
 
 

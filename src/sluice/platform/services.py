@@ -46,7 +46,7 @@ from sluice.engine.pauses import Pauses
 from sluice.engine.registry_import import RegistryImports
 from sluice.engine.runs import Runs
 from sluice.engine.scheduler import Scheduler
-from sluice.engine.sources import Sources
+from sluice.engine.sources import Sources, UpdateRequest
 from sluice.engine.step_tests import StepTests
 from sluice.engine.streams import Stream
 from sluice.engine.subscriptions import Subscriptions
@@ -54,12 +54,14 @@ from sluice.engine.webhooks import Webhooks
 from sluice.engine.workflows import Workflows
 from sluice.runtime.deps import DependencyStore
 from sluice.runtime.pool import RunnerPool
-from sluice.storage import accounts, database, oauth_clients, sessions
+from sluice.storage import accounts, database, events, oauth_clients, sessions, sources
 from sluice.storage import components as component_store
+from sluice.storage import subscriptions as subscription_store
 from sluice.storage import workflows as workflow_store
 from sluice.storage.accounts import Account
 from sluice.storage.components import SavedComponent
 from sluice.storage.paging import Page
+from sluice.storage.sources import Deployment
 from sluice.storage.workflows import Workflow
 
 log = logging.getLogger(__name__)
@@ -217,6 +219,52 @@ class Services:
             after=after,
             poll_seconds=self.settings.resolved_stream_poll_seconds,
         )
+
+    async def mark_builder_source(self, owner_id: str, source_id: str, workflow_id: str) -> None:
+        """The source ``source_id`` was deployed by ``workflow_id``'s builder as its trigger
+        (a "New source"): ``release_builder_source`` may remove it later."""
+        async with self.db.begin() as conn:
+            if await sources.get(conn, owner_id, source_id) is not None:
+                await sources.set_builder_workflow(conn, source_id, workflow_id)
+
+    async def release_builder_source(
+        self, owner_id: str, workflow_id: str, trigger: dict[str, object] | None
+    ) -> tuple[str, Deployment] | None:
+        """Workflow ``workflow_id`` no longer uses ``trigger`` (its trigger changed, or it was
+        deleted). When that trigger is a source its builder deployed for it and nothing else
+        listens to the source (another workflow, a subscription; an account-wide
+        auto-subscription does not count), the source goes: deleted, or, when it has events
+        stored, stopped (deactivated: no timer, no endpoint, no mail) and kept with its events.
+        A source the user picked that existed already is never touched. What was done
+        (``"deleted"`` or ``"stopped"``) and the source, or None."""
+        if not trigger or trigger.get("type") != "source":
+            return None
+        source_id = str(trigger.get("source_id") or "")
+        async with self.db.connect() as conn:
+            found = await sources.get(conn, owner_id, source_id)
+            if found is None or found.builder_workflow_id != workflow_id:
+                return None
+            automatic = set(await subscription_store.auto_for(conn, owner_id))
+            listeners = [
+                s
+                for s in await subscription_store.list_for(conn, owner_id)
+                if s.emitter_id == source_id
+                and s.listener_id != workflow_id
+                and (s.listener_id, s.event_name) not in automatic
+            ]
+            has_events = await events.any_stored(conn, source_id)
+        if listeners:
+            return None
+        if not has_events:
+            await self.sources.delete(owner_id, source_id)
+            return "deleted", found
+        if found.active:
+            try:
+                found = await self.sources.update(owner_id, source_id, UpdateRequest(active=False))
+            except errors.SluiceError as exc:  # its deactivate hook threw: it keeps running
+                log.warning("source %s was not stopped: %s", source_id, exc.message)
+                return None
+        return "stopped", found
 
     async def workflow_page(
         self, owner_id: str, *, limit: int, before: str | None, after: str | None

@@ -234,6 +234,12 @@ async def delete_range(
     return int(result.rowcount)
 
 
+async def any_stored(conn: AsyncConnection, emitter_id: str) -> bool:
+    """Whether the emitter has an event stored (on any channel)."""
+    query = sa.select(t.c.emitter_id).where(t.c.emitter_id == emitter_id).limit(1)
+    return (await conn.execute(query)).first() is not None
+
+
 async def delete_all(conn: AsyncConnection, emitter_id: str) -> None:
     await conn.execute(t.delete().where(t.c.emitter_id == emitter_id))
     await conn.execute(lt.delete().where(lt.c.emitter_id == emitter_id))

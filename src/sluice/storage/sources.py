@@ -34,6 +34,8 @@ class Deployment:
     dedupe_state: dict[str, Any] | None
     created_at: int
     updated_at: int
+    #: The workflow whose builder deployed it as that workflow's trigger, if one did.
+    builder_workflow_id: str | None = None
 
     def with_changes(self, **changes: Any) -> Deployment:
         return replace(self, **changes)
@@ -199,6 +201,15 @@ def locked_here(conn: Connection, deployment_id: str) -> bool:
 
 async def lock(conn: AsyncConnection, deployment_id: str) -> Deployment | None:
     return await conn.run_sync(lock_sync, deployment_id)
+
+
+async def set_builder_workflow(
+    conn: AsyncConnection, deployment_id: str, workflow_id: str | None
+) -> None:
+    """Mark the source as deployed by ``workflow_id``'s builder for its trigger."""
+    await conn.execute(
+        t.update().where(t.c.id == deployment_id).values(builder_workflow_id=workflow_id)
+    )
 
 
 async def delete(conn: AsyncConnection, deployment_id: str) -> None:

@@ -106,6 +106,9 @@ deployed_components = sa.Table(
     sa.Column("dedupe_state", JSON),
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.Column("updated_at", sa.BigInteger, nullable=False),
+    # The workflow whose builder deployed it as its "New source" trigger (migration 0023): it
+    # goes when that workflow stops using it and nothing else does (platform/services.py).
+    sa.Column("builder_workflow_id", Str(40)),
     sa.UniqueConstraint("owner_id", "name_slug", name="uq_deployed_components_owner_slug"),
 )
 

@@ -15,7 +15,14 @@ from starlette.responses import Response
 from sluice import errors
 from sluice.domain import states
 from sluice.domain.routing import Link
-from sluice.platform import Platform, Run, SavedComponent, Workflow, WorkflowInput
+from sluice.platform import (
+    Deployment,
+    Platform,
+    Run,
+    SavedComponent,
+    Workflow,
+    WorkflowInput,
+)
 from sluice.web import action_steps, pickers, render, step_tests, trigger_sources, workflow_form
 from sluice.web import session as sessions
 
@@ -52,7 +59,12 @@ async def workflows(request: Request) -> Response:
     )
     error_workflow = await platform.workflows.error_workflow_id(session.account.id)
     rows = [await _row(platform, w) for w in found]
-    context = {"rows": rows, "total": total, "error_workflow": error_workflow}
+    context = {
+        "rows": rows,
+        "total": total,
+        "error_workflow": error_workflow,
+        "released": await _released_note(request, platform, session.account.id),
+    }
     return render.page(request, "workflows.html", context, session=session)
 
 
@@ -147,23 +159,58 @@ async def _posted(request: Request, session: sessions.Session) -> tuple[Any, Wor
 
 async def _saved(
     platform: Platform, owner_id: str, body: WorkflowInput, workflow_id: str | None
-) -> Workflow:
+) -> tuple[Workflow, str]:
     """Create (``workflow_id`` None) or update the workflow; a new-source trigger is deployed
-    first and becomes the trigger, and is deleted again when the workflow is refused."""
+    first and becomes the trigger (marked as the builder's), and is deleted again when the
+    workflow is refused. The source the builder made for the trigger it had goes when that
+    trigger changes (``Services.release_builder_source``). The workflow and its page's
+    address (saying what became of that source)."""
     trigger = body.trigger or {}
-    if trigger.get("type") != trigger_sources.NEW:
-        if workflow_id is None:
-            return await platform.workflows.create(owner_id, body)
-        return await platform.workflows.update(owner_id, workflow_id, body)
-    source = await trigger_sources.deploy(platform, owner_id, trigger)
-    as_source = replace(body, trigger={"type": "source", "source_id": source.id})
+    previous = None if workflow_id is None else await platform.workflows.get(owner_id, workflow_id)
+    made = None
+    if trigger.get("type") == trigger_sources.NEW:
+        made = await trigger_sources.deploy(platform, owner_id, trigger)
+        body = replace(body, trigger={"type": "source", "source_id": made.id})
     try:
         if workflow_id is None:
-            return await platform.workflows.create(owner_id, as_source)
-        return await platform.workflows.update(owner_id, workflow_id, as_source)
+            saved = await platform.workflows.create(owner_id, body)
+        else:
+            saved = await platform.workflows.update(owner_id, workflow_id, body)
     except errors.SluiceError:
-        await platform.sources.delete(owner_id, source.id)
+        if made is not None:
+            await platform.sources.delete(owner_id, made.id)
         raise
+    if made is not None:
+        await platform.mark_builder_source(owner_id, made.id, saved.id)
+    address = f"/workflows/{saved.id}"
+    if previous is not None and previous.trigger != saved.trigger:
+        released = await platform.release_builder_source(owner_id, saved.id, previous.trigger)
+        address += _released_query(released)
+    return saved, address
+
+
+def _released_query(released: tuple[str, Deployment] | None) -> str:
+    """The query that tells the next page what became of the builder's old trigger source."""
+    if released is None:
+        return ""
+    what, source = released
+    return f"?old_source={what}&source_id={source.id}"
+
+
+async def _released_note(
+    request: Request, platform: Platform, owner_id: str
+) -> dict[str, Any] | None:
+    """What the query of ``_released_query`` says, for the page: ``{"what", "source"}`` (the
+    source as it is now; None once deleted)."""
+    what = request.query_params.get("old_source")
+    if what not in ("deleted", "stopped"):
+        return None
+    source = None
+    with contextlib.suppress(errors.NotFound):
+        source = await platform.sources.get(owner_id, request.query_params.get("source_id", ""))
+    if what == "stopped" and source is None:
+        return None
+    return {"what": what, "source": source}
 
 
 @router.post("/workflows")
@@ -172,13 +219,13 @@ async def create(request: Request) -> Response:
     form, body = await _posted(request, session)
     platform = sessions.platform_of(request)
     try:
-        workflow = await _saved(platform, session.account.id, body, None)
+        _, address = await _saved(platform, session.account.id, body, None)
     except errors.SluiceError as exc:
         values = _posted_values(form, body)
         return await _builder(
             request, session, values, error=exc, **render.page_address(request, "/workflows/new")
         )
-    return render.redirect(f"/workflows/{workflow.id}")
+    return render.redirect(address)
 
 
 @router.get("/workflows/{workflow_id}/edit")
@@ -202,12 +249,12 @@ async def update(request: Request, workflow_id: str) -> Response:
     form, body = await _posted(request, session)
     platform = sessions.platform_of(request)
     try:
-        await _saved(platform, session.account.id, body, workflow_id)
+        _, address = await _saved(platform, session.account.id, body, workflow_id)
     except errors.SluiceError as exc:
         values = {**_posted_values(form, body), "id": workflow_id}
-        address = render.page_address(request, f"/workflows/{workflow_id}/edit")
-        return await _builder(request, session, values, error=exc, **address)
-    return render.redirect(f"/workflows/{workflow_id}")
+        page_address = render.page_address(request, f"/workflows/{workflow_id}/edit")
+        return await _builder(request, session, values, error=exc, **page_address)
+    return render.redirect(address)
 
 
 @router.get("/workflows/{workflow_id}")
@@ -240,6 +287,7 @@ async def workflow(request: Request, workflow_id: str) -> Response:
         "subscriptions": subscriptions,
         "others": [w for w in others if w.id != found.id],
         "step_names": {s["id"]: s["name"] for s in found.steps},
+        "released": await _released_note(request, platform, session.account.id),
     }
     return render.page(request, "workflow.html", context, session=session)
 
@@ -285,8 +333,11 @@ async def set_active(request: Request, workflow_id: str) -> Response:
 async def delete(request: Request, workflow_id: str) -> Response:
     session = await sessions.required(request)
     await render.checked_form(request, session)
-    await sessions.platform_of(request).workflows.delete(session.account.id, workflow_id)
-    return render.redirect("/workflows")
+    platform = sessions.platform_of(request)
+    found = await platform.workflows.get(session.account.id, workflow_id)
+    await platform.workflows.delete(session.account.id, workflow_id)
+    released = await platform.release_builder_source(session.account.id, found.id, found.trigger)
+    return render.redirect("/workflows" + _released_query(released))
 
 
 @router.post("/workflows/{workflow_id}/forward")
