@@ -12,6 +12,7 @@ import logging
 import sqlite3
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -251,6 +252,25 @@ def sqlite_dbapi(conn: Connection) -> Any | None:
     return conn.connection.dbapi_connection
 
 
+@dataclass
+class _LockState:
+    """What this process last saw of one SQLite file's write lock (``Writer``)."""
+
+    #: Another process held the write lock past the busy timeout, and no write started since
+    #: has taken it.
+    stalled: bool = False
+    #: When the last write known to have taken the lock started (``time.monotonic()``).
+    last_taken: float = 0.0
+
+
+#: Per SQLite file, shared by every ``Writer`` of the process.
+_LOCKS: dict[str, _LockState] = {}
+#: While a file is marked stalled, how long a write keeps trying to take the lock at once
+#: before it is refused: long enough for the process's own queued transactions to go first
+#: once the stalled holder lets go.
+STALLED_PATIENCE_S = 0.5
+
+
 class Writer:
     """Runs a short write function of a sync ``Connection`` in a transaction of its own, with
     the fewest round trips: the hot write of the HTTP ingress (a batch of new jobs).
@@ -264,6 +284,14 @@ class Writer:
     write lock, the attempt rolls back at once and is tried again on the next turns of the
     loop (which the holder needs to commit), then after ``patience`` seconds on the engine
     itself. On PostgreSQL it runs on the async engine.
+
+    Once a write to a SQLite file waited out the whole busy timeout (another process holds the
+    write lock and does not move: one stalled holding it), the file is marked stalled for
+    every ``Writer`` of this process. Until a write takes the lock again, a write tries only
+    on its own connection (``STALLED_PATIENCE_S``) and is then refused (503): it does not
+    queue on the engine's one connection behind others each waiting out the busy timeout
+    (answers took up to 40.8 s so). A write that failed so but had started before the last
+    one that took the lock does not mark the file again (it was queued behind the stall).
     """
 
     def __init__(self, engine: AsyncEngine, patience: float = 0.05) -> None:
@@ -271,6 +299,7 @@ class Writer:
         self._patience = patience
         self._sync: sa.Engine | None = None
         self._inline: Connection | None = None
+        self._lock = _LOCKS.setdefault(str(engine.url.database), _LockState())
         if engine.dialect.name == "sqlite":
             url = engine.url.set(drivername="sqlite")
             self._sync = sa.create_engine(
@@ -280,39 +309,62 @@ class Writer:
             faults.install(self._sync)
 
     async def __call__(self, fn: Callable[[Connection], T]) -> T:
+        started = time.monotonic()
         try:
-            return await self._write(fn)
+            return await self._write(fn, started)
         except Exception as exc:  # the driver's own cursor's errors too
             faults.raise_if_unavailable(exc)
             if self._sync is not None:
                 # Still locked after the engine's busy timeout (10 s): another process holds
                 # the write lock and does not move (stalled): 503, not 500.
-                faults.raise_if_locked(exc)
+                try:
+                    faults.raise_if_locked(exc)
+                except errors.StorageUnavailable:
+                    if started >= self._lock.last_taken:
+                        self._lock.stalled = True
+                    raise
             raise
 
-    async def _write(self, fn: Callable[[Connection], T]) -> T:
+    async def _write(self, fn: Callable[[Connection], T], started: float) -> T:
         if self._sync is not None:
             if self._inline is None:
                 self._inline = self._sync.connect()
                 self._inline.exec_driver_sql("PRAGMA busy_timeout=0")
                 self._inline.exec_driver_sql("PRAGMA wal_autocheckpoint=0")
                 self._inline.commit()  # SQLAlchemy's autobegin: end it before begin()
-            deadline = time.monotonic() + self._patience
+            stalled = self._lock.stalled
+            deadline = started + (
+                max(self._patience, STALLED_PATIENCE_S) if stalled else self._patience
+            )
+            dbapi = self._inline.connection.dbapi_connection
             tries = 0
             while True:
+                changes = dbapi.total_changes if dbapi is not None else 0
                 try:
                     with self._inline.begin():
-                        return fn(self._inline)
+                        result = fn(self._inline)
                 except _BUSY as exc:
                     if "locked" not in str(exc) and "busy" not in str(exc):
                         raise
+                else:
+                    if dbapi is not None and dbapi.total_changes != changes:
+                        self._taken(started)  # it wrote: it held the lock
+                    return result
                 tries += 1
                 if time.monotonic() > deadline:
                     break
                 # The next turn of the loop first, then a pause: no hot spin on a long hold.
                 await asyncio.sleep(0 if tries < 8 else 0.001)
+            if stalled:
+                raise sqlite3.OperationalError("database is locked (by a stalled process)")
         async with self._engine.begin() as conn:
-            return await conn.run_sync(fn)
+            result = await conn.run_sync(fn)
+        self._taken(started)
+        return result
+
+    def _taken(self, started: float) -> None:
+        self._lock.stalled = False
+        self._lock.last_taken = max(self._lock.last_taken, started)
 
     def dispose(self) -> None:
         if self._inline is not None:
