@@ -298,3 +298,56 @@ def test_the_builders_old_trigger_source_goes_when_the_trigger_changes(page: Pag
     expect(page.get_by_role("link", name="last-tick")).to_have_count(0)
     expect(page.get_by_role("link", name="kept-hook")).to_have_count(1)
     expect(page.get_by_role("link", name="switch-hook")).to_have_count(1)
+
+
+def test_a_trigger_sources_props_are_edited_in_the_builder(page: Page) -> None:
+    page.goto("/workflows/new")
+    page.get_by_label("Name", exact=True).fill("Props hook")
+    _new_source_trigger(page, "New Requests", "props-hook")
+    page.locator("[data-trigger-props]").get_by_label("Response Status Code").fill("201")
+    page.get_by_role("button", name="Deploy").click()
+    page.locator("[data-trigger-source]").click()
+    endpoint = page.locator("#endpoint-url").inner_text()
+    with httpx.Client(timeout=60) as client:
+        assert client.post(endpoint, json={"n": 1}).status_code == 201
+    page.go_back()
+
+    # Reopened, the builder shows the deployed source's props, the same fields, and saves them.
+    page.get_by_role("link", name="Edit").click()
+    expect(page.get_by_label("A source's events")).to_be_checked()
+    source_props = page.locator("[data-trigger-source-props]")
+    expect(source_props).to_contain_text("props-hook")
+    expect(source_props.get_by_label("Response Status Code")).to_have_value("201")
+    source_props.get_by_label("Response Status Code").fill("202")
+    source_props.get_by_label("Response Body").fill('{"edited": true}')
+    page.get_by_role("button", name="Save and deploy").click()
+    expect(page.locator("[data-trigger-source]")).to_have_text("props-hook")
+    with httpx.Client(timeout=60) as client:
+        answer = client.post(endpoint, json={"n": 2})
+    assert (answer.status_code, answer.json()) == (202, {"edited": True})
+
+    # A schedule source: a bad value is named on its field and nothing is saved.
+    page.get_by_role("link", name="Edit").click()
+    _new_source_trigger(page, "Custom Interval", "props-tick")
+    page.get_by_role("button", name="Save and deploy").click()
+    expect(page.locator("[data-trigger-source]")).to_have_text("props-tick")
+    page.get_by_role("link", name="Edit").click()
+    source_props = page.locator("[data-trigger-source-props]")
+    expect(source_props.get_by_label("Interval in seconds")).to_have_value("900")
+    source_props.get_by_label("Interval in seconds").fill("")
+    source_props.get_by_label("cron").fill("not a cron")
+    page.get_by_role("button", name="Save and deploy").click()
+    expect(source_props.locator(".field.has-error")).to_contain_text("cron")
+    expect(source_props.get_by_label("cron")).to_have_value("not a cron")
+    source_props.get_by_label("cron").fill("")
+    source_props.get_by_label("Interval in seconds").fill("7200")
+    page.get_by_role("button", name="Save and deploy").click()
+    page.locator("[data-trigger-source]").click()
+    expect(page.get_by_label("Interval in seconds")).to_have_value("7200")
+
+    # Choosing another source under "A source's events" loads that source's props.
+    page.go_back()
+    page.get_by_role("link", name="Edit").click()
+    chosen = page.locator("select[name='trigger.source_id']")
+    chosen.select_option(chosen.locator("option", has_text="props-hook").get_attribute("value"))
+    expect(source_props.get_by_label("Response Status Code")).to_have_value("202")

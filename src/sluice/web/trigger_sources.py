@@ -5,7 +5,12 @@ deployed when the workflow is saved, becoming the workflow's trigger (``{"type":
 A new workflow and an existing one (whose trigger changes) both have it.
 
 The source's props are checked by the platform when it deploys; its errors come back named
-``trigger.configured_props.<prop>`` and are shown on that field of the builder."""
+``trigger.configured_props.<prop>`` and are shown on that field of the builder.
+
+A deployed source as the trigger ("A source's events": the one a New source became, or any
+other) has its props form in the builder too (inputs ``trigger.sprop.<name>``, the same
+fields): changed values are saved to the source (the spec's update, as on its page) when the
+workflow is saved; its errors are named ``trigger.source.configured_props.<prop>``."""
 
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ from starlette.datastructures import FormData
 from starlette.responses import Response
 
 from sluice import errors, ids
-from sluice.platform import Deployment, DeployRequest, Platform, SavedComponent
+from sluice.platform import Deployment, DeployRequest, Platform, SavedComponent, UpdateRequest
 from sluice.web import props, render
 from sluice.web import session as sessions
 
@@ -27,6 +32,8 @@ router = APIRouter(include_in_schema=False)
 #: trigger is ``source``, with the deployed source's id).
 NEW = "new_source"
 PREFIX = "trigger.prop"
+#: The inputs of a deployed trigger source's props.
+SOURCE_PREFIX = "trigger.sprop"
 
 
 @dataclass
@@ -113,6 +120,115 @@ async def deploy(platform: Platform, owner_id: str, trigger: dict[str, Any]) -> 
         # names its fields' errors.
         named = f"trigger.{exc.field}" if exc.field else None
         raise type(exc)(exc.message, field=named, details=exc.details) from exc
+
+
+@dataclass
+class SourceProps:
+    """A deployed trigger source's props form: its fields (with its values, or those posted
+    again after an error) and its secret props that have a stored value."""
+
+    source: Deployment
+    component: SavedComponent
+    fields: list[props.Field]
+    secret_names: list[str]
+    #: How many workflows (this one included) listen to the source.
+    listeners: int = 0
+
+
+async def source_form(
+    platform: Platform, owner_id: str, source_id: str, values: dict[str, Any] | None = None
+) -> SourceProps | None:
+    try:
+        source = await platform.sources.get(owner_id, source_id)
+    except errors.NotFound:
+        return None
+    component = await platform.components.by_id(source.component_id)
+    listeners = {
+        s.listener_id
+        for s in await platform.subscriptions.list_for(owner_id)
+        if s.emitter_id == source.id and ids.has_prefix(s.listener_id, "p")
+    }
+    shown = {**source.configured_props, **(values or {})}
+    return SourceProps(
+        source,
+        component,
+        props.fields(component.configurable_props, shown),
+        sorted(source.secret_props),
+        len(listeners),
+    )
+
+
+def _changed(found: SourceProps, configured: dict[str, Any]) -> bool:
+    """Whether the posted props differ from the source's (a default counts as its value; a
+    secret typed is a change, one left empty keeps the stored value)."""
+    stored = found.source.configured_props
+    for f in found.fields:
+        if f.widget == "password":
+            if configured.get(f.name) not in (None, ""):
+                return True
+            continue
+        default = f.prop.get("default")
+        if configured.get(f.name, default) != stored.get(f.name, default):
+            return True
+    return False
+
+
+def posted_source_props(form: FormData) -> tuple[str, bool]:
+    """The source whose props form was posted with the builder (``""``: none) and whether it
+    is the trigger's source (the form is of the source chosen when it loaded)."""
+    shown = render.text(form, "trigger.sprops_for")
+    return shown, bool(shown) and shown == render.text(form, "trigger.source_id")
+
+
+async def posted_source_values(
+    platform: Platform, owner_id: str, form: FormData
+) -> dict[str, Any] | None:
+    """The trigger source's props as posted with the builder (to show again after an error),
+    or None when the form had none for the trigger's source."""
+    shown, current = posted_source_props(form)
+    if not current:
+        return None
+    found = await source_form(platform, owner_id, shown)
+    if found is None:
+        return None
+    return props.from_form(found.component.configurable_props, form, prefix=SOURCE_PREFIX)
+
+
+async def save_source_props(platform: Platform, owner_id: str, form: FormData) -> None:
+    """Save the trigger source's props posted with the builder, when they changed (an update
+    runs the source's deactivate and activate hooks, so an unchanged form updates nothing).
+    Before the workflow is saved: a bad value saves neither."""
+    shown, current = posted_source_props(form)
+    if render.text(form, "trigger.type") != "source" or not current:
+        return
+    found = await source_form(platform, owner_id, shown)
+    if found is None:
+        return
+    configured = props.from_form(found.component.configurable_props, form, prefix=SOURCE_PREFIX)
+    if not _changed(found, configured):
+        return
+    try:
+        await platform.sources.update(owner_id, shown, UpdateRequest(configured_props=configured))
+    except errors.SluiceError as exc:
+        named = exc.field
+        if named and named.startswith("configured_props"):
+            named = "trigger.source." + named
+        raise type(exc)(exc.message, field=named, details=exc.details) from exc
+
+
+@router.post("/workflows/trigger-source-props")
+async def trigger_source_props(request: Request) -> Response:
+    """The chosen deployed source's props form (htmx, when the builder's source changes)."""
+    session = await sessions.required(request)
+    form = await render.checked_form(request, session)
+    platform = sessions.platform_of(request)
+    source_id = render.text(form, "trigger.source_id")
+    context = {
+        "sf": await source_form(platform, session.account.id, source_id) if source_id else None,
+        "accounts": await platform.apps.list(session.account.id),
+        "error": None,
+    }
+    return render.page(request, "trigger_source_props.html", context, session=session)
 
 
 @router.post("/workflows/trigger-props")

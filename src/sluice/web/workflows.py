@@ -92,8 +92,16 @@ async def _builder(
             str(trigger.get("component") or ""),
             trigger.get("values") or {},
         )
+    source_props = None
+    shown_source = trigger.get("source_id") if trigger.get("type") == "source" else None
+    shown_source = shown_source or (page.items[0].id if page.items else None)
+    if shown_source:  # the props form of the source chosen under "A source's events"
+        source_props = await trigger_sources.source_form(
+            platform, session.account.id, str(shown_source), values.get("source_values")
+        )
     context = {
         "sources": page.items,
+        "source_props": source_props,
         "v": values,
         "new_code": workflow_form.NEW_CODE,
         "action_forms": await action_steps.forms(platform, session.account.id, values["steps"]),
@@ -130,7 +138,9 @@ async def new(request: Request, action: str | None = None) -> Response:
     return await _builder(request, session, values)
 
 
-def _posted_values(form: Any, body: WorkflowInput) -> dict[str, Any]:
+async def _posted_values(
+    platform: Platform, owner_id: str, form: Any, body: WorkflowInput
+) -> dict[str, Any]:
     """The builder as it was posted, to show again with the platform's error."""
     steps = [
         replace(step, props=json.dumps(sent["props"]))
@@ -143,6 +153,7 @@ def _posted_values(form: Any, body: WorkflowInput) -> dict[str, Any]:
         "trigger": body.trigger,
         "steps": steps,
         "global_errors": body.global_errors,
+        "source_values": await trigger_sources.posted_source_values(platform, owner_id, form),
     }
 
 
@@ -219,9 +230,10 @@ async def create(request: Request) -> Response:
     form, body = await _posted(request, session)
     platform = sessions.platform_of(request)
     try:
+        await trigger_sources.save_source_props(platform, session.account.id, form)
         _, address = await _saved(platform, session.account.id, body, None)
     except errors.SluiceError as exc:
-        values = _posted_values(form, body)
+        values = await _posted_values(platform, session.account.id, form, body)
         return await _builder(
             request, session, values, error=exc, **render.page_address(request, "/workflows/new")
         )
@@ -249,9 +261,13 @@ async def update(request: Request, workflow_id: str) -> Response:
     form, body = await _posted(request, session)
     platform = sessions.platform_of(request)
     try:
+        await trigger_sources.save_source_props(platform, session.account.id, form)
         _, address = await _saved(platform, session.account.id, body, workflow_id)
     except errors.SluiceError as exc:
-        values = {**_posted_values(form, body), "id": workflow_id}
+        values = {
+            **await _posted_values(platform, session.account.id, form, body),
+            "id": workflow_id,
+        }
         page_address = render.page_address(request, f"/workflows/{workflow_id}/edit")
         return await _builder(request, session, values, error=exc, **page_address)
     return render.redirect(address)
