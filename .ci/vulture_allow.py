@@ -10,6 +10,8 @@ _.data_received  # asyncio.Protocol (runtime/protocol.LineChannel)
 _.eof_received  # asyncio.Protocol
 _.pause_writing  # asyncio.Protocol
 _.resume_writing  # asyncio.Protocol
+_.readable  # io.RawIOBase (runtime/npm_jail._Capped)
+_.readinto  # io.RawIOBase
 _.connect_unix_socket  # httpcore.AsyncNetworkBackend (engine/outbound)
 _._pool  # httpx.AsyncHTTPTransport reads its own _pool (engine/outbound replaces it)
 _.handle_RCPT  # aiosmtpd's handler hook (engine/mail_in)

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from sluice.errors import DependencyInstallFailed
+from sluice.errors import DependencyInstallFailed, NpmQuotaExceeded
 from sluice.runtime.deps import DependencyStore
 from sluice.runtime.npm_jail import NpmJail
 from sluice.runtime.sandbox import Sandbox, SandboxConfig
@@ -168,7 +168,6 @@ async def test_a_hanging_install_is_killed_at_its_time_limit(
     with pytest.raises(DependencyInstallFailed, match="timed out after 3 s"):
         await store.ensure({"is-odd": "3.0.1"}, "acct-evil")
     assert not list((data_dir / "store").glob(".tmp-*"))
-    assert sandbox.root is not None and not list((sandbox.root / "installs").iterdir())
 
 
 async def test_a_real_package_installs_through_the_jail(data_dir: Path, sandbox: Sandbox) -> None:
@@ -181,3 +180,66 @@ async def test_a_real_package_installs_through_the_jail(data_dir: Path, sandbox:
     assert manifest["version"] == "3.0.1"
     assert (entry / "node_modules" / "is-number" / "package.json").is_file()
     assert {p.lstat().st_uid for p in [entry, *entry.rglob("*")]} == {os.geteuid()}
+
+
+#: Stands for an install that writes more than it may (a huge package, a hostile tarball).
+FILLING_NPM = """#!/usr/bin/env node
+const fs = require("node:fs");
+const mb = Buffer.alloc(1 << 20, 120);
+let wrote = 0;
+try {
+  fs.mkdirSync("node_modules/big", { recursive: true });
+  const fd = fs.openSync("node_modules/big/blob", "w");
+  for (let i = 0; i < 64; i++) { fs.writeSync(fd, mb); wrote += mb.length; }
+  fs.closeSync(fd);
+} catch (e) {
+  process.stderr.write(`npm error code ${e.code}\\nwrote ${wrote}\\n`);
+  process.exit(1);
+}
+process.stderr.write(`npm error wrote ${wrote}\\n`);
+process.exit(1);
+"""
+
+
+def _wrote(details: dict[str, object]) -> int:
+    return int(str(details.get("stderr", "")).split("wrote ")[1].split()[0])
+
+
+async def test_an_install_cannot_write_more_than_the_quota_left(
+    data_dir: Path, sandbox: Sandbox, evil_npm: Path
+) -> None:
+    """Issue 25: disk use during an npm install was unbounded (the quota was checked once npm
+    had written everything to the host's disk). Seen on the old code: the stand-in wrote all
+    64 MiB to the host and the install failed with a generic npm error."""
+    evil_npm.write_text(FILLING_NPM)
+    evil_npm.chmod(0o755)
+    store = _store(data_dir, sandbox, evil_npm, quota_bytes=4 << 20)
+    with pytest.raises(NpmQuotaExceeded, match="left of this account's npm quota") as caught:
+        await store.ensure({"is-odd": "3.0.1"}, "acct-evil")
+    assert _wrote(caught.value.details) <= 4 << 20, caught.value.details
+    assert caught.value.details["limit_bytes"] == 4 << 20
+    assert not [p for p in (data_dir / "store").iterdir() if p.is_dir() and p.name != ".owners"]
+    assert await store.owner_bytes("acct-evil") == 0
+
+
+async def test_an_install_cannot_write_more_than_a_third_of_its_memory(
+    data_dir: Path, evil_npm: Path
+) -> None:
+    """Without a quota (or with more left than that), the bound is a third of the install's
+    memory limit: its tmpfs pages are memory. Seen on the old code: all 64 MiB written."""
+    sandbox = Sandbox(
+        SandboxConfig(
+            components_dir=data_dir / "components", npm_store_dir=data_dir / "store", memory_mb=96
+        )
+    )
+    await asyncio.to_thread(sandbox.open)
+    evil_npm.write_text(FILLING_NPM)
+    evil_npm.chmod(0o755)
+    try:
+        store = _store(data_dir, sandbox, evil_npm)
+        with pytest.raises(DependencyInstallFailed, match="the most one npm install may use") as e:
+            await store.ensure({"is-odd": "3.0.1"}, "acct-evil")
+    finally:
+        sandbox.close()
+    assert _wrote(e.value.details) <= 32 << 20, e.value.details
+    assert not list((data_dir / "store").glob(".tmp-*"))

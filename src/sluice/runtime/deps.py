@@ -10,8 +10,9 @@ Per account (issue 25): ``root/.owners/<owner>/<key>`` marks each dependency set
 components use, holding the set's size in bytes (its files, measured once when installed,
 kept in ``root/<key>/.sluice-size``). An account's npm bytes are the sum of its marks; an
 install or a new mark that would take it past ``quota_bytes`` is refused with
-``NpmQuotaExceeded`` (an install that turns out too large is deleted, never renamed into the
-store), and one account's installs run one at a time, so concurrent saves cannot add up past it.
+``NpmQuotaExceeded`` (a jailed install cannot write more than the room left: ``npm_jail.py``;
+an unjailed one that turns out too large is deleted, never renamed into the store), and one
+account's installs run one at a time, so concurrent saves cannot add up past it.
 
 Every install has a time limit (``install_timeout``), after which its process group is killed.
 With a sandbox (``jail``, set by the platform), npm runs in a jail of its own: the account's
@@ -42,7 +43,8 @@ from urllib.parse import unquote
 
 from sluice.domain.imports import DependencyPlan, dependencies_key
 from sluice.errors import DependencyInstallFailed, NpmQuotaExceeded
-from sluice.runtime.npm_jail import SCRATCH, NpmJail
+from sluice.runtime import npm_jail
+from sluice.runtime.npm_jail import Jailed, NpmJail
 from sluice.runtime.sandbox import no_strays
 
 __all__ = ["DependencyStore"]
@@ -81,7 +83,7 @@ _ETARGET_RE = re.compile(r"No matching version found for (?P<spec>\S+?)\.?(?:\s|
 _PREFIX_RE = re.compile(r"^npm (?:error|ERR!|warn|WARN)\s*")
 _NOISE_RE = re.compile(
     r"A complete log of this run|^npm error 404\s*$|Note that you can also install from a"
-    r"|tarball, folder, http url, or git url|^npm notice"
+    r"|tarball, folder, http url, or git url|^npm notice|^sluice-free-space "
 )
 
 
@@ -176,6 +178,32 @@ class DependencyStore:
             details={"used_bytes": used, "size_bytes": size, "quota_bytes": self.quota_bytes},
         )
 
+    def _full(self, jailed: Jailed, requested: list[str], stderr: str) -> Exception:
+        """npm ran out of room in its jail's tmpfs (``npm_jail.py``)."""
+        what = ", ".join(requested)
+        mb = jailed.limit_bytes / (1 << 20)
+        if jailed.by_quota:
+            return NpmQuotaExceeded(
+                f"installing {what} needs more than the {mb:.1f} MB left of this account's "
+                f"npm quota ({self.quota_bytes >> 20} MB): nothing was kept. Remove components "
+                "that use large packages, or ask the operator to raise SLUICE_NPM_QUOTA_MB",
+                details={
+                    "limit_bytes": jailed.limit_bytes,
+                    "quota_bytes": self.quota_bytes,
+                    "stderr": stderr[-2000:],
+                },
+            )
+        return DependencyInstallFailed(
+            f"installing {what} needs more than {mb:.0f} MB, the most one npm install may use "
+            "(a third of SLUICE_RUNNER_MEMORY_MB: installs run on memory-backed tmpfs): "
+            "nothing was kept",
+            details={
+                "packages": requested,
+                "limit_bytes": jailed.limit_bytes,
+                "stderr": stderr[-2000:],
+            },
+        )
+
     def _mark(self, owner_id: str, key: str) -> None:
         marks = self.root / ".owners" / _safe(owner_id)
         marks.mkdir(parents=True, exist_ok=True)
@@ -222,9 +250,10 @@ class DependencyStore:
         tmp = self.root / f".tmp-{key}-{secrets.token_hex(6)}"
         try:
             await asyncio.to_thread(_write_package_json, tmp, key, dependencies)
-            await self._run_npm(tmp, dependencies, owner_id)
-            for scratch in SCRATCH:  # a jailed install's own npm cache and HOME
-                await asyncio.to_thread(shutil.rmtree, tmp / scratch, True)
+            room = None
+            if owner_id is not None and self.quota_bytes > 0:
+                room = self.quota_bytes - await self.owner_bytes(owner_id)
+            await self._run_npm(tmp, dependencies, owner_id, room)
             missing = [
                 name
                 for name in dependencies
@@ -265,22 +294,24 @@ class DependencyStore:
         return env
 
     async def _run_npm(
-        self, cwd: Path, dependencies: Mapping[str, str], owner_id: str | None
+        self, cwd: Path, dependencies: Mapping[str, str], owner_id: str | None, room: int | None
     ) -> None:
+        """npm install in ``cwd``; ``room``: bytes left in the account's npm quota (a jailed
+        install cannot use more, nor write anything to the host's disk while it runs)."""
         if self.jail is None:
-            await self._run_npm_in(dependencies, [self.npm, *_NPM_FLAGS], (), cwd)
+            await self._run_npm_in(dependencies, [self.npm, *_NPM_FLAGS], None, cwd)
             return
-        async with self.jail.enter(owner_id, cwd, self.npm, list(_NPM_FLAGS)) as jailed:
+        async with self.jail.enter(owner_id, cwd, self.npm, list(_NPM_FLAGS), room) as jailed:
             # uvloop ignores close_fds: none of the server's descriptors may reach the jail.
-            keep: set[int | None] = set(jailed.pass_fds)
+            keep: set[int | None] = {*jailed.pass_fds, jailed.stdout}
             no_strays(keep)
-            await self._run_npm_in(dependencies, jailed.argv, jailed.pass_fds, None)
+            await self._run_npm_in(dependencies, jailed.argv, jailed, None)
 
     async def _run_npm_in(
         self,
         dependencies: Mapping[str, str],
         argv: list[str],
-        pass_fds: tuple[int, ...],
+        jailed: Jailed | None,
         host_cwd: Path | None,
     ) -> None:
         """Run ``argv`` (npm, or the jail that runs it: ``host_cwd`` None, an empty
@@ -292,9 +323,9 @@ class DependencyStore:
                 cwd=host_cwd or "/",
                 env=self._npm_env() if host_cwd is not None else {},
                 stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.DEVNULL,
+                stdout=jailed.stdout if jailed else asyncio.subprocess.DEVNULL,
                 stderr=asyncio.subprocess.PIPE,
-                pass_fds=pass_fds,
+                pass_fds=jailed.pass_fds if jailed else (),
                 start_new_session=True,  # its own process group, so a kill reaches children
             )
         except OSError as exc:
@@ -315,6 +346,8 @@ class DependencyStore:
             raise
         if proc.returncode != 0:
             stderr = stderr_bytes.decode(errors="replace")
+            if jailed is not None and npm_jail.full(jailed, stderr):
+                raise self._full(jailed, requested, stderr)
             culprits = _culprits(stderr) or requested
             lines = _useful_lines(stderr)
             message = f"npm could not install {', '.join(culprits)}"

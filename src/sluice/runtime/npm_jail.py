@@ -7,42 +7,46 @@ runs like a runner (``sandbox.py``), in a jail of its own:
 
 - bubblewrap with every namespace unshared, no capabilities, the runners' seccomp filter;
   ``/usr`` and a few files of ``/etc`` read-only, a sized ``/tmp``, the rest of ``/``
-  read-only; the install's staging directory, writable, at ``/install`` (its cwd), and
-  nothing else of the host (no data directory, no npm store, no other install);
+  read-only; nothing of the host writable: npm works in a tmpfs at ``/install`` (its cwd,
+  holding a copy of the set's ``package.json``) with its cache in another at ``/npm-cache``,
+  each of ``limit`` bytes (the account's room left in its npm quota, at most a third of the
+  install's memory: tmpfs pages are memory), so an install fills no host disk and a set that
+  does not fit fails with ``ENOSPC`` (``NpmQuotaExceeded`` or ``DependencyInstallFailed``,
+  ``deps.py``);
 - as root, under the account's jail uid (the one its runners use; a uid of this process for
-  installs no account asked for) and in a memory and pids cgroup of its own; the staging
-  directory is handed to that uid for the install and taken back (every file ``chown``-ed to
-  the server's user) before it is measured and moved into the store;
+  installs no account asked for) and in a memory and pids cgroup of its own;
 - no network but its own ``lo``: ``js/npm-egress.mjs`` forwards npm's proxy connections to an
-  egress proxy (``egress.py``) that lets through the npm registry's host and port only;
-- npm's cache is the staging directory's own (``.npm-cache``, removed before the move), so
-  no install can plant anything another account's install would read.
+  egress proxy (``egress.py``) that lets through the npm registry's host and port only.
 
-The store's directories stay private (0700 parents, which bubblewrap, running as the install's
-uid, could not traverse even to bind a descriptor): npm works in a directory of the sandbox's
-own (``sandbox.install_dir``, reachable through 0711 parents), which the server moves into the
-store's staging directory once npm is done (a copy when they are on different filesystems).
+When npm succeeds, the jail writes ``node_modules`` to its stdout as a tar stream, and the
+server unpacks it into the store's staging directory (``_unpack``): the server never walks a
+directory the jail can still change, every member is checked as ``tarfile``'s ``data``
+filter does (no absolute paths, no ``..``, no links out of the tree, no devices), every file
+is the server's, and the stream may not be larger than the two tmpfs mounts could hold.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
+import io
 import os
 import shutil
+import tarfile
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from sluice.domain import egress
+from sluice.errors import DependencyInstallFailed
 from sluice.runtime.egress import EgressProxy
-from sluice.runtime.sandbox import INSTALL_DIR, Sandbox
+from sluice.runtime.sandbox import FREE_MARK, INSTALL_CACHE, Sandbox
 
-__all__ = ["INSTALL_DIR", "Jailed", "NpmJail"]
+__all__ = ["Jailed", "NpmJail"]
 
-#: npm's cache and HOME, inside the staging directory (removed before it joins the store).
-SCRATCH = (".npm-cache", ".home")
 _DEFAULT_REGISTRY = "https://registry.npmjs.org/"
 
 UidOf = Callable[[str], Awaitable[int | None]]
@@ -50,11 +54,17 @@ UidOf = Callable[[str], Awaitable[int | None]]
 
 @dataclass(frozen=True)
 class Jailed:
-    """How to start npm in one install's jail: ``argv`` (the npm arguments go last) and the
-    descriptors to pass on (``pass_fds``); run it with ``cwd="/"`` and an empty environment."""
+    """How to start npm in one install's jail: ``argv`` (the npm arguments go last), the
+    descriptors to pass on (``pass_fds``) and its ``stdout`` (the tar stream's pipe); run it
+    with ``cwd="/"`` and an empty environment. ``limit_bytes``: the size of each of its tmpfs
+    mounts; ``by_quota``: whether that is the account's room left in its npm quota (else the
+    most any install may use)."""
 
     argv: list[str]
     pass_fds: tuple[int, ...]
+    stdout: int
+    limit_bytes: int
+    by_quota: bool
 
 
 class NpmJail:
@@ -68,27 +78,46 @@ class NpmJail:
         self.uid_of = uid_of
         self.registry = registry
 
+    def limit(self, room: int | None) -> tuple[int, bool]:
+        """The size of an install's tmpfs mounts, and whether the quota (``room``: bytes left
+        in the account's npm quota, None without one) set it: at most a third of the
+        install's memory limit, since tmpfs pages are memory its cgroup is charged for."""
+        most = (self.sandbox.config.memory_mb << 20) // 3
+        if room is not None and room < most:
+            return max(room, 4096), True
+        return most, False
+
     @contextlib.asynccontextmanager
     async def enter(
-        self, owner_id: str | None, staging: Path, npm: str, npm_args: list[str]
+        self,
+        owner_id: str | None,
+        staging: Path,
+        npm: str,
+        npm_args: list[str],
+        room: int | None = None,
     ) -> AsyncIterator[Jailed]:
-        """The command that runs ``npm npm_args`` on ``staging`` in a jail, for the time of the
-        ``async with``; on exit, the jail's processes are killed and ``staging`` is the
-        server's again."""
+        """The command that runs ``npm npm_args`` in a jail on ``staging``'s
+        ``package.json``, for the time of the ``async with``. What npm installed is unpacked
+        into ``staging/node_modules`` as it comes; on a clean exit from the block, a stream
+        that could not be unpacked raises ``DependencyInstallFailed``. On exit, the jail's
+        processes are killed."""
         sandbox = self.sandbox
         registry = await self._registry(npm)
         uid = None
         if owner_id is not None and sandbox.is_root and self.uid_of is not None:
             uid = await self.uid_of(owner_id)
         jail = sandbox.install_jail(owner_id or "", uid)
+        limit, by_quota = self.limit(room)
         fds: list[int] = []
         proxy = EgressProxy(
             jail.egress_socket, f"npm:{owner_id or '-'}", _policy(sandbox, registry)
         )
         entered = False
-        work = sandbox.install_dir()
+        read_end, write_end = os.pipe()
+        unpacking = asyncio.ensure_future(
+            asyncio.to_thread(_unpack, read_end, staging, 2 * limit + (1 << 20))
+        )
         try:
-            await asyncio.to_thread(_hand_over, staging, work, jail.uid)
             npm_path = Path(shutil.which(npm) or npm).absolute()  # noqa: ASYNC240 - no I/O
             # An npm outside /usr (a Node install in /opt, a test's stand-in): its package
             # directory, read-only, at its own path.
@@ -101,8 +130,8 @@ class NpmJail:
             if seccomp_fd is not None:
                 fds.append(seccomp_fd)
             env = {
-                "HOME": f"{INSTALL_DIR}/.home",
-                "npm_config_cache": f"{INSTALL_DIR}/.npm-cache",
+                "HOME": "/tmp",  # noqa: S108 - the jail's own sized tmpfs
+                "npm_config_cache": INSTALL_CACHE,
                 "npm_config_registry": registry,
                 "npm_config_update_notifier": "false",
                 "npm_config_fund": "false",
@@ -111,26 +140,46 @@ class NpmJail:
             launch = sandbox.install_command(
                 jail,
                 [str(npm_path.resolve() if outside else npm_path), *npm_args],
-                work=work,
+                package_json=staging / "package.json",
+                size_bytes=limit,
                 env=env,
                 ro_binds=[_package_root(npm_path)] if outside else [],
                 seccomp_fd=seccomp_fd,
             )
             fds.extend(launch.fds)
-            yield Jailed(launch.argv, tuple(fds))
+            yield Jailed(launch.argv, tuple(fds), write_end, limit, by_quota)
         finally:
+            os.close(write_end)  # the jail holds the only other copies: gone when it is
             for fd in fds:
                 with contextlib.suppress(OSError):
                     os.close(fd)
             if entered:
                 await proxy.__aexit__(None, None, None)
-            sandbox.release(jail)
-            await asyncio.to_thread(_take_back, work, staging)
+            sandbox.release(jail)  # kills what is left in its cgroups: the pipe closes
+            failure = await asyncio.gather(unpacking, return_exceptions=True)
+        if isinstance(failure[0], BaseException):
+            raise DependencyInstallFailed(
+                f"the installed packages could not be unpacked: {failure[0]}"
+            ) from failure[0]
 
     async def _registry(self, npm: str) -> str:
         if self.registry is None:
             self.registry = await _npm_registry(npm)
         return self.registry
+
+
+def full(jailed: Jailed, stderr: str) -> bool:
+    """Whether a failed install ran out of room: npm said ENOSPC, or one of its tmpfs mounts
+    was (nearly) full when it failed (the jail says how much was left, ``FREE_MARK``)."""
+    if "ENOSPC" in stderr:
+        return True
+    near = max(1 << 20, jailed.limit_bytes // 20)
+    for line in stderr.splitlines():
+        parts = line.split()
+        numbers = len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit()
+        if numbers and parts[0] == FREE_MARK and int(parts[1]) * int(parts[2]) < near:
+            return True
+    return False
 
 
 def _policy(sandbox: Sandbox, registry: str) -> egress.EgressPolicy:
@@ -175,30 +224,43 @@ def _package_root(npm_path: Path) -> Path:
     return resolved.parent
 
 
-def _hand_over(staging: Path, work: Path, uid: int | None) -> None:
-    """A copy of ``staging``'s ``package.json`` in ``work``, the install uid's, private to it."""
-    work.mkdir(mode=0o700)
-    shutil.copyfile(staging / "package.json", work / "package.json")
-    if uid is not None:
-        _chown_tree(work, uid)
+class _Capped(io.RawIOBase):
+    """A pipe's read end that fails past ``cap`` bytes."""
+
+    def __init__(self, fd: int, cap: int) -> None:
+        self.fd, self.left = fd, cap
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        n = os.readv(self.fd, [buffer])
+        self.left -= n
+        if self.left < 0:
+            raise OSError(errno.EFBIG, "the install's tar stream is larger than its tmpfs")
+        return n
 
 
-def _take_back(work: Path, staging: Path) -> None:
-    """Every file of ``work`` the server's again, then moved into ``staging`` (copied when
-    they are on different filesystems); ``work`` is removed."""
+def _unpack(read_end: int, staging: Path, cap: int) -> None:
+    """Unpack the tar stream on ``read_end`` into ``staging`` (every file the server's, each
+    member checked as ``tarfile.data_filter`` does); reads to the end in any case, so the jail
+    never blocks on a full pipe."""
+
+    def ours(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
+        checked = tarfile.data_filter(member, dest)
+        if checked is None:
+            return None
+        return checked.replace(uid=os.geteuid(), gid=os.getegid(), uname="", gname="")
+
+    stream = io.BufferedReader(_Capped(read_end, cap), 1 << 16)
     try:
-        if os.geteuid() == 0:
-            _chown_tree(work, 0)
-        for entry in work.iterdir():
-            if entry.name not in SCRATCH and not (staging / entry.name).exists():
-                shutil.move(entry, staging / entry.name)
+        with tarfile.open(fileobj=stream, mode="r|") as archive:
+            archive.extractall(staging, filter=ours)  # noqa: S202 - every member checked
+    except tarfile.ReadError as exc:
+        if str(exc) != "empty file":  # npm failed: nothing was sent
+            raise
     finally:
-        shutil.rmtree(work, ignore_errors=True)
-
-
-def _chown_tree(root: Path, uid: int) -> None:
-    os.lchown(root, uid, uid)
-    for dirpath, dirs, files in os.walk(root):
-        for name in [*dirs, *files]:
-            with contextlib.suppress(OSError):
-                os.lchown(os.path.join(dirpath, name), uid, uid)
+        with contextlib.suppress(OSError):
+            while os.read(read_end, 1 << 16):
+                pass
+        os.close(read_end)

@@ -88,8 +88,12 @@ EGRESS_SOCKET = "/run/sluice/egress.sock"
 JAIL_RUNTIME = "/sluice/runtime"
 JAIL_COMPONENTS = "/sluice/components"
 JAIL_NPM = "/sluice/npm"
-#: Where an npm install's staging directory appears in its jail (``npm_jail.py``).
+#: An npm install's working directory and npm's cache in its jail (``npm_jail.py``): tmpfs
+#: mounts of a size each, so an install fills no host disk and at most that much memory.
 INSTALL_DIR = "/install"
+INSTALL_CACHE = "/npm-cache"
+#: What a failed install's jail prints before the free blocks and block size of each tmpfs.
+FREE_MARK = "sluice-free-space"
 
 
 @dataclass(frozen=True)
@@ -188,7 +192,6 @@ class Sandbox:
         self._runtime_bytes = (pages + 16) * 4096
         (root / "accounts").mkdir(mode=0o711)
         (root / "egress").mkdir(mode=0o711)
-        (root / "installs").mkdir(mode=0o711)
         try:
             seccomp.build(root / "seccomp.bpf")
             self.seccomp_path = root / "seccomp.bpf"
@@ -340,25 +343,24 @@ class Sandbox:
         jail.cgroups = self._cgroups.make(f"npm-{secrets.token_hex(4)}")
         return jail
 
-    def install_dir(self) -> Path:
-        """A fresh path for one npm install's working directory (not made yet), where an
-        install's uid can reach it (its parents are traversable, not listable)."""
-        assert self.root is not None, "the sandbox is not open"
-        return self.root / "installs" / secrets.token_hex(8)
-
     def install_command(
         self,
         jail: Jail,
         argv: list[str],
         *,
-        work: Path,
+        package_json: Path,
+        size_bytes: int,
         env: dict[str, str],
         ro_binds: list[Path],
         seccomp_fd: int | None,
     ) -> Launch:
-        """How to run ``argv`` (npm and its arguments) in an install's ``jail``, its
-        working directory ``work`` (from ``install_dir``) writable at ``/install``, through
-        ``js/npm-egress.mjs`` (its only way out: the jail's egress socket)."""
+        """How to run ``argv`` (npm and its arguments) in an install's ``jail``, through
+        ``js/npm-egress.mjs`` (its only way out: the jail's egress socket). Its working
+        directory (``INSTALL_DIR``, holding a copy of ``package_json``) and npm's cache
+        (``INSTALL_CACHE``) are tmpfs mounts of ``size_bytes`` each; nothing of the host is
+        writable. When ``argv`` succeeds, ``node_modules`` is written to stdout as a tar stream
+        (``npm_jail.py`` unpacks it), and ``argv``'s own stdout goes to stderr; when it fails,
+        each tmpfs's free space follows on stderr (``FREE_MARK``)."""
         assert self.root is not None
         bw = self._namespaces()
         for name, value in env.items():
@@ -367,11 +369,22 @@ class Sandbox:
         for path in ro_binds:
             bw += ["--ro-bind", str(path), str(path)]
         runtime, fds = self._runtime()
+        manifest = os.open(package_json, os.O_RDONLY | os.O_CLOEXEC)
+        fds = (*fds, manifest)
+        size = str(size_bytes)
         bw += [
             *runtime,
-            "--bind",
-            str(work),
+            "--size",
+            size,
+            "--tmpfs",
             INSTALL_DIR,
+            "--size",
+            size,
+            "--tmpfs",
+            INSTALL_CACHE,
+            "--file",
+            str(manifest),
+            f"{INSTALL_DIR}/package.json",
             "--ro-bind-try",
             str(jail.egress_socket),
             EGRESS_SOCKET,
@@ -385,7 +398,14 @@ class Sandbox:
         if seccomp_fd is not None:
             bw += ["--seccomp", str(seccomp_fd)]
         forward = [self._node, f"{JAIL_RUNTIME}/npm-egress.mjs", EGRESS_SOCKET]
-        return self._hidden(jail, bw, [*forward, *argv], fds)
+        # On failure, the room left on each tmpfs (``npm_jail.full``): npm does not always
+        # say ENOSPC when it ran out of it.
+        then_tar = (
+            'command="$1"; shift; "$command" "$@" >&2 || { status=$?; '
+            f"stat -f -c '{FREE_MARK} %a %S' {INSTALL_DIR} {INSTALL_CACHE} >&2; exit $status; }}; "
+            f"exec tar -C {INSTALL_DIR} -cf - node_modules"
+        )
+        return self._hidden(jail, bw, [*forward, "/bin/sh", "-c", then_tar, "sh", *argv], fds)
 
     def _allocate_uid(self, owner_id: str) -> int:
         digest = int.from_bytes(hashlib.sha256(owner_id.encode()).digest()[:4], "big")
