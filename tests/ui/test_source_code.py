@@ -1,10 +1,26 @@
-"""Sources from code in the browser: a new source written in the code editor, its code edited
-after deploying, and its version moved, each update's result shown on the page."""
+"""Sources from code in the browser, on SQLite and on PostgreSQL: a new source written in the
+code editor, its code edited after deploying, and its version moved, each update's result shown
+on the page."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import httpx
+import pytest
 from playwright.sync_api import Page, expect
+
+from tests.ui.conftest import Server, database_name, serve_on
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    """This module's server, on each database (its owner made by the shared fixtures)."""
+    data_dir = tmp_path_factory.mktemp(f"ui-code-{request.param}")
+    with serve_on(request.param, data_dir, database_name(tmp_path_factory, "code")) as running:
+        yield running
 
 
 def hello(version: str, answer: str) -> str:
