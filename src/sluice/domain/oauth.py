@@ -1,6 +1,12 @@
 """OAuth 2 decisions, pure: the authorize URL (RFC 6749 §4.1.1, PKCE RFC 7636), token
 responses read into ``$auth`` credentials, and when an access token is refreshed.
 
+The protocol's own pieces (the grant URI, the S256 challenge, the token request's body) are
+Authlib's (``authlib.oauth2.rfc6749``, ``rfc7636``); what is Sluice's is which parameters go
+in them and how an answer becomes ``$auth``. Authlib's HTTP client integration is not used:
+in Authlib 1.9 its ``httpx`` client is deprecated in favour of ``httpx2``, and Sluice's
+requests to providers keep their own client (``engine/providers.py``).
+
     >>> needs_refresh(expires_at_ms=1_000_000, now_ms=1_000_000 - REFRESH_MARGIN_MS + 1)
     True
     >>> needs_refresh(expires_at_ms=None, now_ms=0)
@@ -17,12 +23,14 @@ run, however many runs read it:
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode
+
+from authlib.oauth2.rfc6749.parameters import prepare_grant_uri, prepare_token_request
+from authlib.oauth2.rfc7636 import create_s256_code_challenge
 
 from sluice import errors
 from sluice.domain.apps import OAuthConfig
@@ -74,9 +82,13 @@ def bound(stored_hash: str | None, token: str | None) -> bool:
 
 
 def code_challenge(verifier: str) -> str:
-    """S256: BASE64URL(SHA256(verifier)), unpadded (RFC 7636 §4.2)."""
-    digest = hashlib.sha256(verifier.encode("ascii")).digest()
-    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+    """S256: BASE64URL(SHA256(verifier)), unpadded (RFC 7636 §4.2).
+
+    >>> code_challenge("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk")  # RFC 7636, appendix B
+    'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM'
+    """
+    challenge: str = create_s256_code_challenge(verifier)
+    return challenge
 
 
 def redirect_uri(public_url: str) -> str:
@@ -85,6 +97,16 @@ def redirect_uri(public_url: str) -> str:
 
 
 def authorize_url(config: OAuthConfig, *, redirect: str, state: str, verifier: str | None) -> str:
+    """The provider's authorize URL: the code grant, with the S256 challenge when the app
+    uses PKCE; the app's ``authorize_params`` last (they may replace any of the others).
+
+    >>> config = OAuthConfig("https://p.example/auth?t=1", "https://p.example/token",
+    ...                      client_id="cid", scopes=("a", "b"), authorize_params={"prompt": "x"})
+    >>> url = authorize_url(config, redirect="https://s.example/cb", state="st", verifier=None)
+    >>> url.split("&")  # doctest: +NORMALIZE_WHITESPACE
+    ['https://p.example/auth?t=1', 'response_type=code', 'client_id=cid',
+     'redirect_uri=https%3A%2F%2Fs.example%2Fcb', 'scope=a+b', 'state=st', 'prompt=x']
+    """
     params: dict[str, str] = {
         "response_type": "code",
         "client_id": config.client_id or "",
@@ -97,19 +119,33 @@ def authorize_url(config: OAuthConfig, *, redirect: str, state: str, verifier: s
         params["code_challenge"] = code_challenge(verifier)
         params["code_challenge_method"] = "S256"
     params.update(config.authorize_params)
-    joiner = "&" if "?" in config.authorize_url else "?"
-    return config.authorize_url + joiner + urlencode(params)
+    uri: str = prepare_grant_uri(
+        config.authorize_url, params.pop("client_id"), params.pop("response_type"), **params
+    )
+    return uri
 
 
 def code_form(code: str, *, redirect: str, verifier: str | None) -> dict[str, str]:
-    form = {"grant_type": "authorization_code", "code": code, "redirect_uri": redirect}
-    if verifier is not None:
-        form["code_verifier"] = verifier
-    return form
+    """The token request's form for an authorization code (RFC 6749 §4.1.3, RFC 7636 §4.5).
+
+    >>> sorted(code_form("c1", redirect="https://s.example/cb", verifier="v1").items())
+    ... # doctest: +NORMALIZE_WHITESPACE
+    [('code', 'c1'), ('code_verifier', 'v1'), ('grant_type', 'authorization_code'),
+     ('redirect_uri', 'https://s.example/cb')]
+    """
+    extra = {"code_verifier": verifier} if verifier is not None else {}
+    return _form(
+        prepare_token_request("authorization_code", code=code, redirect_uri=redirect, **extra)
+    )
 
 
 def refresh_form(refresh_token: str) -> dict[str, str]:
-    return {"grant_type": "refresh_token", "refresh_token": refresh_token}
+    """The token request's form for a refresh (RFC 6749 §6)."""
+    return _form(prepare_token_request("refresh_token", refresh_token=refresh_token))
+
+
+def _form(body: str) -> dict[str, str]:
+    return dict(parse_qsl(body, keep_blank_values=True))
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """Sluice's requests to OAuth 2 providers: the token endpoint (a code or a refresh token) and
-the user-info endpoint (who connected). Network failures become ``OAuthUnavailable`` here, a
-provider's error answer ``OAuthRefused``.
+the user-info endpoint (who connected), over Sluice's own ``httpx`` client (Authlib's client
+integration for httpx is deprecated: ``domain/oauth.py``). Network failures become
+``OAuthUnavailable`` here, a provider's error answer ``OAuthRefused``.
 
 These go to the URLs an operator registered (an admin-only setting), so they are not held to
 the egress policy that user code is.
@@ -10,8 +11,10 @@ from __future__ import annotations
 
 import logging
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
+from authlib.oauth2.auth import ClientAuth
 
 from sluice import errors
 from sluice.domain import oauth
@@ -25,21 +28,17 @@ TIMEOUT_SECONDS = 15.0
 async def token(
     config: OAuthConfig, client_secret: str, form: dict[str, str], *, now_ms: int
 ) -> oauth.Tokens:
-    """POST ``form`` to the token endpoint, the client authenticated as the app says."""
-    body = dict(form)
-    auth: tuple[str, str] | None = None
-    if config.client_auth == "basic":
-        auth = (config.client_id or "", client_secret)
-    else:
-        body.update(client_id=config.client_id or "", client_secret=client_secret)
-    answer = await _send(
+    """POST ``form`` to the token endpoint, the client authenticated as the app says
+    (RFC 6749 §2.3.1: HTTP Basic or form fields, by Authlib's ``ClientAuth``)."""
+    method = "client_secret_basic" if config.client_auth == "basic" else "client_secret_post"
+    _, headers, body = ClientAuth(config.client_id or "", client_secret, method).prepare(
         "POST",
         config.token_url,
-        data=body,
-        auth=auth,
         # GitHub answers form-encoded unless asked for JSON.
-        headers={"Accept": "application/json"},
+        {"Accept": "application/json", "Content-Type": "application/x-www-form-urlencoded"},
+        urlencode(form),
     )
+    answer = await _send("POST", config.token_url, content=body.encode(), headers=headers)
     if answer.status_code >= 500:
         raise errors.OAuthUnavailable(
             f"the token endpoint {config.token_url} answered {answer.status_code}"
