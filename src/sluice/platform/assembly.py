@@ -91,22 +91,33 @@ class Platform(Services):
         cls, settings: Settings, *, clock: Clock | None = None, background: bool = True
     ) -> AsyncIterator[Platform]:
         """Open everything; ``background`` starts the loops (job worker, scheduler). Tests
-        leave it off and drive them step by step (``platform.jobs.drain()``)."""
+        leave it off and drive them step by step (``platform.jobs.drain()``).
+
+        Built, then opened: each resource goes on one exit stack as it is opened, so they
+        close in the reverse order, every one of them even when another fails to close:
+        the loops stop first (the ingress, the scheduler, the deliveries, the job worker:
+        the last two finish what they hold within ``shutdown_grace_seconds``), then the
+        writers, then the upkeep (the admission's reads, the WAL's checkpointer: the WAL is
+        checkpointed until the job worker has stopped, the SMTP listener), the Node runners,
+        the outbound clients and last the database."""
         clock = clock or SystemClock()
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         cipher = Cipher.load(settings.secret_key, settings.data_dir)
-        db = await database.open_database(settings.resolved_database_url)
-        reader = database.Reader(db)
-        # One shared client per egress policy for the process's own requests (webhooks).
-        clients = outbound.Clients(
-            limits=httpx.Limits(
-                max_connections=max(100, settings.delivery_concurrency),
-                max_keepalive_connections=max(20, settings.delivery_concurrency),
+        async with contextlib.AsyncExitStack() as stack:
+            db = await database.open_database(settings.resolved_database_url)
+            stack.push_async_callback(db.dispose)
+            reader = database.Reader(db)
+            stack.callback(reader.dispose)
+            # One shared client per egress policy for the process's own requests (webhooks).
+            clients = await stack.enter_async_context(
+                outbound.Clients(
+                    limits=httpx.Limits(
+                        max_connections=max(100, settings.delivery_concurrency),
+                        max_keepalive_connections=max(20, settings.delivery_concurrency),
+                    )
+                )
             )
-        )
-        try:
-            async with (
-                clients,
+            pool = await stack.enter_async_context(
                 RunnerPool(
                     PoolConfig(
                         node=settings.node,
@@ -116,48 +127,41 @@ class Platform(Services):
                     ),
                     _sandbox(settings),
                     functools.partial(accounts.jail_uid, db, base=SandboxConfig.uid_base),
-                ) as pool,
-            ):
-                platform = cls._assemble(settings, clock, db, reader, cipher, pool, clients)
-                # Before any request: a fresh install's registry has its triggers and actions.
-                await CoreComponents(db, platform.components, clock).seed()
-                if database.is_postgres(db):
-                    platform.notifications = platform._listen(settings)
-                # Closed last: the WAL is checkpointed until the job worker has stopped.
-                async with contextlib.AsyncExitStack() as upkeep:
-                    if settings.smtp_inbound_port:
-                        platform.mail_in = await upkeep.enter_async_context(
-                            MailIn(
-                                settings,
-                                reader,
-                                platform.enqueuer,
-                                platform.jobs,
-                                admission=platform.admission,
-                                quota=platform.commit.quota,
-                            )
-                        )
-                    if background:
-                        platform.checkpointer = _checkpointer(settings, reader)
-                        if platform.checkpointer is not None:
-                            await upkeep.enter_async_context(platform.checkpointer)
-                        await upkeep.enter_async_context(platform.admission)
-                        await platform.jobs.start()
-                        await platform.deliveries.start()
-                        await platform.scheduler.start()
-                    try:
-                        yield platform
-                    finally:
-                        if platform.notifications is not None:
-                            await platform.notifications.close()
-                        await platform.ingress.close()
-                        await platform.scheduler.stop()
-                        await platform.deliveries.stop(settings.shutdown_grace_seconds)
-                        await platform.jobs.stop(settings.shutdown_grace_seconds)
-                        await platform.enqueuer.close()
-                        platform.commit.dispose()
-        finally:
-            reader.dispose()
-            await db.dispose()
+                )
+            )
+            platform = cls._assemble(settings, clock, db, reader, cipher, pool, clients)
+            # Before any request: a fresh install's registry has its triggers and actions.
+            await CoreComponents(db, platform.components, clock).seed()
+            if settings.smtp_inbound_port:
+                platform.mail_in = await stack.enter_async_context(
+                    MailIn(
+                        settings,
+                        reader,
+                        platform.enqueuer,
+                        platform.jobs,
+                        admission=platform.admission,
+                        quota=platform.commit.quota,
+                    )
+                )
+            if background:
+                platform.checkpointer = _checkpointer(settings, reader)
+                if platform.checkpointer is not None:
+                    await stack.enter_async_context(platform.checkpointer)
+                await stack.enter_async_context(platform.admission)
+            stack.callback(platform.commit.dispose)
+            stack.push_async_callback(platform.enqueuer.close)
+            stack.push_async_callback(platform.jobs.stop, settings.shutdown_grace_seconds)
+            stack.push_async_callback(platform.deliveries.stop, settings.shutdown_grace_seconds)
+            stack.push_async_callback(platform.scheduler.stop)
+            stack.push_async_callback(platform.ingress.close)
+            if database.is_postgres(db):
+                platform.notifications = platform._listen(settings)
+                stack.push_async_callback(platform.notifications.close)
+            if background:
+                await platform.jobs.start()
+                await platform.deliveries.start()
+                await platform.scheduler.start()
+            yield platform
 
     @classmethod
     def _assemble(
