@@ -108,6 +108,8 @@ def test_help_lists_every_flag_with_its_variable() -> None:
         ("--database-url", "SLUICE_DATABASE_URL"),
     ]:
         assert flag in out and var in out
+    # Issue 26: the default was printed as "[http://:]" (host and port not known yet).
+    assert "[http://HOST:PORT]" in out and "[http://:]" not in out
 
 
 def _start(

@@ -10,7 +10,7 @@ OAuth apps connect through the platform's flow (``platform.oauth.start``, the sa
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 from fastapi import APIRouter, Request
 from starlette.datastructures import URL, FormData
@@ -124,6 +124,9 @@ async def connect(request: Request) -> Response:
             error=exc,
             return_to=return_to,
             typed={k: v for k, v in form.items() if isinstance(v, str)},
+        )
+        context |= render.page_address(
+            request, f"/accounts?app={quote(app)}" if app else "/accounts"
         )
         return render.page(request, "accounts.html", context, session=session, status=400)
     return render.redirect(_back(return_to or "/accounts", made.id, made.app))

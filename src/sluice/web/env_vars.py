@@ -19,7 +19,7 @@ async def _page(request: Request, session: sessions.Session, **extra: Any) -> Re
     env_vars = sessions.platform_of(request).workflows.env_vars
     found = await env_vars.names(session.account.id)
     status = 400 if extra.get("error") else 200
-    context = {"env_vars": found, **extra}
+    context = {"env_vars": found, **extra, **render.page_address(request, "/settings/env")}
     return render.page(request, "env_vars.html", context, session=session, status=status)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
@@ -51,7 +53,8 @@ async def setup(request: Request) -> Response:
             problem = exc
     if problem is not None:
         del values["password"]
-        return render.page(request, "setup.html", {"values": values, "error": problem}, status=400)
+        context = {"values": values, "error": problem, **render.page_address(request, "/setup")}
+        return render.page(request, "setup.html", context, status=400)
     response = render.redirect("/sources")
     sessions.set_cookie(request, response, token, SESSION_TTL_S)
     return response
@@ -79,6 +82,9 @@ async def login(request: Request) -> Response:
         )
     except (errors.Unauthorized, errors.RateLimited) as exc:
         context = {"values": {"username": identifier}, "error": exc, "next": wanted}
+        context |= render.page_address(
+            request, "/login" + (f"?next={quote(wanted, safe='')}" if wanted else "")
+        )
         status = 429 if isinstance(exc, errors.RateLimited) else 401
         refused = render.page(request, "login.html", context, status=status)
         if isinstance(exc, errors.RateLimited):
@@ -117,10 +123,13 @@ async def create_key(request: Request) -> Response:
     except errors.InvalidRequest as exc:
         found = await logins.keys(session.account.id)
         context = {"keys": found, "error": exc, "name": name}
+        context |= render.page_address(request, "/settings/keys")
         return render.page(request, "keys.html", context, session=session, status=400)
     found = await logins.keys(session.account.id)
-    # Shown in this answer only: it is not stored in clear, and never rendered again.
+    # Shown in this answer only: it is not stored in clear, and never rendered again (a reload
+    # shows the list: the address is the page's, so it does not make a second key).
     context = {"keys": found, "new_key": key, "new_name": name.strip()}
+    context |= render.page_address(request, "/settings/keys")
     return render.page(request, "keys.html", context, session=session)
 
 
