@@ -30,6 +30,43 @@ def shot(page: Page, name: str) -> None:
     print(f"docs/screenshots/{name}.png")
 
 
+def shot_of(page: Page, selector: str, name: str) -> None:
+    """One part of the page (``selector``), scrolled into view."""
+    page.wait_for_load_state("networkidle")
+    part = page.locator(selector).first
+    part.scroll_into_view_if_needed()
+    part.screenshot(path=str(OUT / f"{name}.png"))
+    print(f"docs/screenshots/{name}.png")
+
+
+def source_code(page: Page) -> None:
+    """A deployed source's code edited on its page (version 0.1.0 → 0.1.1), the result shown."""
+    host = page.locator("#code .ace-host")
+    code = host.evaluate("el => ace.edit(el).getValue()")
+    host.evaluate("(el, code) => ace.edit(el).setValue(code, 1)",
+                  code.replace('version: "0.1.0"', 'version: "0.1.1"'))
+    page.get_by_role("button", name="Update code").click()
+    expect(page.locator("[data-update-result]")).to_contain_text("0.1.1")
+    shot_of(page, "#code", "source-code")
+
+
+def trigger_picker(page: Page) -> None:
+    """The builder's New source trigger: the list by app, one picked with its props form;
+    then, deployed, the trigger source's props in the builder."""
+    page.goto("/workflows/new")
+    page.get_by_label("Name", exact=True).fill("Hourly report")
+    page.get_by_label("New source", exact=True).check()
+    page.get_by_label("Custom Interval", exact=True).check()
+    expect(page.locator("[data-trigger-props]").get_by_label("Interval in seconds")).to_be_visible()
+    page.get_by_label("Source name").fill("every-hour")
+    page.locator("[data-trigger-props]").get_by_label("Interval in seconds").fill("3600")
+    shot_of(page, "fieldset:has([data-trigger-picker])", "workflow-trigger-picker")
+    page.get_by_role("button", name="Deploy").click()
+    page.get_by_role("link", name="Edit").click()
+    expect(page.locator("[data-trigger-source-props]")).to_contain_text("every-hour")
+    shot_of(page, "fieldset:has([data-trigger-source-props])", "workflow-trigger-source")
+
+
 def seed_sources(page: Page, server: Server, key: str) -> str:
     with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {key}"}) as api:
         api.timeout = 120
@@ -98,9 +135,11 @@ def main() -> None:
         shot(page, "api-keys")
         source_url = seed_sources(page, server, key)
         shot(page, "source")
+        source_code(page)
         page.goto("/sources")
         shot(page, "sources")
         failing = seed_workflows(page)
+        trigger_picker(page)
         page.goto(failing)
         page.locator("table.errors tbody tr").first.get_by_text("event").click()
         shot(page, "workflow")
