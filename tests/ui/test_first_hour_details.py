@@ -50,6 +50,12 @@ def test_a_form_shown_again_with_its_error_has_its_pages_address(page: Page) -> 
     page.get_by_role("button", name="Set").click()
     expect(page.locator(".alert, .field-error").first).to_be_visible()
     expect(page).to_have_url(re.compile(r"/settings/env$"))
+    # A connected account refused (no credential field): back on the accounts page.
+    page.goto("/accounts")
+    page.get_by_label("App", exact=True).fill("acme-x")
+    page.get_by_role("button", name="Save account").click()
+    expect(page.locator(".alert").first).to_contain_text("credential")
+    expect(page).to_have_url(re.compile(r"/accounts\?app=acme-x$"))
     page.goto("/settings/keys")
     page.get_by_label("Name").fill("reload-me")
     page.get_by_role("button", name="Create").click()
