@@ -27,6 +27,7 @@ import pytest_asyncio
 from sluice.errors import DependencyInstallFailed, NpmQuotaExceeded
 from sluice.runtime.deps import DependencyStore
 from sluice.runtime.npm_jail import NpmJail
+from sluice.runtime.packages import PackageFetcher
 from sluice.runtime.sandbox import Sandbox, SandboxConfig
 
 ACCOUNT_UID = 1_000_000_000 + 4242
@@ -174,10 +175,17 @@ async def test_a_real_package_installs_through_the_jail(data_dir: Path, sandbox:
     npm = shutil.which("npm")
     assert npm is not None
     store = _store(data_dir, sandbox, npm)
-    entry = await store.ensure({"is-odd": "3.0.1"}, "acct-evil")
+    # lodash: 1.4 MB, more than a pipe's buffer. The result comes back as a tar stream on a
+    # pipe; seen failing on its first version (is-odd alone passed): Node, the jail's egress
+    # forwarder, made the pipe non-blocking and tar gave up on the first full pipe ("tar: -:
+    # Wrote only 4096 of 10240 bytes").
+    entry = await store.ensure({"is-odd": "3.0.1", "lodash": "4.17.21"}, "acct-evil")
     assert entry is not None
     manifest = json.loads((entry / "node_modules" / "is-odd" / "package.json").read_text())
     assert manifest["version"] == "3.0.1"
+    lodash = entry / "node_modules" / "lodash"
+    assert json.loads((lodash / "package.json").read_text())["version"] == "4.17.21"
+    assert (lodash / "lodash.js").stat().st_size > 500_000
     assert (entry / "node_modules" / "is-number" / "package.json").is_file()
     assert {p.lstat().st_uid for p in [entry, *entry.rglob("*")]} == {os.geteuid()}
 
@@ -243,3 +251,55 @@ async def test_an_install_cannot_write_more_than_a_third_of_its_memory(
         sandbox.close()
     assert _wrote(e.value.details) <= 32 << 20, e.value.details
     assert not list((data_dir / "store").glob(".tmp-*"))
+
+
+#: Stands for ``npm pack`` (``sluice registry import``); reports what it could do, in the
+#: package it packs.
+EVIL_PACK = """#!/usr/bin/env node
+const fs = require("node:fs");
+const { execFileSync } = require("node:child_process");
+const report = { uid: process.getuid(), cwd: process.cwd() };
+try { report.secret = fs.readFileSync(SECRET, "utf8"); } catch (e) { report.secret = e.code; }
+try { fs.writeFileSync(OUTSIDE, "escaped"); report.wrote = true; } catch (e) { report.wrote = e.code; }
+const args = process.argv.slice(2);
+const at = args.indexOf("--pack-destination");
+const dest = at >= 0 ? args[at + 1] : process.cwd();
+const work = fs.mkdtempSync("/tmp/pack-");
+fs.mkdirSync(`${work}/package`);
+fs.writeFileSync(`${work}/package/package.json`,
+  JSON.stringify({ name: "@pipedream/evil", version: "1.0.0", report }));
+execFileSync("tar", ["-czf", `${dest}/pipedream-evil-1.0.0.tgz`, "-C", work, "package"]);
+if (args.includes("--json")) {  // as npm answers (the old code read it)
+  const filename = "pipedream-evil-1.0.0.tgz";
+  process.stdout.write(JSON.stringify([{ name: "@pipedream/evil", version: "1.0.0", filename }]));
+}
+"""
+
+
+async def test_npm_pack_for_registry_imports_runs_in_the_jail(
+    data_dir: Path, sandbox: Sandbox, evil_npm: Path
+) -> None:
+    """``sluice registry import`` fetched packages with ``npm pack`` as the server's user
+    (root), on the host. Seen on the old code: uid 0, the data directory's secret read, a file
+    written in the host's /tmp."""
+    outside = Path(tempfile.gettempdir()) / f"sluice-pack-escape-{secrets.token_hex(4)}"
+    evil_npm.write_text(
+        EVIL_PACK.replace("SECRET", json.dumps(str(data_dir / "secret.key"))).replace(
+            "OUTSIDE", json.dumps(str(outside))
+        )
+    )
+    evil_npm.chmod(0o755)
+    try:
+        fetcher = PackageFetcher(data_dir / "packages", _store(data_dir, sandbox, evil_npm))
+        package = await fetcher.fetch("@pipedream/evil@1.0.0")
+    finally:
+        escaped = outside.exists()
+        outside.unlink(missing_ok=True)
+    assert (package.name, package.version) == ("@pipedream/evil", "1.0.0")
+    report = json.loads(package.files["package.json"])["report"]
+    assert report["uid"] != 0, report
+    assert report["secret"] == "ENOENT", report
+    assert report["wrote"] is True and not escaped, report
+    assert report["cwd"] == "/install", report
+    unpacked = data_dir / "packages" / "@pipedream+evil@1.0.0"
+    assert {p.lstat().st_uid for p in [unpacked, *unpacked.rglob("*")]} == {os.geteuid()}

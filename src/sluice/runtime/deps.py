@@ -303,7 +303,7 @@ class DependencyStore:
             return
         async with self.jail.enter(owner_id, cwd, self.npm, list(_NPM_FLAGS), room) as jailed:
             # uvloop ignores close_fds: none of the server's descriptors may reach the jail.
-            keep: set[int | None] = {*jailed.pass_fds, jailed.stdout}
+            keep: set[int | None] = set(jailed.pass_fds)
             no_strays(keep)
             await self._run_npm_in(dependencies, jailed.argv, jailed, None)
 
@@ -323,7 +323,7 @@ class DependencyStore:
                 cwd=host_cwd or "/",
                 env=self._npm_env() if host_cwd is not None else {},
                 stdin=asyncio.subprocess.DEVNULL,
-                stdout=jailed.stdout if jailed else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
                 stderr=asyncio.subprocess.PIPE,
                 pass_fds=jailed.pass_fds if jailed else (),
                 start_new_session=True,  # its own process group, so a kill reaches children

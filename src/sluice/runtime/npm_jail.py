@@ -54,15 +54,14 @@ UidOf = Callable[[str], Awaitable[int | None]]
 
 @dataclass(frozen=True)
 class Jailed:
-    """How to start npm in one install's jail: ``argv`` (the npm arguments go last), the
-    descriptors to pass on (``pass_fds``) and its ``stdout`` (the tar stream's pipe); run it
-    with ``cwd="/"`` and an empty environment. ``limit_bytes``: the size of each of its tmpfs
+    """How to start npm in one install's jail: ``argv`` (the npm arguments go last) and the
+    descriptors to pass on (``pass_fds``: the tar stream's pipe among them); run it with
+    ``cwd="/"``, an empty environment and no stdout. ``limit_bytes``: the size of each of its tmpfs
     mounts; ``by_quota``: whether that is the account's room left in its npm quota (else the
     most any install may use)."""
 
     argv: list[str]
     pass_fds: tuple[int, ...]
-    stdout: int
     limit_bytes: int
     by_quota: bool
 
@@ -95,12 +94,15 @@ class NpmJail:
         npm: str,
         npm_args: list[str],
         room: int | None = None,
+        *,
+        keep: str = "node_modules",
     ) -> AsyncIterator[Jailed]:
-        """The command that runs ``npm npm_args`` in a jail on ``staging``'s
-        ``package.json``, for the time of the ``async with``. What npm installed is unpacked
-        into ``staging/node_modules`` as it comes; on a clean exit from the block, a stream
-        that could not be unpacked raises ``DependencyInstallFailed``. On exit, the jail's
-        processes are killed."""
+        """The command that runs ``npm npm_args`` in a jail, for the time of the ``async
+        with``: on ``staging``'s ``package.json`` (an install, ``keep`` ``node_modules``) or on
+        nothing (``keep`` ``.``: ``npm pack``, whose tarball is what it leaves). What it
+        leaves at ``keep`` is unpacked into ``staging`` as it comes; on a clean exit from the
+        block, a stream that could not be unpacked raises ``DependencyInstallFailed``. On exit,
+        the jail's processes are killed."""
         sandbox = self.sandbox
         registry = await self._registry(npm)
         uid = None
@@ -140,14 +142,16 @@ class NpmJail:
             launch = sandbox.install_command(
                 jail,
                 [str(npm_path.resolve() if outside else npm_path), *npm_args],
-                package_json=staging / "package.json",
+                package_json=staging / "package.json" if keep == "node_modules" else None,
+                keep=keep,
+                out_fd=write_end,
                 size_bytes=limit,
                 env=env,
                 ro_binds=[_package_root(npm_path)] if outside else [],
                 seccomp_fd=seccomp_fd,
             )
             fds.extend(launch.fds)
-            yield Jailed(launch.argv, tuple(fds), write_end, limit, by_quota)
+            yield Jailed(launch.argv, (*fds, write_end), limit, by_quota)
         finally:
             os.close(write_end)  # the jail holds the only other copies: gone when it is
             for fd in fds:

@@ -348,7 +348,9 @@ class Sandbox:
         jail: Jail,
         argv: list[str],
         *,
-        package_json: Path,
+        package_json: Path | None,
+        keep: str,
+        out_fd: int,
         size_bytes: int,
         env: dict[str, str],
         ro_binds: list[Path],
@@ -356,11 +358,13 @@ class Sandbox:
     ) -> Launch:
         """How to run ``argv`` (npm and its arguments) in an install's ``jail``, through
         ``js/npm-egress.mjs`` (its only way out: the jail's egress socket). Its working
-        directory (``INSTALL_DIR``, holding a copy of ``package_json``) and npm's cache
+        directory (``INSTALL_DIR``, holding a copy of ``package_json`` if given) and npm's cache
         (``INSTALL_CACHE``) are tmpfs mounts of ``size_bytes`` each; nothing of the host is
-        writable. When ``argv`` succeeds, ``node_modules`` is written to stdout as a tar stream
-        (``npm_jail.py`` unpacks it), and ``argv``'s own stdout goes to stderr; when it fails,
-        each tmpfs's free space follows on stderr (``FREE_MARK``)."""
+        writable. When ``argv`` succeeds, ``keep`` (a path in ``INSTALL_DIR``: ``node_modules``
+        for an install, ``.`` for ``npm pack``'s tarball) is written to ``out_fd`` (a pipe the
+        caller passes on) as a tar stream (``npm_jail.py`` unpacks it), and ``argv``'s own
+        stdout goes to stderr; when it fails, each tmpfs's free space follows on stderr
+        (``FREE_MARK``)."""
         assert self.root is not None
         bw = self._namespaces()
         for name, value in env.items():
@@ -369,22 +373,14 @@ class Sandbox:
         for path in ro_binds:
             bw += ["--ro-bind", str(path), str(path)]
         runtime, fds = self._runtime()
-        manifest = os.open(package_json, os.O_RDONLY | os.O_CLOEXEC)
-        fds = (*fds, manifest)
         size = str(size_bytes)
+        bw += [*runtime, "--size", size, "--tmpfs", INSTALL_DIR]
+        bw += ["--size", size, "--tmpfs", INSTALL_CACHE]
+        if package_json is not None:
+            manifest = os.open(package_json, os.O_RDONLY | os.O_CLOEXEC)
+            fds = (*fds, manifest)
+            bw += ["--file", str(manifest), f"{INSTALL_DIR}/package.json"]
         bw += [
-            *runtime,
-            "--size",
-            size,
-            "--tmpfs",
-            INSTALL_DIR,
-            "--size",
-            size,
-            "--tmpfs",
-            INSTALL_CACHE,
-            "--file",
-            str(manifest),
-            f"{INSTALL_DIR}/package.json",
             "--ro-bind-try",
             str(jail.egress_socket),
             EGRESS_SOCKET,
@@ -397,13 +393,13 @@ class Sandbox:
         ]
         if seccomp_fd is not None:
             bw += ["--seccomp", str(seccomp_fd)]
-        forward = [self._node, f"{JAIL_RUNTIME}/npm-egress.mjs", EGRESS_SOCKET]
-        # On failure, the room left on each tmpfs (``npm_jail.full``): npm does not always
-        # say ENOSPC when it ran out of it.
+        forward = [self._node, f"{JAIL_RUNTIME}/npm-egress.mjs", EGRESS_SOCKET, str(out_fd)]
+        # The pipe is the command's descriptor 3 (npm-egress.mjs). On failure, the room left
+        # on each tmpfs (``npm_jail.full``): npm does not always say ENOSPC when it ran out.
         then_tar = (
-            'command="$1"; shift; "$command" "$@" >&2 || { status=$?; '
+            'command="$1"; shift; "$command" "$@" >&2 3>&- || { status=$?; '
             f"stat -f -c '{FREE_MARK} %a %S' {INSTALL_DIR} {INSTALL_CACHE} >&2; exit $status; }}; "
-            f"exec tar -C {INSTALL_DIR} -cf - node_modules"
+            f"exec tar -C {INSTALL_DIR} -cf - {shlex.quote(keep)} >&3 3>&-"
         )
         return self._hidden(jail, bw, [*forward, "/bin/sh", "-c", then_tar, "sh", *argv], fds)
 

@@ -1,15 +1,17 @@
 // The way out of an npm install's jail (runtime/npm_jail.py).
 //
-//   node npm-egress.mjs <egress socket> <command> [args...]
+//   node npm-egress.mjs <egress socket> <out fd> <command> [args...]
 //
 // The jail has no network but its own lo. This listens on a random port of 127.0.0.1,
 // forwards every connection to the egress proxy's Unix socket (which lets CONNECT through to
 // the npm registry only), then runs <command> with npm's proxy settings pointing here, and
-// exits with its status.
+// exits with its status. <out fd> (the pipe the install's result goes back to the server on)
+// is handed to <command> as its descriptor 3, untouched: Node makes the pipes it wraps as
+// process.stdout non-blocking, and tar then fails on a full pipe ("Wrote only 4096 of 10240").
 import net from "node:net";
 import { spawn } from "node:child_process";
 
-const [socketPath, command, ...args] = process.argv.slice(2);
+const [socketPath, outFd, command, ...args] = process.argv.slice(2);
 
 const server = net.createServer((client) => {
   const upstream = net.connect(socketPath);
@@ -21,7 +23,7 @@ const server = net.createServer((client) => {
 server.listen(0, "127.0.0.1", () => {
   const proxy = `http://127.0.0.1:${server.address().port}`;
   const child = spawn(command, args, {
-    stdio: "inherit",
+    stdio: ["inherit", "inherit", "inherit", Number(outFd)],
     env: { ...process.env, npm_config_proxy: proxy, npm_config_https_proxy: proxy },
   });
   child.on("error", (err) => {
