@@ -172,7 +172,7 @@ class _Batch:
         self.queued += 1
 
     def log(self, invocation_id: str, lines: list[dict[str, Any]]) -> None:
-        self.log_lines = events.append_logs_sync(
+        self.log_lines += events.append_logs_sync(
             self.conn,
             emitter_id=self.emitter_id,
             owner_id=self.owner_id,
@@ -225,71 +225,162 @@ class Commit:
     ) -> SourceStored | None:
         """Store a source invocation's results with its deployment's row locked (dedupe and the
         db limit see the store as it is now); None when the source was deleted while it ran."""
-        now_ms = self.clock.now_ms()
-        batch: _Batch | None = None
-
-        def transaction(conn: Connection) -> SourceStored | None:
-            nonlocal batch
-            if mark_done is not None:
-                mark_done(conn)
-            current = sources.lock_sync(conn, deployment.id)
-            if current is None:
-                return None  # deleted while it ran: nothing to keep
-            kept = results
-            chain = None if kept.hops is None else [*kept.hops, deployment.id]
-            hops_max = self.settings.max_hops
-            owner = deployment.owner_id
-            if self.quota.enabled and self.quota.over_sync(conn, owner, now_ms):
-                # Nothing of the run is kept but why: its emits, db writes and logs are not.
-                kept = _over_quota(results, self.quota.error())
-            batch = _Batch(
-                conn, deployment.owner_id, deployment.id, now_ms, chain=chain, max_hops=hops_max
-            )
-            db_error = self._source_db(conn, deployment.id, kept)
-            error, error_lines = outcomes.source_failure(kept.error, db_error)
-            # Emits for later wait in $in, outside dedupe: their delivery is the emit.
-            later = [e for e in kept.emits if routing.scheduled_at(e.get("meta"), now_ms)]
-            now = [e for e in kept.emits if not routing.scheduled_at(e.get("meta"), now_ms)]
-            decision = dedupe.apply(strategy, current.dedupe_state, now, now_ms)
-            if strategy is not None and decision.state != current.dedupe_state:
-                sources.set_dedupe_state_sync(conn, deployment.id, decision.state)
-            dropped = [reason for _emit, reason in decision.dropped]
-            lines = kept.logs + [{"ts": now_ms, "level": "warn", "msg": r} for r in dropped]
-            lines += [{"ts": now_ms, "level": "error", "msg": line} for line in error_lines]
-            items: list[Item] = [
-                (str(e["meta"].get("name") or ""), e.get("event"), dict(e.get("meta") or {}))
-                for e in decision.emitted
-            ]
-            if kept.error_event is not None and error is not None:
-                # Its subscribers (a workflow archiving the source's errors) hear it like an emit.
-                items.append((states.ERRORS, kept.error_event(error), {}))
-            event_ids = batch.append(items)
-            batch.deliver_all(
-                [
-                    (event_id, channel, payload)
-                    for event_id, (channel, payload, _meta) in zip(event_ids, items, strict=True)
-                ]
-            )
-            self._schedule(batch, later)
-            batch.log(kept.invocation_id, lines)
-            if lines:  # its $logs subscribers hear them (one event per invocation, not kept)
-                logged = log_events.event(
-                    lines, emitter_id=deployment.id, invocation_id=kept.invocation_id
-                )
-                batch.deliver(kept.invocation_id, states.LOGS, logged)
-            self._trim_source(conn, deployment.id, added=len(event_ids), lines=len(lines))
-            if self.quota.enabled:
-                size = sum(quotas.size_of(e.payload, e.meta) for e in batch.stored)
-                size += sum(quotas.size_of(line.get("msg")) for line in lines)
-                if db_error is None and kept.db_writes:
-                    size += quotas.size_of(kept.db_writes)
-                self.quota.charge_sync(conn, owner, size, now_ms)
-            return SourceStored(event_ids, items, dropped, lines, error)
-
-        stored = await self._grouped(transaction)
-        if stored is not None and batch is not None:
-            self._published(batch)
+        [stored] = await self.sources(deployment, strategy, [(results, mark_done)])
+        if isinstance(stored, Exception):
+            raise stored
         return stored
+
+    async def sources(
+        self,
+        deployment: Deployment,
+        strategy: str | None,
+        batch: Sequence[tuple[SourceResults, Finish | None]],
+    ) -> list[SourceStored | Exception | None]:
+        """Store the results of many invocations of one source (the batch path: a claim's
+        queued events of one source) in one transaction, in order: one lock of its row, one
+        read of its subscribers, dedupe and the db limit applied run after run. Each result's
+        ``mark_done`` (its job's done mark) runs in the same transaction.
+
+        A run that cannot be stored fails alone: the transaction rolls back and is made again
+        without it, and its place in the answer holds the exception (``errors.LeaseLost`` for
+        a job another worker holds now: fenced, nothing of it stored); the others commit.
+        None in a place: the source was deleted while it ran. The runs share their ``hops``
+        (one source's runs on requests: none). A failure of the store itself (``NotReady``)
+        raises: nothing was stored."""
+        if not batch:
+            return []
+        first = batch[0][0].hops
+        if any(results.hops != first for results, _ in batch):
+            raise ValueError("the runs of one batch must share their hops")
+        now_ms = self.clock.now_ms()
+        answers: list[SourceStored | Exception | None] = [None] * len(batch)
+        left = list(range(len(batch)))
+        chain = None if first is None else [*first, deployment.id]
+        shared: list[_Batch] = []  # the transaction's, once one committed
+        while left:
+            failed: dict[int, Exception] = {}
+            attempt = [(position, *batch[position]) for position in left]
+            transaction = self._sources_transaction(
+                deployment, strategy, attempt, failed, shared, now_ms, chain
+            )
+            try:
+                stored = await self._grouped(transaction)
+            except Exception:
+                if not failed:
+                    raise  # the store's own failure: nothing was stored
+                # That run alone fails (its own retry or lease path); the others again.
+                position, exc = next(iter(failed.items()))
+                answers[position] = exc
+                left.remove(position)
+                shared.clear()
+                continue
+            for position, one in zip(left, stored, strict=True):
+                answers[position] = one
+            break
+        if shared and left:
+            self._published(shared[0])
+        return answers
+
+    def _sources_transaction(
+        self,
+        deployment: Deployment,
+        strategy: str | None,
+        attempt: list[tuple[int, SourceResults, Finish | None]],
+        failed: dict[int, Exception],
+        shared: list[_Batch],
+        now_ms: int,
+        chain: list[str] | None,
+    ) -> Callable[[Connection], list[SourceStored | None]]:
+        """The transaction of ``sources`` over the runs of ``attempt`` (their positions): the
+        first run that raises is put in ``failed``; the ``_Batch`` of the last try in
+        ``shared``."""
+
+        def transaction(conn: Connection) -> list[SourceStored | None]:
+            batch = _Batch(
+                conn,
+                deployment.owner_id,
+                deployment.id,
+                now_ms,
+                chain=chain,
+                max_hops=self.settings.max_hops,
+            )
+            shared[:] = [batch]
+            failed.clear()
+            stored: list[SourceStored | None] = []
+            for position, results, mark_done in attempt:
+                try:
+                    stored.append(
+                        self._source_run(conn, batch, deployment, strategy, results, mark_done)
+                    )
+                except Exception as exc:
+                    failed[position] = exc
+                    raise
+            return stored
+
+        return transaction
+
+    def _source_run(
+        self,
+        conn: Connection,
+        batch: _Batch,
+        deployment: Deployment,
+        strategy: str | None,
+        results: SourceResults,
+        mark_done: Finish | None,
+    ) -> SourceStored | None:
+        """One invocation's results, in the transaction of ``sources``."""
+        now_ms = batch.now_ms
+        if mark_done is not None:
+            mark_done(conn)
+        current = sources.lock_sync(conn, deployment.id)
+        if current is None:
+            return None  # deleted while it ran: nothing to keep
+        kept = results
+        owner = deployment.owner_id
+        if self.quota.enabled and self.quota.over_sync(conn, owner, now_ms):
+            # Nothing of the run is kept but why: its emits, db writes and logs are not.
+            kept = _over_quota(results, self.quota.error())
+        db_error = self._source_db(conn, deployment.id, kept)
+        error, error_lines = outcomes.source_failure(kept.error, db_error)
+        # Emits for later wait in $in, outside dedupe: their delivery is the emit.
+        later = [e for e in kept.emits if routing.scheduled_at(e.get("meta"), now_ms)]
+        now = [e for e in kept.emits if not routing.scheduled_at(e.get("meta"), now_ms)]
+        decision = dedupe.apply(strategy, current.dedupe_state, now, now_ms)
+        if strategy is not None and decision.state != current.dedupe_state:
+            sources.set_dedupe_state_sync(conn, deployment.id, decision.state)
+        dropped = [reason for _emit, reason in decision.dropped]
+        lines = kept.logs + [{"ts": now_ms, "level": "warn", "msg": r} for r in dropped]
+        lines += [{"ts": now_ms, "level": "error", "msg": line} for line in error_lines]
+        items: list[Item] = [
+            (str(e["meta"].get("name") or ""), e.get("event"), dict(e.get("meta") or {}))
+            for e in decision.emitted
+        ]
+        if kept.error_event is not None and error is not None:
+            # Its subscribers (a workflow archiving the source's errors) hear it like an emit.
+            items.append((states.ERRORS, kept.error_event(error), {}))
+        stored_before = len(batch.stored)
+        event_ids = batch.append(items)
+        batch.deliver_all(
+            [
+                (event_id, channel, payload)
+                for event_id, (channel, payload, _meta) in zip(event_ids, items, strict=True)
+            ]
+        )
+        self._schedule(batch, later)
+        batch.log(kept.invocation_id, lines)
+        if lines:  # its $logs subscribers hear them (one event per invocation, not kept)
+            logged = log_events.event(
+                lines, emitter_id=deployment.id, invocation_id=kept.invocation_id
+            )
+            batch.deliver(kept.invocation_id, states.LOGS, logged)
+        self._trim_source(conn, deployment.id, added=len(event_ids), lines=len(lines))
+        if self.quota.enabled:
+            size = sum(quotas.size_of(e.payload, e.meta) for e in batch.stored[stored_before:])
+            size += sum(quotas.size_of(line.get("msg")) for line in lines)
+            if db_error is None and kept.db_writes:
+                size += quotas.size_of(kept.db_writes)
+            self.quota.charge_sync(conn, owner, size, now_ms)
+        return SourceStored(event_ids, items, dropped, lines, error)
 
     @staticmethod
     def _schedule(batch: _Batch, later: list[dict[str, Any]]) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain import components as rules
 from sluice.domain import error_events, limits, states, text
-from sluice.domain.outcomes import SourceResults
+from sluice.domain.outcomes import SourceResults, SourceStored
 from sluice.engine import invocations
 from sluice.engine.commit import Commit
 from sluice.engine.components import Components, scrub_paths
@@ -42,6 +42,16 @@ from sluice.storage.components import SavedComponent
 from sluice.storage.sources import Deployment
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BatchRun:
+    """One run of a batch (``Invoker.run_many``): its event, its job's done mark, and who
+    hears its ``respond()``."""
+
+    event: Any
+    mark_done: Finish | None
+    on_respond: RespondCallback | None = None
 
 
 @dataclass
@@ -148,6 +158,73 @@ class Invoker:
             hops=hops,
         )
 
+    async def run_many(
+        self,
+        deployment: Deployment,
+        runs: Sequence[BatchRun],
+        *,
+        snapshot: dict[str, Any],
+        timeout_seconds: float | None = None,
+    ) -> list[InvocationOutcome | Exception]:
+        """The batch path: ``run()`` of one source on many events (a claim's queued requests
+        of it), each a job. What is the same for every run (the component, its props and
+        ``$auth``, its file) is made once; the runs go to the runner together
+        (``Runner.invoke_many``) and their results are stored in one transaction
+        (``Commit.sources``), each with its job's done mark.
+
+        A run that throws is a run like any other (its error, logs and ``$errors`` event are
+        stored). A run whose results cannot be stored (its lease lost: ``errors.LeaseLost``;
+        or another error) gets the exception in its place, and the others are stored. A
+        runner that crashed raises ``errors.RunnerCrashed``: nothing of the batch is stored,
+        and each job runs again."""
+        component = await self.components.by_id(deployment.component_id)
+        refused: errors.SluiceError | None = None
+        try:
+            props = await self.props_for(deployment, component)
+        except CREDENTIAL_ERRORS as exc:  # an account to reconnect: the runs fail, no Node
+            props, refused = {}, exc
+        entry = await self.components.materialize(component)
+        timeout_ms = int((timeout_seconds or self.settings.source_timeout_seconds) * 1000)
+        invocation_ids = [ids.random_token(27) for _ in runs]
+        invocations = [
+            self._invocation(
+                deployment,
+                component,
+                entry,
+                invocation_id,
+                {"kind": "run", "event": run.event, "props": props, "db": snapshot},
+                timeout_ms,
+            )
+            for invocation_id, run in zip(invocation_ids, runs, strict=True)
+        ]
+        if refused is not None:
+            results = [Result.failure(refused.code, refused.message) for _ in runs]
+        else:
+            results = await self.pool.invoke_many(invocations, [run.on_respond for run in runs])
+        kept: list[tuple[SourceResults, Finish | None]] = []
+        for invocation_id, run, result in zip(invocation_ids, runs, results, strict=True):
+            if result.error and result.error.get("stack"):
+                result.error["stack"] = scrub_paths(result.error["stack"], entry.parent)
+            failed_run = self._failed_run(deployment, invocation_id, run.event)
+            results_kept = self._kept(invocation_id, result, failed_run, None, always=True)
+            assert results_kept is not None
+            kept.append((results_kept, run.mark_done))
+        stored = await self.commit.sources(deployment, component.shape.get("dedupe"), kept)
+        return [
+            one
+            if isinstance(one, Exception)
+            else _stored(InvocationOutcome(invocation_id, result), one)
+            for invocation_id, result, one in zip(invocation_ids, results, stored, strict=True)
+        ]
+
+    def _failed_run(
+        self, deployment: Deployment, invocation_id: str, event: Any
+    ) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        def failed_run(error: dict[str, Any]) -> dict[str, Any]:
+            return self.error_event(deployment, invocation_id, event, error)
+
+        return failed_run
+
     def _invocation(
         self,
         deployment: Deployment,
@@ -241,6 +318,25 @@ class Invoker:
         runs in the same transaction (a job's done mark). A failed run (``error_event`` builds
         its ``$errors`` event) is kept like any other: emits and logs."""
         outcome = InvocationOutcome(invocation_id, result)
+        results = self._kept(invocation_id, result, error_event, hops, always=mark_done is not None)
+        if results is None:
+            return outcome  # nothing to keep: no transaction at all
+        stored = await self.commit.source(
+            deployment, component.shape.get("dedupe"), results, mark_done
+        )
+        return _stored(outcome, stored)
+
+    def _kept(
+        self,
+        invocation_id: str,
+        result: Result,
+        error_event: Callable[[dict[str, Any]], dict[str, Any]] | None,
+        hops: list[str] | None,
+        *,
+        always: bool = False,
+    ) -> SourceResults | None:
+        """What of ``result`` is stored, after the limits (``persist``); None when nothing is
+        (unless ``always``)."""
         result.emits, over = limits.cap_emits(result.emits, self.settings.max_emits_per_invocation)
         if over is not None:
             metrics.limit_hit(limits.EMIT_LIMIT)
@@ -252,30 +348,31 @@ class Invoker:
             result.db_writes, result.db_deletes = {}, []
         logs = list(result.logs)
         busy = result.emits or result.db_writes or result.db_deletes or logs or result.error
-        if mark_done is None and not busy:
-            return outcome  # nothing to keep: no transaction at all
+        if not busy and not always:
+            return None
         emits, db_writes, db_deletes, unstorable = text.storable_results(
             list(result.emits), dict(result.db_writes), list(result.db_deletes)
         )
         now_ms = self.clock.now_ms()
         logs.extend({"ts": now_ms, "level": "error", "msg": reason} for reason in unstorable)
-        stored = await self.commit.source(
-            deployment,
-            component.shape.get("dedupe"),
-            SourceResults(
-                invocation_id, emits, db_writes, db_deletes, logs, result.error, error_event, hops
-            ),
-            mark_done,
+        return SourceResults(
+            invocation_id, emits, db_writes, db_deletes, logs, result.error, error_event, hops
         )
-        if stored is None:
-            return outcome
-        if stored.error is not None:
-            result.ok, result.error = False, stored.error
-        outcome.event_ids = [
-            i
-            for i, item in zip(stored.event_ids, stored.items, strict=True)
-            if item[0] != states.ERRORS
-        ]
-        outcome.dropped = stored.dropped
-        result.logs = stored.lines
+
+
+def _stored(outcome: InvocationOutcome, stored: SourceStored | None) -> InvocationOutcome:
+    """The outcome of a run whose results ``engine/commit.py`` stored (None: its source was
+    deleted meanwhile)."""
+    if stored is None:
         return outcome
+    result = outcome.result
+    if stored.error is not None:
+        result.ok, result.error = False, stored.error
+    outcome.event_ids = [
+        i
+        for i, item in zip(stored.event_ids, stored.items, strict=True)
+        if item[0] != states.ERRORS
+    ]
+    outcome.dropped = stored.dropped
+    result.logs = stored.lines
+    return outcome

@@ -25,9 +25,9 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -45,6 +45,21 @@ log = logging.getLogger(__name__)
 #: Marks the job done; called with the connection of the transaction storing its results.
 Finish = Callable[[Connection], None]
 Handler = Callable[[Job, Finish], Awaitable[None]]
+
+
+@runtime_checkable
+class BatchHandler(Protocol):
+    """A handler that can also run many jobs of one target at once (the batch path: a
+    source's queued requests, ``handlers/http.py``)."""
+
+    async def __call__(self, job: Job, finish: Finish) -> None: ...
+
+    async def run_batch(self, batch: Sequence[tuple[Job, Finish]]) -> list[Exception | None]:
+        """Run the jobs (of one kind and target, in claim order), each with its ``finish``;
+        for each, None (done: its results stored with its finish, or nothing to store) or
+        the exception that fails it alone (``errors.LeaseLost``: fenced). Raising fails them
+        all (each queued again with backoff)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -66,8 +81,11 @@ class WorkerConfig:
     #: this pause after each (see the class docstring).
     pressed_pause_ms: float = 10.0
     #: Jobs of one account run at once, at most (``domain/shares.py``); 0, or ``concurrency``
-    #: and more: no share.
+    #: and more: no share. A batch (below) counts as one.
     account_share: int = 0
+    #: The batch path: claimed jobs of one kind and target whose handler runs batches
+    #: (``BatchHandler``) run together, up to this many, in one slot; 1: one at a time.
+    run_batch: int = 32
 
 
 async def _cancel(task: asyncio.Task[Any] | None) -> None:
@@ -194,7 +212,8 @@ class JobWorker:
     async def run_once(self) -> int:
         """Claim one batch of ready jobs and run them all; the number run."""
         claimed = await self._claim(self.config.batch)
-        await asyncio.gather(*(self._run(job) for job in claimed))
+        units = self._units(claimed)
+        await asyncio.gather(*(self._run_unit([claimed[p] for p in unit]) for unit in units))
         return len(claimed)
 
     async def drain(self) -> int:
@@ -224,22 +243,106 @@ class JobWorker:
         return True
 
     def _run(self, job: Job) -> Coroutine[Any, Any, None]:
-        """The job's run, counted against its account now (not when its task starts), so the
-        loop sees the account's count when it picks the next job. Waits for one of the
-        account's slots, then one of the worker's."""
-        self.leases.hold(job)
-        return self._run_counted(job, self.slots.count(job.owner_id))
+        return self._run_unit([job])
 
-    async def _run_counted(self, job: Job, gate: asyncio.Semaphore | None) -> None:
+    def _run_unit(self, unit: list[Job]) -> Coroutine[Any, Any, None]:
+        """The run of a job, or of a batch of jobs of one target (``_units``), counted against
+        its account now (not when its task starts), so the loop sees the account's count when
+        it picks the next one. Waits for one of the account's slots, then one of the
+        worker's: a batch takes one of each."""
+        for job in unit:
+            self.leases.hold(job)
+        return self._run_counted(unit, self.slots.count(unit[0].owner_id))
+
+    async def _run_counted(self, unit: list[Job], gate: asyncio.Semaphore | None) -> None:
         try:
             if gate is None:
-                await self._execute(job)
+                await self._execute_unit(unit)
             else:
                 async with gate:
-                    await self._execute(job)
+                    await self._execute_unit(unit)
         finally:
-            self.leases.drop(job.id)
-            self.slots.uncount(job.owner_id)
+            for job in unit:
+                self.leases.drop(job.id)
+            self.slots.uncount(unit[0].owner_id)
+
+    def _execute_unit(self, unit: list[Job]) -> Coroutine[Any, Any, None]:
+        handler = self.handlers[unit[0].kind]
+        if len(unit) > 1 and isinstance(handler, BatchHandler):
+            return self._execute_batch(unit, handler)
+        return self._execute(unit[0])
+
+    def _unit_size(self) -> int:
+        """The most jobs a unit holds: ``run_batch`` when a handler runs batches, else 1."""
+        batching = any(isinstance(h, BatchHandler) for h in self.handlers.values())
+        return max(1, self.config.run_batch) if batching else 1
+
+    def _units(self, claimed: Sequence[Job]) -> list[list[int]]:
+        """The claimed jobs (positions) as units that run in one slot each: jobs of one kind
+        and target whose handler runs batches, in claim order, up to ``run_batch`` a unit;
+        every other job alone. Units are in the order of their first job."""
+        size = self.config.run_batch
+        units: list[list[int]] = []
+        open_units: dict[tuple[str, str], list[int]] = {}
+        for position, job in enumerate(claimed):
+            if size > 1 and isinstance(self.handlers.get(job.kind), BatchHandler):
+                key = (job.kind, job.target_id)
+                unit = open_units.get(key)
+                if unit is not None and len(unit) < size:
+                    unit.append(position)
+                    continue
+                unit = open_units[key] = [position]
+                units.append(unit)
+            else:
+                units.append([position])
+        return units
+
+    async def _execute_batch(self, unit: list[Job], handler: BatchHandler) -> None:
+        """The batch path: one handler call for the jobs of one target. Each job keeps its
+        own fate: fenced, done, or failed (queued again with backoff) alone."""
+        finished: set[int] = set()
+
+        def finisher(job: Job) -> Finish:
+            def finish(conn: Connection) -> None:
+                if not jobs.complete_sync(conn, job, now_ms=self.clock.now_ms()):
+                    # Another worker holds the job now: its results must not commit.
+                    raise errors.LeaseLost(details={"job_id": job.id})
+                finished.add(job.id)
+
+            return finish
+
+        async with self.slots.worker_slot():
+            lapsed = [job for job in unit if self.leases.lapsed(job)]
+            for job in lapsed:
+                self._lost(job, "before it started")
+            if lapsed:
+                await self.leases.release(lapsed)
+            live = [job for job in unit if job not in lapsed]
+            if not live:
+                return
+            try:
+                answers = await handler.run_batch([(job, finisher(job)) for job in live])
+            except asyncio.CancelledError:
+                self._interrupted.extend(job for job in live if job.id not in finished)
+                raise
+            except Exception as exc:  # any failure: each job retried with backoff
+                answers = [exc] * len(live)
+        unfinished: list[Job] = []
+        for job, answer in zip(live, answers, strict=True):
+            if isinstance(answer, errors.LeaseLost):
+                self._lost(job, "its results were not stored")
+            elif answer is not None:
+                await self.failed(job, answer)
+            elif job.id not in finished:
+                unfinished.append(job)
+        if unfinished:  # nothing to store: done now, each only while its claim is current
+            now_ms = self.clock.now_ms()
+            done = await self.writer(
+                lambda conn: [jobs.complete_sync(conn, job, now_ms=now_ms) for job in unfinished]
+            )
+            for job, held in zip(unfinished, done, strict=True):
+                if not held:
+                    self._lost(job, "its results were not stored")
 
     def slot(self, owner_id: str) -> contextlib.AbstractAsyncContextManager[None]:
         """A run without a job (``engine/client_runs.py``) takes a slot as a job would: its
@@ -358,8 +461,11 @@ class JobWorker:
                     continue
             full = self.slots.full()
             if free > 0 and all(job.owner_id in full for job in self._queue):
-                # Nothing here may start. With shares, claim only what may (held jobs aside).
-                size = self.config.batch if not self.slots.share else free
+                # Nothing here may start. With shares, claim only what may (held jobs aside):
+                # ``free`` units, each up to a batch when some kind runs batches.
+                size = self.config.batch
+                if self.slots.share:
+                    size = min(size, free * self._unit_size())
                 try:
                     self._queue.extend(await self._claim(size))
                 except errors.NotReady as exc:  # logged once where it entered (storage)
@@ -369,15 +475,21 @@ class JobWorker:
             started = released = 0
             if free > 0 and self._queue:
                 claimed = list(self._queue)
-                owners = [job.owner_id for job in claimed]
+                # The batch path: a target's jobs in one unit (one slot, one share).
+                units = self._units(claimed)
+                owners = [claimed[unit[0]].owner_id for unit in units]
                 share = self.slots.share
                 pick = shares.pick(owners, self.slots.busy, free, share, hold=share)
                 started, released = len(pick.start), len(pick.release)
-                self._queue = collections.deque(claimed[position] for position in pick.keep)
+                self._queue = collections.deque(
+                    claimed[position] for u in pick.keep for position in units[u]
+                )
                 if released:
-                    await self.leases.release([claimed[p] for p in pick.release])
-                for position in pick.start:
-                    task = asyncio.create_task(self._run(claimed[position]))
+                    await self.leases.release(
+                        [claimed[position] for u in pick.release for position in units[u]]
+                    )
+                for u in pick.start:
+                    task = asyncio.create_task(self._run_unit([claimed[p] for p in units[u]]))
                     self._running.add(task)
                     task.add_done_callback(self._done)
             if self.clock.now_ms() - self._pruned_at >= self.config.prune_every_ms:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,6 +82,16 @@ class RunnerPool:
         if not result.ok and error.get("code") == protocol.RUNNER_CRASHED:
             raise errors.RunnerCrashed(str(error.get("message") or "the Node runner crashed"))
         return result
+
+    async def invoke_many(
+        self, invs: Sequence[Invocation], on_respond: Sequence[RespondCallback | None]
+    ) -> list[Result]:
+        """Run invocations of one account together (``port.Runner.invoke_many``)."""
+        return list(
+            await asyncio.gather(
+                *(self.invoke(inv, respond) for inv, respond in zip(invs, on_respond, strict=True))
+            )
+        )
 
     async def _call(
         self, runner: NodeRunner, inv: Invocation, on_respond: RespondCallback | None

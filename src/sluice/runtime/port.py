@@ -12,7 +12,7 @@ re-check a result for a crash.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -45,6 +45,14 @@ class Runner(Protocol):
         ``errors.RunnerCrashed`` when the runner died before answering."""
         ...
 
+    async def invoke_many(
+        self, invs: Sequence[Invocation], on_respond: Sequence[RespondCallback | None]
+    ) -> list[Result]:
+        """Run invocations of one account and one worker key together (the batch path);
+        their results in order. Raises ``errors.RunnerCrashed`` when the runner died before
+        answering them all (none of the results is used then)."""
+        ...
+
     async def evict(self, owner_id: str, worker_key: str) -> None:
         """Stop the warm worker of ``worker_key`` (``dc_x:*`` for every version of dc_x)."""
         ...
@@ -64,6 +72,8 @@ class FakeRunner:
         self.responses = responses
         self.calls: list[Invocation] = []
         self.evicted: list[tuple[str, str]] = []
+        #: The size of each ``invoke_many``.
+        self.batches: list[int] = []
 
     async def invoke(self, inv: Invocation, on_respond: RespondCallback | None = None) -> Result:
         self.calls.append(inv)
@@ -71,6 +81,13 @@ class FakeRunner:
             for response in self.responses(inv):
                 on_respond(response)
         return self.answer(inv)
+
+    async def invoke_many(
+        self, invs: Sequence[Invocation], on_respond: Sequence[RespondCallback | None]
+    ) -> list[Result]:
+        self.batches.append(len(invs))
+        pairs = zip(invs, on_respond, strict=True)
+        return [await self.invoke(inv, respond) for inv, respond in pairs]
 
     async def evict(self, owner_id: str, worker_key: str) -> None:
         self.evicted.append((owner_id, worker_key))

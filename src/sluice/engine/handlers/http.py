@@ -8,10 +8,14 @@ HTTP source time-out (``SLUICE_HTTP_SOURCE_TIMEOUT_SECONDS``).
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
+from typing import Any
+
 from sluice import errors
 from sluice.domain import http_events
 from sluice.engine.broker import Ended, Waiters
-from sluice.engine.invoker import Invoker
+from sluice.engine.invoker import BatchRun, Invoker
 from sluice.engine.jobs import Finish
 from sluice.runtime import protocol
 from sluice.storage import database, sources
@@ -64,12 +68,63 @@ class HttpJobs:
             # The crash is Sluice's, not the source's: the job runs again (with backoff).
             settle(job.id, Ended("the source's runner crashed before respond(); it will run again"))
             raise
-        error = outcome.result.error or {}
-        if error.get("code") == protocol.TIMEOUT:
-            message = "the source's run() timed out without calling respond()"
-        elif error:
-            name = error.get("name") or "an error"
-            message = f"the source's run() threw {name} before calling respond(); see its logs"
-        else:
-            message = "the source's run() ended without calling respond()"
-        settle(job.id, Ended(message))
+        settle(job.id, Ended(_unanswered(outcome.result.error)))
+
+    async def run_batch(self, batch: Sequence[tuple[Job, Finish]]) -> list[Exception | None]:
+        """The batch path (``JobWorker``): many ``http`` jobs of one source, claimed together,
+        run with one read of the source and one runner message, stored in one transaction
+        (``Invoker.run_many``). Each job's place in the answer: None when its results and done
+        mark were stored, else the exception that fails it alone (``errors.LeaseLost``: fenced;
+        its retry path otherwise). A runner crash raises: every job of the batch runs again."""
+        settle = self.waiters.settle
+        first = batch[0][0]
+        found = await self.reader(
+            lambda conn: sources.get_with_state(conn, first.owner_id, first.target_id)
+        )
+        if found is None or not found[0].active:
+            for job, _finish in batch:
+                settle(job.id, Ended("the source was deleted or deactivated before it ran"))
+            return [None] * len(batch)
+        deployment, snapshot = found
+        timeout_s = None
+        if self.run_timeout_seconds > 0:
+            component = await self.invoker.components.by_id(deployment.component_id)
+            if not http_events.custom_response(component.configurable_props):
+                timeout_s = self.run_timeout_seconds
+        runs = [
+            BatchRun(
+                http_events.event_of(job.payload),
+                finish,
+                functools.partial(settle, job.id),
+            )
+            for job, finish in batch
+        ]
+        try:
+            outcomes = await self.invoker.run_many(
+                deployment, runs, snapshot=snapshot, timeout_seconds=timeout_s
+            )
+        except errors.RunnerCrashed:
+            for job, _finish in batch:
+                settle(
+                    job.id,
+                    Ended("the source's runner crashed before respond(); it will run again"),
+                )
+            raise
+        answers: list[Exception | None] = []
+        for (job, _finish), outcome in zip(batch, outcomes, strict=True):
+            if isinstance(outcome, Exception):
+                answers.append(outcome)  # its waiting client hears its next run, as alone
+                continue
+            settle(job.id, Ended(_unanswered(outcome.result.error)))
+            answers.append(None)
+        return answers
+
+
+def _unanswered(error: dict[str, Any] | None) -> str:
+    """Why a waiting client got no ``respond()`` from the run."""
+    if error and error.get("code") == protocol.TIMEOUT:
+        return "the source's run() timed out without calling respond()"
+    if error:
+        name = error.get("name") or "an error"
+        return f"the source's run() threw {name} before calling respond(); see its logs"
+    return "the source's run() ended without calling respond()"

@@ -1,0 +1,188 @@
+"""The batch path (docs/architecture.md, "The batch path"): a source's queued requests, claimed
+together, run as one unit (``JobWorker._units``, ``HttpJobs.run_batch``) and stored in one
+transaction (``Commit.sources``), on both dialects, with real Node. A run that throws fails
+alone (its error path); a run whose results cannot be stored fails alone (its retry or lease
+path); a batch whose claim was lost stores nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import httpx
+import pytest_asyncio
+import sqlalchemy as sa
+
+from sluice import errors
+from sluice.api.app import create_app
+from sluice.clock import FakeClock
+from sluice.domain.outcomes import SourceResults
+from sluice.domain.states import JobKind
+from sluice.engine.jobs import BatchHandler, Finish, JobWorker, WorkerConfig
+from sluice.platform import Platform
+from sluice.storage.jobs import Job
+from sluice.storage.tables import events as events_table
+from sluice.storage.tables import jobs as jobs_table
+from tests.conftest import Api
+from tests.integration.test_ingress import deploy
+
+THROWS_ON_2 = """
+export default {
+  name: "Throws on 2",
+  version: "0.0.1",
+  props: { http: "$.interface.http" },
+  async run(event) {
+    if (event.body.i === 2) throw new TypeError("two is bad");
+    this.$emit(event.body);
+  },
+};
+"""
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def public(api: Api) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=create_app(platform=api.platform)),
+        base_url="http://sluice.test",
+        timeout=60,
+    ) as client:
+        yield client
+
+
+async def _post(public: httpx.AsyncClient, path: str, n: int) -> None:
+    for i in range(n):
+        answer = await public.post(path, json={"i": i})
+        assert answer.status_code == 200, answer.text
+
+
+async def _events(platform: Platform, source_id: str) -> dict[str, list[Any]]:
+    """The source's stored events by channel, oldest first."""
+    async with platform.db.connect() as conn:
+        rows = await conn.execute(
+            sa.select(events_table.c.channel, events_table.c.payload)
+            .where(events_table.c.emitter_id == source_id)
+            .order_by(events_table.c.ts_ms)
+        )
+        found: dict[str, list[Any]] = {}
+        for row in rows:
+            found.setdefault(row.channel, []).append(row.payload)
+        return found
+
+
+async def _jobs(platform: Platform, source_id: str) -> list[tuple[str, int]]:
+    async with platform.db.connect() as conn:
+        rows = await conn.execute(
+            sa.select(jobs_table.c.status, jobs_table.c.attempts)
+            .where(jobs_table.c.target_id == source_id, jobs_table.c.kind == JobKind.HTTP)
+            .order_by(jobs_table.c.id)
+        )
+        return [(row.status, row.attempts) for row in rows]
+
+
+def _sizes(platform: Platform) -> list[int]:
+    """Records the size of every batch the invoker runs."""
+    sizes: list[int] = []
+    invoker = platform.invoker
+    run_many = invoker.run_many
+
+    async def counting(deployment: Any, runs: Sequence[Any], **kwargs: Any) -> Any:
+        sizes.append(len(runs))
+        return await run_many(deployment, runs, **kwargs)
+
+    invoker.run_many = counting  # type: ignore[method-assign]
+    return sizes
+
+
+async def test_a_run_that_throws_fails_alone_and_the_others_are_stored_once(
+    api: Api, public: httpx.AsyncClient
+) -> None:
+    platform = api.platform
+    source_id, path = await deploy(api, THROWS_ON_2)
+    await _post(public, path, 5)
+    sizes = _sizes(platform)
+    try:
+        await platform.jobs.drain()
+    finally:
+        del platform.invoker.run_many  # type: ignore[method-assign]
+    assert sizes == [5]  # one batch: one claim, one runner call, one transaction
+    stored = await _events(platform, source_id)
+    assert sorted(e["i"] for e in stored[""]) == [0, 1, 3, 4]  # each once
+    [error] = stored["$errors"]  # the thrown run, on its error path
+    assert error["error"]["name"] == "TypeError" and error["error"]["msg"] == "two is bad"
+    assert error["original_event"]["body"] == {"i": 2}
+    assert await _jobs(platform, source_id) == [("done", 1)] * 5
+
+
+async def test_a_run_that_cannot_be_stored_fails_alone(api: Api) -> None:
+    """``Commit.sources``: the transaction is made again without the run that raised; the
+    others commit; its place holds the exception."""
+    platform = api.platform
+    source_id, _path = await deploy(api, THROWS_ON_2)
+    deployment = await platform.sources.get(api.account_id, source_id)
+
+    def results(i: int) -> SourceResults:
+        return SourceResults(f"inv{i}", [{"event": {"i": i}, "meta": {}}], {}, [], [], None)
+
+    def fenced(conn: sa.Connection) -> None:
+        raise errors.LeaseLost()
+
+    def broken(conn: sa.Connection) -> None:
+        raise RuntimeError("cannot be stored")
+
+    answers = await platform.commit.sources(
+        deployment,
+        None,
+        [(results(0), None), (results(1), fenced), (results(2), broken), (results(3), None)],
+    )
+    assert isinstance(answers[1], errors.LeaseLost)
+    assert isinstance(answers[2], RuntimeError)
+    assert [len(a.event_ids) for a in (answers[0], answers[3])] == [1, 1]  # type: ignore[union-attr]
+    assert sorted(e["i"] for e in (await _events(platform, source_id))[""]) == [0, 3]
+
+
+class _Stalling:
+    """The ``http`` handler behind a stall (a SIGSTOP, a VM pause: no lease renewed) that
+    starts once the batch is handed to it."""
+
+    def __init__(self, inner: BatchHandler) -> None:
+        self.inner = inner
+        self.started, self.wake = asyncio.Event(), asyncio.Event()
+
+    async def __call__(self, job: Job, finish: Finish) -> None:
+        raise AssertionError("the batch path runs these jobs")
+
+    async def run_batch(self, batch: Sequence[tuple[Job, Finish]]) -> list[Exception | None]:
+        self.started.set()
+        await self.wake.wait()
+        return await self.inner.run_batch(batch)
+
+
+async def test_a_batch_whose_claim_was_lost_stores_nothing(
+    api: Api, public: httpx.AsyncClient
+) -> None:
+    """Fencing: a worker stalls with a claimed batch past its lease; another takes the jobs
+    over and stores them; the first's runs, when it wakes, are refused with their done marks:
+    every request is stored once."""
+    platform = api.platform
+    source_id, path = await deploy(api, THROWS_ON_2.replace("=== 2", "=== -1"))
+    await _post(public, path, 4)
+    handler = platform.jobs.handlers[JobKind.HTTP]
+    assert isinstance(handler, BatchHandler)
+    clock = FakeClock(int(time.time() * 1000) + 1000)  # past the requests' run_after
+    stalling = _Stalling(handler)
+    stalled = JobWorker(platform.db, clock, WorkerConfig(lease_ms=30_000), {JobKind.HTTP: stalling})
+    running = asyncio.create_task(stalled.run_once())
+    await stalling.started.wait()
+
+    clock.advance(seconds=31)
+    other = JobWorker(platform.db, clock, WorkerConfig(lease_ms=30_000), {JobKind.HTTP: handler})
+    assert await other.run_once() >= 4
+    stalling.wake.set()
+    await running
+    stored = await _events(platform, source_id)
+    assert sorted(e["i"] for e in stored[""]) == [0, 1, 2, 3]  # once each: the first stored none
+    assert await _jobs(platform, source_id) == [("done", 2)] * 4
+    stalled.writer.dispose()
+    other.writer.dispose()
