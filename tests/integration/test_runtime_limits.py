@@ -226,3 +226,48 @@ async def test_more_accounts_than_runner_slots_under_concurrency(api: Api) -> No
                 ]
             )
             assert [r.error for r in results if not r.ok] == []
+
+
+async def test_invoke_many_sends_one_message_and_answers_each_call(api: Api) -> None:
+    """The batch path (``RunnerPool.invoke_many``): one ``invoke_batch`` for the calls of one
+    worker key, what they share sent once; each call its own result, its own time-out, and
+    its own ``respond``."""
+    pool, entry = api.platform.pool, await _entry(api.platform, api.account_id)
+    await pool.invoke(_call(api.account_id, entry, "fine", key="many"))
+    runner = pool.runner(api.account_id)
+    assert runner is not None
+    sent: list[bytes] = []
+    channel = runner._writer  # what goes over the protocol socket
+    assert channel is not None
+    write = channel.write
+    channel.write = lambda data: (sent.append(data), write(data))[1]  # type: ignore[method-assign]
+    heard: list[int] = []
+    try:
+        results = await pool.invoke_many(
+            [
+                _call(api.account_id, entry, "fine", key="many", timeout_ms=400),
+                _call(api.account_id, entry, "respond-then-hang", key="many", timeout_ms=400),
+                _call(api.account_id, entry, "concurrent", key="many", timeout_ms=400),
+            ],
+            [None, lambda response: heard.append(response.status or 0), None],
+        )
+    finally:
+        del channel.write  # type: ignore[method-assign]
+    assert [len(sent), sent[0].count(b'"type":"invoke_batch"'), sent[0].count(b'"mode"')] == [
+        1,
+        1,
+        3,
+    ]
+    assert sent[0].count(b'"db"') == 1  # shared: sent once
+    assert results[0].ok and results[2].ok
+    assert results[1].error is not None and results[1].error["code"] == "TIMEOUT"
+    assert heard == [200]
+    # A runner that dies mid-batch: raised once, for the whole batch.
+    with pytest.raises(errors.RunnerCrashed):
+        await pool.invoke_many(
+            [
+                _call(api.account_id, entry, "respond-then-hang", key="crash"),
+                _call(api.account_id, entry, "concurrent", key="crash"),
+            ],
+            [lambda _response: runner.kill(), None],
+        )

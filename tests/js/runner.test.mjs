@@ -24,7 +24,9 @@ class Runner {
     this.exited = new Promise((resolve) => this.proc.on("exit", (code) => resolve(code)));
     let partial = "";
     this.proc.stdout.setEncoding("utf8");
+    this.chunks = 0; // stdout writes seen: lines of one write share a number (`chunk`)
     this.proc.stdout.on("data", (chunk) => {
+      this.chunks += 1;
       const lines = (partial + chunk).split("\n");
       partial = lines.pop();
       for (const line of lines) this.onLine(line);
@@ -56,7 +58,7 @@ class Runner {
       return;
     }
     this.pending.delete(msg.id);
-    waiter({ ...msg, responds: this.responds.get(msg.id) ?? [] });
+    waiter({ ...msg, chunk: this.chunks, responds: this.responds.get(msg.id) ?? [] });
   }
 
   /** Send a request; resolves with its result (plus `responds` and `elapsed` ms). */
@@ -696,6 +698,60 @@ describe("requests", () => {
     assert.ok(keys.includes("dc_other:v1"));
     assert.deepEqual(ok(await runner.request({ type: "evict", worker_key: "dc_other:v1" })), { evicted: true });
     assert.deepEqual(ok(await runner.request({ type: "evict", worker_key: "dc_other:v1" })), { evicted: false });
+  });
+});
+
+describe("invoke_batch", () => {
+  const entry = fixture("batch-source.mjs");
+  /** Send one invoke_batch of `events`; resolves with each call's result, in order. */
+  const batch = (key, events, extra = {}) => {
+    const ids = events.map(() => runner.nextId++);
+    const results = ids.map((id) => new Promise((resolve) => runner.pending.set(id, resolve)));
+    const message = {
+      type: "invoke_batch", id: runner.nextId++, worker_key: key, entry,
+      shared: { kind: "run", props: { label: "L", http: { endpoint: "e" } }, db: {} },
+      calls: events.map((event, i) => ({ id: ids[i], call: { event } })),
+      ...extra,
+    };
+    runner.proc.stdin.write(`${JSON.stringify(message)}\n`);
+    return Promise.all(results);
+  };
+
+  test("many runs in one message; their results leave together, a throw fails its run alone", async () => {
+    const [a, b, c] = await batch("dc_batch:v1", [{ n: 1 }, { n: 2, throws: true }, { n: 3, sleep: 30 }]);
+    assert.equal(ok(a), 1);
+    assert.deepEqual(a.emits, [{ event: { n: 1, label: "L", db: null }, meta: {} }]);
+    assert.equal(b.ok, false);
+    assert.equal(b.error.name, "TypeError");
+    assert.equal(b.error.message, "run 2 threw");
+    assert.deepEqual(b.emits, []);
+    assert.equal(ok(c), 3);
+    // One write for the three (the fast ones waited for the slow one).
+    assert.equal(a.chunk, c.chunk);
+    assert.equal(b.chunk, c.chunk);
+  });
+
+  test("respond() of a batched call goes out at once, under its own id", async () => {
+    const [first, second] = await batch("dc_batch:v1", [{ n: 1, respond: true, sleep: 20 }, { n: 2 }]);
+    assert.deepEqual(first.responds.map((r) => r.status), [201]);
+    assert.deepEqual(second.responds, []);
+    assert.equal(ok(first), 1);
+  });
+
+  test("each call keeps its own time-out; an inspect call is not batched", async () => {
+    const [quick, slow, fine] = await batch("dc_batch:v1", [{ n: 1 }, { n: 2, sleep: 5000 }, { n: 3 }], {
+      limits: { timeout_ms: 300 },
+    });
+    assert.equal(ok(quick), 1);
+    assert.equal(slow.error.code, "TIMEOUT");
+    assert.equal(ok(fine), 3);
+    const id = runner.nextId++;
+    const refused = new Promise((resolve) => runner.pending.set(id, resolve));
+    runner.proc.stdin.write(`${JSON.stringify({
+      type: "invoke_batch", id: runner.nextId++, worker_key: "dc_batch:v1", entry,
+      calls: [{ id, call: { kind: "inspect" } }],
+    })}\n`);
+    assert.equal((await refused).error.code, "BAD_MESSAGE");
   });
 });
 

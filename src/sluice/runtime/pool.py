@@ -86,12 +86,59 @@ class RunnerPool:
     async def invoke_many(
         self, invs: Sequence[Invocation], on_respond: Sequence[RespondCallback | None]
     ) -> list[Result]:
-        """Run invocations of one account together (``port.Runner.invoke_many``)."""
-        return list(
-            await asyncio.gather(
-                *(self.invoke(inv, respond) for inv, respond in zip(invs, on_respond, strict=True))
-            )
-        )
+        """Run invocations of one account and worker key together (``port.Runner``): one
+        ``invoke_batch`` message, what their calls share sent once (docs/runner-protocol.md).
+        Invocations that differ in anything but their call go one by one."""
+        if not invs:
+            return []
+        first = invs[0]
+        if len(invs) == 1 or any(
+            (inv.owner_id, inv.worker_key, inv.entry, inv.env, inv.timeout_ms, inv.memory_mb)
+            != (first.owner_id, first.worker_key, first.entry, first.env, first.timeout_ms,
+                first.memory_mb)
+            or inv.call.get("steps")  # a workflow's: its steps' paths go one by one
+            for inv in invs
+        ):  # fmt: skip
+            pairs = zip(invs, on_respond, strict=True)
+            return list(await asyncio.gather(*(self.invoke(i, r) for i, r in pairs)))
+        shared = _shared(invs)
+        runner = await self._runner_for(first.owner_id)
+        started = time.monotonic()
+        try:
+            await runner.stage(_paths(first))
+            entry, sandbox = first.entry, self.sandbox
+            if sandbox is not None:  # the jail's path: the host's is not in it
+                entry = sandbox.jail_path(entry)
+            message = {
+                "worker_key": first.worker_key,
+                "entry": entry,
+                "env": first.env or {},
+                "limits": {"timeout_ms": first.timeout_ms, "memory_mb": first.memory_mb},
+                "shared": shared,
+            }
+            calls = [
+                ({k: v for k, v in inv.call.items() if k not in shared}, respond, inv.on_store)
+                for inv, respond in zip(invs, on_respond, strict=True)
+            ]
+            deadline = first.timeout_ms / 1000 + self.config.deadline_grace_seconds
+            results = await runner.call_many(message, calls, deadline)
+            if sandbox is not None:
+                for result in results:
+                    _errors_at_host_paths(sandbox, result)
+        finally:
+            self._leases[first.owner_id] -= 1
+        elapsed = time.monotonic() - started
+        kind = str(first.call.get("kind") or "call")
+        crashed = None
+        for result in results:
+            error = result.error or {}
+            code = None if result.ok else str(error.get("code") or "error")
+            metrics.invocation(kind, elapsed, code)
+            if not result.ok and error.get("code") == protocol.RUNNER_CRASHED:
+                crashed = str(error.get("message") or "the Node runner crashed")
+        if crashed is not None:
+            raise errors.RunnerCrashed(crashed)
+        return results
 
     async def _call(
         self, runner: NodeRunner, inv: Invocation, on_respond: RespondCallback | None
@@ -211,6 +258,18 @@ def _errors_at_host_paths(sandbox: Sandbox, result: Result) -> None:
         for name in ("message", "stack"):
             if isinstance(error.get(name), str):
                 error[name] = sandbox.host_text(error[name])
+
+
+def _shared(invs: Sequence[Invocation]) -> dict[str, Any]:
+    """The parts of the calls that every one of them has, the same (a source's props, its db
+    snapshot, its limits): sent once with the batch."""
+    first = invs[0].call
+    missing = object()
+    return {
+        key: value
+        for key, value in first.items()
+        if all((other := inv.call.get(key, missing)) is value or other == value for inv in invs[1:])
+    }
 
 
 def _paths(inv: Invocation) -> list[str]:

@@ -20,6 +20,7 @@ import os
 import signal
 import socket
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -217,6 +218,76 @@ class NodeRunner:
         finally:
             timer.cancel()
             self._pending.pop(request_id, None)
+            self.last_used = time.monotonic()
+
+    async def call_many(
+        self,
+        message: dict[str, Any],
+        calls: Sequence[tuple[dict[str, Any], RespondCallback | None, StoreCallback | None]],
+        deadline: float = 60.0,
+    ) -> list[Result]:
+        """Send one ``invoke_batch`` (``message``: its worker key, entry, env, limits and
+        ``shared`` part of every call) carrying ``calls`` (each its own part of the call and
+        who hears its ``respond`` and ``store`` messages); their results, in order. Each call
+        gets an id of its own, so its messages and its ``result`` line find it as a lone
+        call's would (docs/runner-protocol.md). ``deadline`` is the backstop of ``call``."""
+        if not self.alive or self._writer is None:
+            failure = Result.failure(protocol.RUNNER_CRASHED, "the Node runner is not running")
+            return [failure for _ in calls]
+        self.last_used = time.monotonic()
+        loop = asyncio.get_running_loop()
+        futures: list[asyncio.Future[Result]] = []
+        items: list[dict[str, Any]] = []
+        for call, on_respond, on_store in calls:
+            self._next_id += 1
+            future: asyncio.Future[Result] = loop.create_future()
+            self._pending[self._next_id] = (future, on_respond, on_store)
+            futures.append(future)
+            items.append({"id": self._next_id, "call": call})
+        first_id = self._next_id - len(calls) + 1
+        # Its own id: a runner that refuses the batch itself answers it (a BAD_MESSAGE result)
+        # and every call gets that answer.
+        self._next_id += 1
+        batch_id = self._next_id
+        refused: asyncio.Future[Result] = loop.create_future()
+        self._pending[batch_id] = (refused, None, None)
+        try:
+            try:
+                async with self._write_lock:
+                    batch = {**message, "type": "invoke_batch", "id": batch_id, "calls": items}
+                    self._writer.write(protocol.encode(batch))
+                    await self._writer.drain()
+            except (ConnectionError, RuntimeError) as exc:
+                failure = Result.failure(protocol.RUNNER_CRASHED, f"the Node runner is gone: {exc}")
+                return [failure for _ in calls]
+            timer = loop.call_later(deadline, _expire, refused)
+            try:
+                gathered = asyncio.gather(*futures)
+                either: set[asyncio.Future[Any]] = {gathered, refused}
+                await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+                if not gathered.done():
+                    gathered.cancel()
+                    try:
+                        answer = refused.result()
+                    except TimeoutError:
+                        log.error(
+                            "runner %s did not answer batch %d in %.0f s; restarting it",
+                            self.name,
+                            batch_id,
+                            deadline,
+                        )
+                        self.kill()
+                        answer = Result.failure(
+                            protocol.RUNNER_CRASHED,
+                            "the Node runner stopped answering; it was restarted",
+                        )
+                    return [f.result() if f.done() else answer for f in futures]
+                return list(gathered.result())
+            finally:
+                timer.cancel()
+        finally:
+            for request_id in range(first_id, batch_id + 1):
+                self._pending.pop(request_id, None)
             self.last_used = time.monotonic()
 
     async def _read_protocol(self, proc: asyncio.subprocess.Process, channel: LineChannel) -> None:

@@ -39,8 +39,29 @@ export function resultLine(id, r) {
     + `,"duration_ms":${r.durationMs ?? 0}}`;
 }
 
+/**
+ * The calls of one `invoke_batch` request (runner.mjs): their `result` lines leave together, in
+ * one write, once the last of them has ended (docs/runner-protocol.md).
+ */
+export class Batch {
+  constructor(size) {
+    this.lines = new Array(size).fill(null);
+    this.left = size;
+  }
+
+  settle(position, line) {
+    if (this.lines[position] !== null) return;
+    this.lines[position] = line;
+    this.left -= 1;
+    if (this.left === 0) io.writeLine(this.lines.join("\n"));
+  }
+}
+
 export class Call {
-  constructor(req) {
+  constructor(req, batch = null, position = 0) {
+    // The batch this call is part of (its result waits for the others'), and its place there.
+    this.batch = batch;
+    this.position = position;
     this.id = req.id;
     this.key = req.worker_key;
     this.seq = nextSeq++;
@@ -154,7 +175,9 @@ export class Call {
       this.logs.push({ ts: Date.now(), level: "warn", msg: `[sluice] ${dropped} log entries dropped (at most ${MAX_LOGS} per invocation)` });
     }
     const durationMs = Math.round((performance.now() - this.started) * 100) / 100;
-    io.writeLine(resultLine(this.id, { ...this, ok, value, flowExit, error, durationMs }));
+    const line = resultLine(this.id, { ...this, ok, value, flowExit, error, durationMs });
+    if (this.batch) this.batch.settle(this.position, line);
+    else io.writeLine(line);
     io.finished(this);
   }
 }

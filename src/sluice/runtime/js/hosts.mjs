@@ -71,6 +71,21 @@ export class Host {
     this.worker.postMessage({ t: "call", seq: call.seq, key: call.key, entry: req.entry, env, call: req.call });
   }
 
+  /** Calls of this worker's key in one message (the batch path): one post, one clone. */
+  dispatchMany(calls, env) {
+    clearTimeout(this.idleTimer);
+    this.lastUsed = performance.now();
+    const first = calls[0];
+    if (this.key === null) this.key = first.key;
+    else if (this.key !== first.key) throw new Error(`worker of ${this.key} was handed ${first.key}`);
+    for (const call of calls) {
+      call.handle = this;
+      this.inflight.set(call.seq, call);
+    }
+    const items = calls.map((call) => ({ seq: call.seq, call: call.request.call }));
+    this.worker.postMessage({ t: "calls", key: first.key, entry: first.request.entry, env, items });
+  }
+
   onMessage(m) {
     if (this.dead) return;
     switch (m.t) {

@@ -9,7 +9,7 @@
 import net from "node:net";
 import util from "node:util";
 
-import { Call, io, resultLine, runnerError } from "./call.mjs";
+import { Batch, Call, io, resultLine, runnerError } from "./call.mjs";
 import { HostPool } from "./hosts.mjs";
 import { reapIfIdle } from "./reaper.mjs";
 import { BAD_MESSAGE, BAD_MESSAGE_ERROR, TIMEOUT, TIMEOUT_ERROR, WORKER_STOPPED, WORKER_STOPPED_ERROR } from "./codes.mjs";
@@ -153,6 +153,49 @@ function onInvoke(req) {
   }
 }
 
+/**
+ * Many invocations of one worker_key in one request (the batch path, docs/runner-protocol.md):
+ * `shared` holds what every call has (props, db, limits of the call), each item its own id and
+ * the rest of its call. Each call runs as if invoked alone (its own id for `respond` and
+ * `store`, its own time-out); their `result` lines leave together once the last has ended.
+ */
+function onInvokeBatch(req) {
+  if (!Array.isArray(req.calls) || req.calls.length === 0) return badMessage(req.id, "calls must be a non-empty array");
+  const shared = req.shared ?? {};
+  if (!isPlainObject(shared)) return badMessage(req.id, "shared must be an object");
+  const batch = new Batch(req.calls.length);
+  const env = req.env && isPlainObject(req.env)
+    ? Object.fromEntries(Object.entries(req.env).map(([k, v]) => [k, String(v)]))
+    : null;
+  const calls = [];
+  req.calls.forEach((item, position) => {
+    const one = {
+      type: "invoke", id: item?.id, worker_key: req.worker_key, entry: req.entry, env: req.env,
+      limits: req.limits, call: isPlainObject(item?.call) ? { ...shared, ...item.call } : item?.call,
+    };
+    let problem = Number.isInteger(one.id) ? validateInvoke(one) : "each call needs an integer id";
+    if (!problem && callsById.has(one.id)) problem = `id ${one.id} is already in flight`;
+    if (!problem && one.call.kind === "inspect") problem = "an inspect call cannot be batched";
+    if (problem) {
+      batch.settle(position, resultLine(one.id ?? null, { ok: false, value: "null", error: runnerError(BAD_MESSAGE_ERROR, BAD_MESSAGE, problem) }));
+      return;
+    }
+    const call = new Call(one, batch, position);
+    callsById.set(one.id, call);
+    call.arm(req.limits?.timeout_ms ?? DEFAULT_TIMEOUT_MS);
+    calls.push(call);
+  });
+  if (calls.length === 0) return;
+  let host;
+  try {
+    host = pool.place(calls[0], req.limits?.memory_mb ?? DEFAULT_MEMORY_MB);
+  } catch (err) {
+    for (const call of calls) call.fail(WORKER_STOPPED_ERROR, WORKER_STOPPED, `could not start a worker: ${err.message}`);
+    return;
+  }
+  host.dispatchMany(calls, env);
+}
+
 /** Python's answer to a `store` message: to the worker of that call (none when it ended). */
 function onStoreResult(msg) {
   const call = callsById.get(msg.id);
@@ -190,6 +233,8 @@ function handleLine(line) {
   switch (req.type) {
     case "invoke":
       return onInvoke(req);
+    case "invoke_batch":
+      return onInvokeBatch(req);
     case "evict":
       return onEvict(req);
     case "stats":

@@ -5,8 +5,9 @@
 // share is its realm: globals, built-in prototypes, the modules it imports, the heap and the
 // event loop. No other deployment's code ever runs here (docs/runtime.md, "Warm workers").
 //
-// Runner → worker: {t: "call", seq, key, entry, env, call}, {t: "store_result", …},
-//   {t: "ping"}.
+// Runner → worker: {t: "call", seq, key, entry, env, call}, {t: "calls", key, entry, env,
+//   items: [{seq, call}]} (the batch path: each item handled as a "call"),
+//   {t: "store_result", …}, {t: "ping"}.
 // Worker → runner messages (all tagged with the runner's invocation `seq`; JSON payloads are
 // sent as JSON text so the runner can splice them into its output without re-encoding):
 //   {t: "loaded", key, ok, error?}             once a slot's import settles
@@ -154,6 +155,9 @@ function isCommonJs(file) {
 parentPort.on("message", (msg) => {
   if (!msg) return;
   if (msg.t === "call") handleCall(msg);
+  else if (msg.t === "calls") {
+    for (const { seq, call } of msg.items) handleCall({ seq, key: msg.key, entry: msg.entry, env: msg.env, call });
+  }
   else if (msg.t === "store_result") settleStore(msg);
   else if (msg.t === "ping") post({ t: "pong" });
 });
