@@ -49,14 +49,19 @@ class Controllers:
                 (made[0] / "cgroup.subtree_control").write_text(
                     "+memory +pids" + (" +cpu" if cpu else "")
                 )
-            # CPU: all jails together weigh half of this server's process when the cores are
-            # busy (the API and endpoints stay responsive), and each jail weighs the same as
-            # any other (an account with many busy invocations gets no more than one with one).
+            # CPU: on each core, all jails together weigh half of a busy thread of this server
+            # (the API and endpoints stay responsive), and each jail weighs the same as any
+            # other (an account with many busy invocations gets no more than one with one).
+            # A group's weight is spread over the cores it runs on, hence times the cores: a
+            # flat 512 (half of one thread, on two cores) made user code weigh a quarter of
+            # any other process per core, and on a busy host a thread's start in a jail took
+            # 10x as long as outside (bench/README.md, "A new deployment's first call").
+            cores = len(os.sched_getaffinity(0))
             for path in made:
                 if (path / "cpu.shares").exists():
-                    (path / "cpu.shares").write_text("512")
+                    (path / "cpu.shares").write_text(str(512 * cores))
                 if (path / "cpu.weight").exists():
-                    (path / "cpu.weight").write_text("50")
+                    (path / "cpu.weight").write_text(str(min(50 * cores, 10_000)))
         except OSError as exc:
             log.warning("cgroups not usable (%s): memory is watched through RSS instead", exc)
             for path in made:
