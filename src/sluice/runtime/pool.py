@@ -146,7 +146,9 @@ class RunnerPool:
         entry, call, sandbox = inv.entry, inv.call, self.sandbox
         if sandbox is not None:  # the jail's paths: the host's are not in it
             entry = sandbox.jail_path(entry)
-            if call.get("steps"):
+            # A workflow's steps (a list, each with its module's entry); an action's
+            # ``steps`` is the run's context object, passed as it is.
+            if isinstance(call.get("steps"), list):
                 call = {**call, "steps": [_step_in_jail(sandbox, s) for s in call["steps"]]}
         message = {
             "type": "invoke",
