@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from sluice.domain.deliveries import DeliveryState
-from sluice.storage.account_tables import deliveries as t
+from sluice.storage.tables import deliveries as t
 
 
 @dataclass(frozen=True)
