@@ -15,7 +15,7 @@ import pytest_asyncio
 import sqlalchemy as sa
 
 from sluice.api.app import create_app
-from sluice.domain import http_answers, http_events
+from sluice.domain import http_events
 from sluice.storage.tables import deployed_components as sources_table
 from sluice.storage.tables import jobs as jobs_table
 from tests.conftest import Api
@@ -469,5 +469,5 @@ async def test_no_cookie_reaches_an_endpoint_on_the_uis_origin(
 
     _responder_id, answer_path = await deploy(api, RESPONDER)
     answered = await public.post(answer_path, json={})
-    assert answered.headers["content-security-policy"] == http_answers.SANDBOX
+    assert answered.headers["content-security-policy"] == http_events.SANDBOX
     assert answered.headers["x-content-type-options"] == "nosniff"

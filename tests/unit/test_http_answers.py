@@ -11,8 +11,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sluice.domain import http_answers as h
-from sluice.domain.http_answers import Answer, Refusal
+from sluice.domain import http_events as h
+from sluice.domain.http_events import Answer, Refusal
 from sluice.domain.states import Unanswered
 from tests.unit.test_http_events import json_values
 

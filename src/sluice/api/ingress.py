@@ -21,8 +21,8 @@ from starlette.types import Message, Receive, Scope, Send
 
 from sluice import errors, public_url
 from sluice.api import errors as api_errors
-from sluice.domain import endpoint_origins, http_answers
-from sluice.domain.http_answers import Answer, Refusal
+from sluice.domain import endpoint_origins, http_events
+from sluice.domain.http_events import Answer, Refusal
 from sluice.platform import IncomingRequest, Platform
 
 log = logging.getLogger(__name__)
@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 PREFIX = "/e/"
 
 #: The default answer (no ``customResponse``), its ASGI messages built once.
-_DEFAULT = http_answers.DEFAULT_ANSWER
+_DEFAULT = http_events.DEFAULT_ANSWER
 _DEFAULT_START: Message = {
     "type": "http.response.start",
     "status": _DEFAULT.status,

@@ -160,7 +160,7 @@ def request_headers(headers: list[tuple[str, str]], *, own_origin: bool) -> list
 def answer_headers(
     headers: Iterable[tuple[str, str]], *, own_origin: bool
 ) -> list[tuple[str, str]]:
-    """The answer headers an endpoint may send (names lowercased, as ``http_answers`` makes
+    """The answer headers an endpoint may send (names lowercased, as ``http_events`` makes
     them): on a shared origin none that changes the origin's state; on its own, cookies that
     stay on its host, and never ``Clear-Site-Data``.
 

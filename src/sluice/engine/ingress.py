@@ -42,9 +42,8 @@ from typing import Any
 from sluice import errors
 from sluice.clock import Clock
 from sluice.config import Settings
-from sluice.domain import http_answers, http_events
-from sluice.domain.http_answers import Answer, Refusal
-from sluice.domain.http_events import Bucket
+from sluice.domain import http_events
+from sluice.domain.http_events import Answer, Bucket, Refusal
 from sluice.domain.states import JobKind, Unanswered
 from sluice.engine.admission import Admission
 from sluice.engine.broker import Ended, Settlement, Waiters
@@ -158,7 +157,7 @@ class Ingress:
         requested = next(
             (v for k, v in headers if k.lower() == "access-control-request-headers"), None
         )
-        return http_answers.preflight_answer(requested)
+        return http_events.preflight_answer(requested)
 
     async def accept(self, endpoint_id: str, request: IncomingRequest) -> Answer | Refusal:
         entry = await self.directory.find(endpoint_id)
@@ -184,7 +183,7 @@ class Ingress:
             request.headers, request.query_string, "x-pd-notrigger"
         ):
             # Pipedream's test request: received and answered, the workflow not run.
-            return http_answers.default_answer()
+            return http_events.default_answer()
         stored_body: Any = None
         if upload:
             mimetype = http_events.media_type(content_type) or OCTET_STREAM
@@ -230,7 +229,7 @@ class Ingress:
             await self.enqueuer.enqueue(job)
             # Committed: the request is durable from here on, and only now is it answered.
             self.worker.notify(job.owner_id, due_now=True)
-            return http_answers.default_answer()
+            return http_events.default_answer()
         waiter: asyncio.Future[Settlement] = asyncio.get_running_loop().create_future()
 
         registered: list[int] = []
@@ -413,7 +412,7 @@ def _settle(answer: asyncio.Future[Settlement], outcome: Settlement) -> None:
 def _outcome_answer(outcome: Settlement) -> Answer | Refusal:
     if isinstance(outcome, Ended):
         return Refusal(outcome.reason, outcome.message)
-    return http_answers.answer(outcome.status, outcome.headers, outcome.body, outcome.body_encoding)
+    return http_events.answer(outcome.status, outcome.headers, outcome.body, outcome.body_encoding)
 
 
 def _header(headers: list[tuple[str, str]], name: str) -> str:
