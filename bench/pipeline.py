@@ -13,10 +13,13 @@ backlog). Each body carries its sequence number. After the window the bench wait
   acked     requests answered 2xx          stored  events stored for them (exactly once?)
   lag       event ``ts_ms`` (its commit) - the request's scheduled time: p50, p99, max
   ok        p99 lag <= 1 s, every acked request stored once, and nothing still queued
+  stored/s  events stored for the rate, over its window and its drain (the run rate when the
+            rate is above it: PostgreSQL's drain)
 
 The goal (issue 15): the highest rate that is ok, held 60 s, at least 5,000 events/s.
 
 Run:  .venv/bin/python bench/pipeline.py [--rates 1000,2000,3000,5000] [--seconds 60]
+      [--postgres postgresql://postgres@127.0.0.1:5432/postgres]   (a fresh database there)
       .venv/bin/python bench/pipeline.py --quick      (a few seconds, two low rates)
 Results: printed table, and bench/results/pipeline.json.
 """
@@ -36,7 +39,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._server import Server, api, environment, percentile, table, write_results
+from bench._server import (
+    Server,
+    api,
+    create_database,
+    drop_database,
+    environment,
+    percentile,
+    table,
+    write_results,
+)
 
 EMITTER = (
     "export default { name: 'pipe', version: '0.0.1', props: { http: '$.interface.http' },"
@@ -97,7 +109,26 @@ async def drive(port: int, path: str, rate: int, seconds: float, first: int, con
     return load
 
 
+#: The server's PostgreSQL database (``--postgres``); None: its SQLite file.
+PG_URL: str | None = None
+
+
+def _pg(query: str, *args: Any) -> list[Any]:
+    import asyncpg
+
+    async def run() -> list[Any]:
+        conn = await asyncpg.connect(PG_URL, timeout=10)
+        try:
+            return list(await conn.fetch(query, *args))
+        finally:
+            await conn.close()
+
+    return asyncio.run(run())
+
+
 def _queue(db: Path) -> dict[str, int]:
+    if PG_URL is not None:
+        return {r[0]: r[1] for r in _pg("SELECT status, count(*) FROM jobs GROUP BY status")}
     with sqlite3.connect(db, timeout=30) as conn:
         return dict(conn.execute("SELECT status, count(*) FROM jobs GROUP BY status").fetchall())
 
@@ -115,6 +146,12 @@ def wait_drained(db: Path, timeout: float) -> dict[str, int]:
 
 def stored(db: Path, source_id: str) -> list[tuple[int, int]]:
     """(sequence number, ts_ms) of each stored event of the source."""
+    if PG_URL is not None:
+        rows = _pg(
+            "SELECT payload::text, ts_ms FROM events WHERE emitter_id = $1 AND channel = ''",
+            source_id,
+        )
+        return [(int(json.loads(p)["i"]), int(ts)) for p, ts in rows]
     with sqlite3.connect(db, timeout=30) as conn:
         rows = conn.execute(
             "SELECT payload, ts_ms FROM events WHERE emitter_id = ? AND channel = ''",
@@ -151,6 +188,8 @@ def measure_rate(
         "lag_p99_ms": round(p99, 1) if lags else None,
         "lag_max_ms": round(max(lags), 1) if lags else None,
         "drain_s": round(drain_s, 1),
+        # Runs stored a second, from the first request to the end of the drain.
+        "stored_per_s": round(len(seqs) / (args.seconds + drain_s), 1),
         "still_queued": still,
         "ok": bool(lags) and p99 <= 1000 and missing == 0 and still == 0 and not load.errors,
     }
@@ -164,11 +203,29 @@ def main() -> int:
     ap.add_argument("--drain", type=float, default=120.0, help="seconds to wait for the queue")
     ap.add_argument("--quick", action="store_true", help="500 and 1000 req/s, 5 s each")
     ap.add_argument("--env", action="append", default=[], help="SLUICE_X=v for the server")
+    ap.add_argument(
+        "--postgres",
+        metavar="URL",
+        help="run Sluice on a fresh database of this PostgreSQL server (dropped after)",
+    )
     args = ap.parse_args()
+    if args.postgres:
+        global PG_URL
+        PG_URL = asyncio.run(create_database(args.postgres))
+        try:
+            return _main(args)
+        finally:
+            asyncio.run(drop_database(args.postgres, PG_URL))
+    return _main(args)
+
+
+def _main(args: argparse.Namespace) -> int:
     if args.quick:
         args.rates, args.seconds, args.drain = "500,1000", 5.0, 60.0
     env = {"SLUICE_HTTP_RATE_PER_SECOND": "0", "SLUICE_EVENT_RETENTION": "10000000"}
     env.update(dict(kv.split("=", 1) for kv in args.env))
+    if PG_URL is not None:
+        env["SLUICE_DATABASE_URL"] = PG_URL
     rows: list[dict[str, Any]] = []
     with Server(env=env) as server:
         os.sched_setaffinity(server.pid, {0})  # before the Node runner starts: it inherits it
@@ -186,7 +243,7 @@ def main() -> int:
             rows.append(row)
             print(json.dumps(row), flush=True)
     keys = ["rate", "acked", "stored", "missing", "doubled", "lag_p50_ms", "lag_p99_ms",
-            "lag_max_ms", "drain_s", "still_queued", "ok"]  # fmt: skip
+            "lag_max_ms", "drain_s", "stored_per_s", "still_queued", "ok"]  # fmt: skip
     print(table(keys, [[row[k] for k in keys] for row in rows]))
     passed = [row["rate"] for row in rows if row["ok"]]
     print(

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 import httpx
+import pytest
 import pytest_asyncio
 import sqlalchemy as sa
 
@@ -20,7 +21,7 @@ from sluice.api.app import create_app
 from sluice.clock import FakeClock
 from sluice.domain.outcomes import SourceResults
 from sluice.domain.states import JobKind
-from sluice.engine.jobs import BatchHandler, Finish, JobWorker, WorkerConfig
+from sluice.engine.jobs import BatchHandler, Finish, FinishMany, JobWorker, WorkerConfig
 from sluice.platform import Platform
 from sluice.storage.jobs import Job
 from sluice.storage.tables import events as events_table
@@ -39,6 +40,21 @@ export default {
   },
 };
 """
+
+
+@pytest.fixture
+def statements() -> Iterator[list[str]]:
+    """Every statement any engine sends while the test runs."""
+    seen: list[str] = []
+
+    def note(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        seen.append(statement)
+
+    sa.event.listen(sa.engine.Engine, "before_cursor_execute", note)
+    try:
+        yield seen
+    finally:
+        sa.event.remove(sa.engine.Engine, "before_cursor_execute", note)
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -142,6 +158,34 @@ async def test_a_run_that_cannot_be_stored_fails_alone(api: Api) -> None:
     assert sorted(e["i"] for e in (await _events(platform, source_id))[""]) == [0, 3]
 
 
+async def test_one_statement_marks_a_batch_done_and_a_taken_over_job_is_not_stored(
+    api: Api, statements: list[str]
+) -> None:
+    """``finish_many``: the batch's done marks in one statement, the events of its runs in
+    one insert; a position whose claim is not current any more gets ``LeaseLost`` and none
+    of its results."""
+    platform = api.platform
+    source_id, _path = await deploy(api, THROWS_ON_2)
+    deployment = await platform.sources.get(api.account_id, source_id)
+    marked: list[list[int]] = []
+
+    def finish_many(conn: sa.Connection, positions: Sequence[int]) -> set[int]:
+        marked.append(list(positions))
+        return {p for p in positions if p != 1}  # the second was taken over
+
+    runs = [
+        (SourceResults(f"inv{i}", [{"event": {"i": i}, "meta": {}}], {}, [], [], None), None)
+        for i in range(4)
+    ]
+    statements.clear()
+    answers = await platform.commit.sources(deployment, None, runs, finish_many=finish_many)
+    assert marked == [[0, 1, 2, 3]]
+    assert isinstance(answers[1], errors.LeaseLost)
+    assert sorted(e["i"] for e in (await _events(platform, source_id))[""]) == [0, 2, 3]
+    inserts = [s for s in statements if s.lstrip().upper().startswith("INSERT INTO EVENTS")]
+    assert len(inserts) == 1  # one statement for the three runs' events
+
+
 class _Stalling:
     """The ``http`` handler behind a stall (a SIGSTOP, a VM pause: no lease renewed) that
     starts once the batch is handed to it."""
@@ -153,10 +197,12 @@ class _Stalling:
     async def __call__(self, job: Job, finish: Finish) -> None:
         raise AssertionError("the batch path runs these jobs")
 
-    async def run_batch(self, batch: Sequence[tuple[Job, Finish]]) -> list[Exception | None]:
+    async def run_batch(
+        self, batch: Sequence[tuple[Job, Finish]], finish_many: FinishMany
+    ) -> list[Exception | None]:
         self.started.set()
         await self.wake.wait()
-        return await self.inner.run_batch(batch)
+        return await self.inner.run_batch(batch, finish_many)
 
 
 async def test_a_batch_whose_claim_was_lost_stores_nothing(

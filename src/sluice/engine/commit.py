@@ -41,7 +41,7 @@ from sluice.domain.outcomes import Item, SourceResults, SourceStored
 from sluice.domain.states import JobKind, RunStatus
 from sluice.engine import broker, quotas, webhooks
 from sluice.engine.broker import Broker
-from sluice.engine.jobs import Finish
+from sluice.engine.jobs import Finish, FinishMany
 from sluice.storage import database, deliveries, events, jobs, runs, sources, subscriptions
 from sluice.storage import workflows as workflow_store
 from sluice.storage.deliveries import NewDelivery
@@ -76,6 +76,19 @@ class _Batch:
         #: Deliveries to webhooks stored (``engine/deliveries.py`` posts them).
         self.deliveries = 0
         self._links: list[routing.Link] | None = None
+        #: Event rows not inserted yet (``defer``): one statement for a batch's events.
+        self._deferred: list[dict[str, Any]] | None = None
+        #: Bytes stored for the account, charged once (``Commit._sources_transaction``).
+        self.charge = 0
+
+    def defer(self) -> None:
+        """From now on, events are inserted by ``flush``, all at once."""
+        self._deferred = []
+
+    def flush(self) -> None:
+        if self._deferred:
+            events.insert_rows_sync(self.conn, self._deferred)
+            self._deferred = []
 
     def append(self, items: list[Item]) -> list[str]:
         """Store events of the emitter; their ids."""
@@ -87,6 +100,7 @@ class _Batch:
             owner_id=self.owner_id,
             now_ms=self.now_ms,
             items=items,
+            deferred=self._deferred,
         )
         self.stored.extend(stored)
         return [event.id for event in stored]
@@ -235,11 +249,17 @@ class Commit:
         deployment: Deployment,
         strategy: str | None,
         batch: Sequence[tuple[SourceResults, Finish | None]],
+        *,
+        finish_many: FinishMany | None = None,
     ) -> list[SourceStored | Exception | None]:
         """Store the results of many invocations of one source (the batch path: a claim's
         queued events of one source) in one transaction, in order: one lock of its row, one
-        read of its subscribers, dedupe and the db limit applied run after run. Each result's
-        ``mark_done`` (its job's done mark) runs in the same transaction.
+        read of its subscribers, dedupe and the db limit applied run after run, their events
+        inserted in one statement and their bytes charged to the quota once (a batch may pass
+        the quota by its own size before the next is refused). Each result's ``mark_done``
+        (its job's done mark) runs in the same transaction; or ``finish_many`` marks them all
+        in one statement first, and a run whose claim was not current any more is stored
+        not at all (``errors.LeaseLost`` in its place).
 
         A run that cannot be stored fails alone: the transaction rolls back and is made again
         without it, and its place in the answer holds the exception (``errors.LeaseLost`` for
@@ -261,7 +281,7 @@ class Commit:
             failed: dict[int, Exception] = {}
             attempt = [(position, *batch[position]) for position in left]
             transaction = self._sources_transaction(
-                deployment, strategy, attempt, failed, shared, now_ms, chain
+                deployment, strategy, attempt, failed, shared, now_ms, chain, finish_many
             )
             try:
                 stored = await self._grouped(transaction)
@@ -290,12 +310,17 @@ class Commit:
         shared: list[_Batch],
         now_ms: int,
         chain: list[str] | None,
-    ) -> Callable[[Connection], list[SourceStored | None]]:
+        finish_many: FinishMany | None,
+    ) -> Callable[[Connection], list[SourceStored | Exception | None]]:
         """The transaction of ``sources`` over the runs of ``attempt`` (their positions): the
         first run that raises is put in ``failed``; the ``_Batch`` of the last try in
         ``shared``."""
 
-        def transaction(conn: Connection) -> list[SourceStored | None]:
+        def transaction(conn: Connection) -> list[SourceStored | Exception | None]:
+            fenced: set[int] = set()
+            if finish_many is not None:
+                positions = [position for position, _results, _done in attempt]
+                fenced = set(positions) - finish_many(conn, positions)
             batch = _Batch(
                 conn,
                 deployment.owner_id,
@@ -304,10 +329,14 @@ class Commit:
                 chain=chain,
                 max_hops=self.settings.max_hops,
             )
+            batch.defer()
             shared[:] = [batch]
             failed.clear()
-            stored: list[SourceStored | None] = []
+            stored: list[SourceStored | Exception | None] = []
             for position, results, mark_done in attempt:
+                if position in fenced:  # another worker holds its job now: nothing of it
+                    stored.append(errors.LeaseLost())
+                    continue
                 try:
                     stored.append(
                         self._source_run(conn, batch, deployment, strategy, results, mark_done)
@@ -315,6 +344,9 @@ class Commit:
                 except Exception as exc:
                     failed[position] = exc
                     raise
+            batch.flush()
+            if batch.charge:
+                self.quota.charge_sync(conn, deployment.owner_id, batch.charge, now_ms)
             return stored
 
         return transaction
@@ -373,13 +405,13 @@ class Commit:
                 lines, emitter_id=deployment.id, invocation_id=kept.invocation_id
             )
             batch.deliver(kept.invocation_id, states.LOGS, logged)
-        self._trim_source(conn, deployment.id, added=len(event_ids), lines=len(lines))
+        self._trim_source(batch, deployment.id, added=len(event_ids), lines=len(lines))
         if self.quota.enabled:
             size = sum(quotas.size_of(e.payload, e.meta) for e in batch.stored[stored_before:])
             size += sum(quotas.size_of(line.get("msg")) for line in lines)
             if db_error is None and kept.db_writes:
                 size += quotas.size_of(kept.db_writes)
-            self.quota.charge_sync(conn, owner, size, now_ms)
+            batch.charge += size  # charged once for the batch, at its end
         return SourceStored(event_ids, items, dropped, lines, error)
 
     @staticmethod
@@ -438,11 +470,13 @@ class Commit:
             sources.write_state_sync(conn, deployment_id, results.db_writes, results.db_deletes)
         return error
 
-    def _trim_source(self, conn: Connection, emitter_id: str, *, added: int, lines: int) -> None:
+    def _trim_source(self, batch: _Batch, emitter_id: str, *, added: int, lines: int) -> None:
         # Trimming walks the retention window, so do it once per tenth of the window: storage
         # holds at most 10% more than the setting, at a fraction of the cost.
         keep_events, keep_logs = self.settings.event_retention, self.settings.log_retention
+        conn = batch.conn
         if self._trims.due(("events", emitter_id), added=added, retention=keep_events):
+            batch.flush()  # the window counts the events of this transaction too
             events.trim_sync(conn, emitter_id, keep_events)
         if self._trims.due(("logs", emitter_id), added=lines, retention=keep_logs):
             events.trim_logs_sync(conn, emitter_id, keep_logs)

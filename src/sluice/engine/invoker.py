@@ -33,7 +33,7 @@ from sluice.engine.commit import Commit
 from sluice.engine.components import Components, scrub_paths
 from sluice.engine.credentials import CREDENTIAL_ERRORS, Credentials
 from sluice.engine.data_stores import DataStores
-from sluice.engine.jobs import Finish
+from sluice.engine.jobs import Finish, FinishMany
 from sluice.runtime import protocol
 from sluice.runtime.port import Invocation, RespondCallback, Runner
 from sluice.runtime.protocol import Result
@@ -165,6 +165,7 @@ class Invoker:
         *,
         snapshot: dict[str, Any],
         timeout_seconds: float | None = None,
+        finish_many: FinishMany | None = None,
     ) -> list[InvocationOutcome | Exception]:
         """The batch path: ``run()`` of one source on many events (a claim's queued requests
         of it), each a job. What is the same for every run (the component, its props and
@@ -208,8 +209,10 @@ class Invoker:
             failed_run = self._failed_run(deployment, invocation_id, run.event)
             results_kept = self._kept(invocation_id, result, failed_run, None, always=True)
             assert results_kept is not None
-            kept.append((results_kept, run.mark_done))
-        stored = await self.commit.sources(deployment, component.shape.get("dedupe"), kept)
+            kept.append((results_kept, None if finish_many is not None else run.mark_done))
+        stored = await self.commit.sources(
+            deployment, component.shape.get("dedupe"), kept, finish_many=finish_many
+        )
         return [
             one
             if isinstance(one, Exception)

@@ -45,6 +45,10 @@ log = logging.getLogger(__name__)
 #: Marks the job done; called with the connection of the transaction storing its results.
 Finish = Callable[[Connection], None]
 Handler = Callable[[Job, Finish], Awaitable[None]]
+#: The batch path's done marks: marks the jobs at these positions of the batch done in one
+#: statement, in the transaction storing their results; the positions whose claims were still
+#: current (the others were taken over: their results must not commit).
+FinishMany = Callable[[Connection, Sequence[int]], set[int]]
 
 
 @runtime_checkable
@@ -54,11 +58,14 @@ class BatchHandler(Protocol):
 
     async def __call__(self, job: Job, finish: Finish) -> None: ...
 
-    async def run_batch(self, batch: Sequence[tuple[Job, Finish]]) -> list[Exception | None]:
-        """Run the jobs (of one kind and target, in claim order), each with its ``finish``;
-        for each, None (done: its results stored with its finish, or nothing to store) or
-        the exception that fails it alone (``errors.LeaseLost``: fenced). Raising fails them
-        all (each queued again with backoff)."""
+    async def run_batch(
+        self, batch: Sequence[tuple[Job, Finish]], finish_many: FinishMany
+    ) -> list[Exception | None]:
+        """Run the jobs (of one kind and target, in claim order), each with its ``finish``
+        (or all of them with ``finish_many``, one statement); for each, None (done: its
+        results stored with its done mark, or nothing to store) or the exception that fails
+        it alone (``errors.LeaseLost``: fenced). Raising fails them all (each queued again
+        with backoff)."""
         ...
 
 
@@ -311,6 +318,12 @@ class JobWorker:
 
             return finish
 
+        def finish_many(conn: Connection, positions: Sequence[int]) -> set[int]:
+            chosen = [live[position] for position in positions]
+            done = jobs.complete_many_sync(conn, chosen, now_ms=self.clock.now_ms())
+            finished.update(done)
+            return {position for position in positions if live[position].id in done}
+
         async with self.slots.worker_slot():
             lapsed = [job for job in unit if self.leases.lapsed(job)]
             for job in lapsed:
@@ -321,7 +334,9 @@ class JobWorker:
             if not live:
                 return
             try:
-                answers = await handler.run_batch([(job, finisher(job)) for job in live])
+                answers = await handler.run_batch(
+                    [(job, finisher(job)) for job in live], finish_many
+                )
             except asyncio.CancelledError:
                 self._interrupted.extend(job for job in live if job.id not in finished)
                 raise

@@ -73,10 +73,13 @@ def append_events_sync(
     owner_id: str,
     now_ms: int,
     items: list[tuple[str, Any, dict[str, Any]]],
+    deferred: list[dict[str, Any]] | None = None,
 ) -> list[Event]:
     """Store ``(channel, payload, meta)`` items in order; return them as stored. The last
     position is read once per transaction when it holds the emitter's row (a source's run:
-    ``sources.lock_sync``), as the runs of one source in a group commit do."""
+    ``sources.lock_sync``), as the runs of one source in a group commit do. With
+    ``deferred`` the rows are added to it, for one ``insert_rows_sync`` later in the same
+    transaction (the batch path: one statement for a batch's events)."""
     if not items:
         return []
     memo, key = database.memo(conn), ("last_event", emitter_id)
@@ -114,9 +117,18 @@ def append_events_sync(
         )
         out.append(event)
         seq += 1
-    conn.execute(_INSERT, rows)
+    if deferred is None:
+        conn.execute(_INSERT, rows)
+    else:
+        deferred.extend(rows)
     memo[key] = (ts_ms, seq - 1)
     return out
+
+
+def insert_rows_sync(conn: Connection, rows: list[dict[str, Any]]) -> None:
+    """The rows ``append_events_sync`` deferred, in one statement."""
+    if rows:
+        conn.execute(_INSERT, rows)
 
 
 async def append(

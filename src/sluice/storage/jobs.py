@@ -348,6 +348,20 @@ def complete_sync(conn: Connection, job: Job, *, now_ms: int) -> bool:
     return bool(result.rowcount)
 
 
+def complete_many_sync(conn: Connection, held: list[Job], *, now_ms: int) -> set[int]:
+    """Mark done, in one statement, those of ``held`` whose claim is still current (the batch
+    path); their ids. The others were taken over: their results must not commit."""
+    if not held:
+        return set()
+    result = conn.execute(
+        t.update()
+        .where(_held(held))
+        .values(status=JobState.DONE, finished_ms=now_ms, locked_until_ms=None)
+        .returning(t.c.id)
+    )
+    return {int(row[0]) for row in result}
+
+
 async def complete(conn: AsyncConnection, job: Job, *, now_ms: int) -> bool:
     return await conn.run_sync(complete_sync, job, now_ms=now_ms)
 

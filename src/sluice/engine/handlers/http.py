@@ -16,7 +16,7 @@ from sluice import errors
 from sluice.domain import http_events
 from sluice.engine.broker import Ended, Waiters
 from sluice.engine.invoker import BatchRun, Invoker
-from sluice.engine.jobs import Finish
+from sluice.engine.jobs import Finish, FinishMany
 from sluice.runtime import protocol
 from sluice.storage import database, sources
 from sluice.storage.jobs import Job
@@ -70,7 +70,9 @@ class HttpJobs:
             raise
         settle(job.id, Ended(_unanswered(outcome.result.error)))
 
-    async def run_batch(self, batch: Sequence[tuple[Job, Finish]]) -> list[Exception | None]:
+    async def run_batch(
+        self, batch: Sequence[tuple[Job, Finish]], finish_many: FinishMany
+    ) -> list[Exception | None]:
         """The batch path (``JobWorker``): many ``http`` jobs of one source, claimed together,
         run with one read of the source and one runner message, stored in one transaction
         (``Invoker.run_many``). Each job's place in the answer: None when its results and done
@@ -101,7 +103,11 @@ class HttpJobs:
         ]
         try:
             outcomes = await self.invoker.run_many(
-                deployment, runs, snapshot=snapshot, timeout_seconds=timeout_s
+                deployment,
+                runs,
+                snapshot=snapshot,
+                timeout_seconds=timeout_s,
+                finish_many=finish_many,
             )
         except errors.RunnerCrashed:
             for job, _finish in batch:
