@@ -27,6 +27,11 @@ export default { name: "shed", version: "1", props: { http: "$.interface.http" }
   async run(event) { this.$emit(event.body); } };
 """
 BOUND_S = 30
+RESPOND = """
+export default defineComponent({ async run({ steps, $ }) {
+  await $.respond({ status: 200, body: { n: steps.trigger.event.body.n } });
+} });
+"""
 
 
 @pytest_asyncio.fixture(loop_scope="session", params=["sqlite", "postgresql"])
@@ -153,6 +158,41 @@ async def test_a_backlog_that_runs_slower_than_it_grows_is_shed_before_it_is_old
         await platform.admission.refresh()
         assert not platform.admission.backlogged()
         assert (await who.client.post(path, json={"n": 1001})).status_code == 200
+        await platform.jobs.drain()
+
+
+async def test_requests_that_run_while_their_client_waits_take_no_room(
+    shedding: tuple[Platform, FakeClock],
+) -> None:
+    """A workflow that answers with ``$.respond`` runs each request at once, no job queued:
+    such requests add nothing to the backlog, so they are not counted against the room (it
+    refused 46% of a 64-connection load on one, with no backlog: the room is what the minimum
+    rate runs in a quarter of the bound, 20 x 7.5 = 150 between two reads here). A source's
+    requests still are."""
+    platform, _ = shedding
+    async with account_client(platform, f"respond-{secrets.token_hex(2)}") as who:
+        made = await who.client.post(
+            "/v1/workflows",
+            json={
+                "name": "respond",
+                "trigger": {"type": "http", "custom_response": True},
+                "steps": [{"name": "answer", "code": RESPOND}],
+            },
+        )
+        assert made.status_code == 200, made.text
+        path = "/e/" + made.json()["data"]["endpoint_url"].rsplit("/", 1)[1]
+        await platform.admission.refresh()  # no backlog, no rate measured
+        for n in range(160):
+            answer = await who.client.post(path, json={"n": n})
+            assert answer.status_code == 200, (n, answer.text)
+            assert answer.json() == {"n": n}
+        # A source of the same account is still counted: its 151st request is refused.
+        _, source_path = await _source(who.client)
+        await platform.admission.refresh()
+        statuses = [
+            (await who.client.post(source_path, json={"n": n})).status_code for n in range(151)
+        ]
+        assert statuses == [200] * 150 + [503]
         await platform.jobs.drain()
 
 

@@ -89,7 +89,8 @@ class Admission:
 
     def check(self, owner_id: str) -> None:
         """Raises ``errors.StorageUnavailable`` while the disk is down to its reserve, and
-        ``errors.Overloaded`` while ``owner_id``'s backlog is older than the bound."""
+        ``errors.Overloaded`` while ``owner_id``'s backlog is older than the bound. Every
+        endpoint request is checked; one that will queue a job is then ``take``n."""
         if self._disk_low:
             metrics.refused("disk_reserve")
             raise errors.StorageUnavailable(
@@ -98,31 +99,39 @@ class Admission:
                 retry_after_seconds=DISK_RETRY_AFTER_S,
             )
         retry = self._shed.get(owner_id)
-        # Counted only between reads (none yet: tests that drive it by hand, a start).
-        if retry is None and self.policy.shed_after_ms > 0 and self._read_at is not None:
-            left = self._room.get(owner_id)
-            if left is None:
-                rate = self._rates.get(owner_id) or max(
-                    self.process_rate or 0.0, admission.MIN_RATE
-                )
-                left = admission.room(
-                    rate=rate,
-                    queued=self._queued.get(owner_id, 0),
-                    bound_ms=self.policy.shed_after_ms,
-                )
-            if left > 0:
-                self._room[owner_id] = left - 1
-            else:
-                self._room[owner_id] = 0
-                retry = admission.MIN_RETRY_S  # its room is counted again at the next read
         if retry is not None:
-            metrics.refused("overloaded")
-            raise errors.Overloaded(
-                "this account's queued work waits longer than this server allows "
-                f"({self.policy.shed_after_ms / 1000:g} s): its endpoints take no new requests "
-                f"until it catches up; retry in {retry} s",
-                retry_after_seconds=retry,
+            raise self._overloaded(retry)
+
+    def take(self, owner_id: str) -> None:
+        """Count a request that queues a job against ``owner_id``'s room until the next read
+        (``admission.room``); ``errors.Overloaded`` when none is left. A request that runs at
+        once while its client waits (a workflow answering with ``$.respond``: no job) is not
+        taken: it adds nothing to the backlog (taken, 46% of a 64-connection load on such a
+        workflow was refused with no backlog at all: the room assumed the minimum rate, for
+        no jobs ran)."""
+        # Counted only between reads (none yet: tests that drive it by hand, a start).
+        if self.policy.shed_after_ms <= 0 or self._read_at is None:
+            return
+        left = self._room.get(owner_id)
+        if left is None:
+            rate = self._rates.get(owner_id) or max(self.process_rate or 0.0, admission.MIN_RATE)
+            left = admission.room(
+                rate=rate, queued=self._queued.get(owner_id, 0), bound_ms=self.policy.shed_after_ms
             )
+        if left > 0:
+            self._room[owner_id] = left - 1
+            return
+        self._room[owner_id] = 0
+        raise self._overloaded(admission.MIN_RETRY_S)  # its room is counted again next read
+
+    def _overloaded(self, retry: int) -> errors.Overloaded:
+        metrics.refused("overloaded")
+        return errors.Overloaded(
+            "this account's queued work waits longer than this server allows "
+            f"({self.policy.shed_after_ms / 1000:g} s): its endpoints take no new requests "
+            f"until it catches up; retry in {retry} s",
+            retry_after_seconds=retry,
+        )
 
     async def refresh(self) -> None:
         """Read the queue's backlog per account and the disk's free space now."""

@@ -164,6 +164,8 @@ class Ingress:
         endpoint = entry.endpoint
         self._take_token(endpoint_id)
         self.admission.check(endpoint.owner_id)
+        if not endpoint.workflow:  # a source's request always queues a job
+            self.admission.take(endpoint.owner_id)
         self.quota.check(endpoint.owner_id)
         limit = self.limits.max_body_bytes
         upload = http_events.pd_flag(
@@ -206,6 +208,7 @@ class Ingress:
             workflow = await self._workflow(endpoint)
             if await self.workflows.custom_response(workflow):
                 return await self._client_run(workflow, event)
+            self.admission.take(workflow.owner_id)
             job = NewJob(
                 JobKind.WORKFLOW,
                 workflow.owner_id,

@@ -125,6 +125,7 @@ class MailIn:
             return "550 5.1.1 No such address here"
         try:
             self.admission.check(target[0])
+            self.admission.take(target[0])  # the message is queued as a job
             self.quota.check(target[0])
         except errors.StorageQuotaExceeded:
             return "552 5.2.2 The account's storage is full"
