@@ -16,9 +16,11 @@ sources, both agreed on every specifier and offset (2026-11-27).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -69,19 +71,30 @@ process.stdout.write(JSON.stringify(out));
 def lexer() -> Path:
     """A directory with ``es-module-lexer`` installed and the script above."""
     home = CACHE / f"es-module-lexer-{LEXER_VERSION}"
-    if not (home / "node_modules" / "es-module-lexer" / "package.json").exists():
-        npm = shutil.which("npm")
-        assert npm is not None, "npm is needed to install es-module-lexer"
-        home.mkdir(parents=True, exist_ok=True)
-        (home / "package.json").write_text('{"private": true, "type": "module"}\n')
-        subprocess.run(
-            [npm, "install", "--no-audit", "--no-fund", f"es-module-lexer@{LEXER_VERSION}"],
-            cwd=home,
-            check=True,
-            capture_output=True,
-            timeout=300,
-        )
-    (home / "lex.mjs").write_text(LEX)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    # One installer at a time across processes (xdist workers, two runs on one machine); the
+    # install is made aside and renamed into place whole.
+    with open(CACHE / f"es-module-lexer-{LEXER_VERSION}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (home / "node_modules" / "es-module-lexer" / "package.json").exists():
+            npm = shutil.which("npm")
+            assert npm is not None, "npm is needed to install es-module-lexer"
+            aside = Path(tempfile.mkdtemp(prefix=".es-module-lexer-", dir=CACHE))
+            (aside / "package.json").write_text('{"private": true, "type": "module"}\n')
+            subprocess.run(
+                [npm, "install", "--no-audit", "--no-fund", f"es-module-lexer@{LEXER_VERSION}"],
+                cwd=aside,
+                check=True,
+                capture_output=True,
+                timeout=300,
+            )
+            (aside / "lex.mjs").write_text(LEX)
+            shutil.rmtree(home, ignore_errors=True)
+            aside.rename(home)
+        script = home / "lex.mjs"
+        if not script.exists() or script.read_text() != LEX:  # this file's LEX changed
+            (home / "lex.mjs.new").write_text(LEX)
+            (home / "lex.mjs.new").rename(script)
     return home
 
 
