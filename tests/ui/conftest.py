@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import http.server
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -118,9 +119,14 @@ def serve_on(
             _pg(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def database_name(tmp_path_factory: pytest.TempPathFactory, what: str) -> str:
-    """A PostgreSQL database name of this test session's own."""
-    return f"sluice_ui_{tmp_path_factory.getbasetemp().name[-6:].replace('-', '_')}_{what}"
+#: Names this test process's databases: random, as each pytest-xdist worker (and each
+#: concurrent run on the machine) imports this module on its own.
+_SESSION = secrets.token_hex(4)
+
+
+def database_name(what: str) -> str:
+    """A PostgreSQL database name of this test process's own."""
+    return f"sluice_ui_{_SESSION}_{what}"
 
 
 # Package scope: Playwright's sync API keeps an event loop marked running while it is open,

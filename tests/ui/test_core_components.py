@@ -19,7 +19,7 @@ def fresh(
 ) -> Iterator[Server]:
     """A just-installed Sluice: an empty data folder (and, for PostgreSQL, an empty database)."""
     data_dir = tmp_path_factory.mktemp(f"fresh-{request.param}")
-    name = database_name(tmp_path_factory, "core")
+    name = database_name("core")
     with serve_on(request.param, data_dir, name) as running:
         yield running
 

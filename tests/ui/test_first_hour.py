@@ -34,7 +34,7 @@ def server(
 ) -> Iterator[Server]:
     """A fresh install on each database: no account yet."""
     data_dir = tmp_path_factory.mktemp(f"ui-first-hour-{request.param}")
-    with serve_on(request.param, data_dir, database_name(tmp_path_factory, "hour")) as running:
+    with serve_on(request.param, data_dir, database_name("hour")) as running:
         yield running
 
 

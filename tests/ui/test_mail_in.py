@@ -27,7 +27,7 @@ def server(
 ) -> Iterator[Server]:
     env = {"SLUICE_SMTP_INBOUND_PORT": str(mail_port), "SLUICE_EMAIL_DOMAIN": DOMAIN}
     data_dir = tmp_path_factory.mktemp(f"ui-mail-{request.param}")
-    name = database_name(tmp_path_factory, "mail")
+    name = database_name("mail")
     with serve_on(request.param, data_dir, name, env) as running:
         yield running
 

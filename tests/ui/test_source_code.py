@@ -19,7 +19,7 @@ def server(
 ) -> Iterator[Server]:
     """This module's server, on each database (its owner made by the shared fixtures)."""
     data_dir = tmp_path_factory.mktemp(f"ui-code-{request.param}")
-    with serve_on(request.param, data_dir, database_name(tmp_path_factory, "code")) as running:
+    with serve_on(request.param, data_dir, database_name("code")) as running:
         yield running
 
 

@@ -24,7 +24,7 @@ def server(
 ) -> Iterator[Server]:
     """This module's server, on each database (its owner made by the shared fixtures)."""
     data_dir = tmp_path_factory.mktemp(f"ui-steps-{request.param}")
-    with serve_on(request.param, data_dir, database_name(tmp_path_factory, "steps")) as running:
+    with serve_on(request.param, data_dir, database_name("steps")) as running:
         yield running
 
 
