@@ -290,8 +290,9 @@ class Writer:
     every ``Writer`` of this process. Until a write takes the lock again, a write tries only
     on its own connection (``STALLED_PATIENCE_S``) and is then refused (503): it does not
     queue on the engine's one connection behind others each waiting out the busy timeout
-    (answers took up to 40.8 s so). A write that failed so but had started before the last
-    one that took the lock does not mark the file again (it was queued behind the stall).
+    (answers took up to 40.8 s so); one already waiting for that connection when the file is
+    marked is refused as soon as it gets it. A write that failed so but had started before the
+    last one that took the lock does not mark the file again (it was queued behind the stall).
     """
 
     def __init__(self, engine: AsyncEngine, patience: float = 0.05) -> None:
@@ -358,6 +359,10 @@ class Writer:
             if stalled:
                 raise sqlite3.OperationalError("database is locked (by a stalled process)")
         async with self._engine.begin() as conn:
+            if self._sync is not None and self._lock.stalled:
+                # Marked while this write waited for the engine's connection (behind the one
+                # that waited out the busy timeout): refused now, not after another one.
+                raise sqlite3.OperationalError("database is locked (by a stalled process)")
             result = await conn.run_sync(fn)
         self._taken(started)
         return result
