@@ -9,10 +9,13 @@ on npm (all are .mjs), so CommonJS is proven on a legacy-style fixture (tests/e2
 
 from __future__ import annotations
 
+import fcntl
 import json
 import posixpath
+import shutil
 import subprocess
 import tarfile
+import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -35,25 +38,31 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 def _unpack(name: str, version: str) -> Path:
     target = CACHE / "pd-packages" / f"{name}-{version}"
-    if (target / "package" / "package.json").exists():
-        return target / "package"
-    target.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        [
-            "npm",
-            "pack",
-            f"@pipedream/{name}@{version}",
-            "--pack-destination",
-            str(target),
-            "--silent",
-        ],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    (tarball,) = target.glob("*.tgz")
-    with tarfile.open(tarball) as archive:
-        archive.extractall(target, filter="data")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # One unpacker at a time across processes (two test runs on one machine); the package is
+    # packed and unpacked aside and renamed into place whole.
+    with open(target.parent / f"{name}-{version}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (target / "package" / "package.json").exists():
+            aside = Path(tempfile.mkdtemp(prefix=f".{name}-{version}-", dir=target.parent))
+            subprocess.run(
+                [
+                    "npm",
+                    "pack",
+                    f"@pipedream/{name}@{version}",
+                    "--pack-destination",
+                    str(aside),
+                    "--silent",
+                ],
+                check=True,
+                capture_output=True,
+                timeout=120,
+            )
+            (tarball,) = aside.glob("*.tgz")
+            with tarfile.open(tarball) as archive:
+                archive.extractall(aside, filter="data")
+            shutil.rmtree(target, ignore_errors=True)
+            aside.rename(target)
     return target / "package"
 
 
