@@ -77,8 +77,15 @@ class Cell:
     latencies_ms: list[float] = field(default_factory=list)
     acked: list[int] = field(default_factory=list)
     refused: int = 0
+    #: The non-2xx answers by status and the start of their body (at most 200 bytes).
+    refusals: dict[str, int] = field(default_factory=dict)
     errors: int = 0
     seconds: float = 0.0
+
+    def refuse(self, status: int, content: bytes) -> None:
+        self.refused += 1
+        key = f"{status} {content[:200].decode(errors='replace')}"
+        self.refusals[key] = self.refusals.get(key, 0) + 1
 
 
 class Counter:
@@ -112,12 +119,12 @@ async def _raw_connection(
             lower = answer.lower()
             at = lower.find(b"content-length:")
             length = int(lower[at + 15 : lower.find(b"\r\n", at)]) if at >= 0 else 0
-            await reader.readexactly(length)
+            content = await reader.readexactly(length)
             cell.latencies_ms.append((time.perf_counter() - started) * 1000)
             if 200 <= status < 300:
                 cell.acked.append(i)
             else:
-                cell.refused += 1
+                cell.refuse(status, content)
     except (OSError, asyncio.IncompleteReadError):
         cell.errors += 1
     finally:
@@ -139,7 +146,7 @@ async def _httpx_connection(
         if 200 <= response.status_code < 300:
             cell.acked.append(i)
         else:
-            cell.refused += 1
+            cell.refuse(response.status_code, response.content)
 
 
 async def drive(
@@ -296,6 +303,10 @@ def measure_cell(
         "requests": len(cell.latencies_ms),
         "acked": len(cell.acked),
         "refused": cell.refused + warm.refused,
+        "refusals": {
+            key: warm.refusals.get(key, 0) + cell.refusals.get(key, 0)
+            for key in warm.refusals.keys() | cell.refusals.keys()
+        },
         "errors": cell.errors + warm.errors,
         "rps": len(cell.latencies_ms) / cell.seconds,
         "latency_ms": stats,
@@ -308,6 +319,8 @@ def measure_cell(
         f"cpu server {row['server_cpu']:.2f} client {row['client_cpu']:.2f}",
         flush=True,
     )
+    for key, count in sorted(row["refusals"].items(), key=lambda kv: -kv[1])[:5]:
+        print(f"    {count} answered {key}", flush=True)
     return warm, cell, row
 
 

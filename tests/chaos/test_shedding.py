@@ -106,19 +106,7 @@ async def test_a_backlog_that_runs_slower_than_it_grows_is_shed_before_it_is_old
         _, path = await _source(who.client)
 
         async def worker_ran(count: int) -> None:
-            """The worker took ``count`` of the account's oldest jobs (as a claim would)."""
-            async with platform.db.begin() as conn:
-                ids = (
-                    await conn.execute(
-                        sa.select(jobs.c.id)
-                        .where(jobs.c.owner_id == who.account_id, jobs.c.status == "queued")
-                        .order_by(jobs.c.id)
-                        .limit(count)
-                    )
-                ).scalars()
-                await conn.execute(
-                    sa.update(jobs).where(jobs.c.id.in_(list(ids))).values(status="done")
-                )
+            await _worker_ran(platform, who.account_id, count)
 
         async def send(count: int, first: int) -> None:
             for n in range(first, first + count):
@@ -194,6 +182,52 @@ async def test_requests_that_run_while_their_client_waits_take_no_room(
         ]
         assert statuses == [200] * 150 + [503]
         await platform.jobs.drain()
+
+
+async def test_an_idle_spell_keeps_the_rate_the_room_is_counted_at(
+    shedding: tuple[Platform, FakeClock],
+) -> None:
+    """The process's run rate is measured while there is a backlog and kept through an idle
+    spell: idle reads measured it 0, so a few idle seconds after a busy spell every account's
+    room fell to the minimum rate's (20 x 7.5 = 150 here), and a client sending 500 requests a
+    second was refused with a backlog under a second of work (bench/ingest.py: 663 of 18,670
+    answers 503 at c=64, 847 of 2,246 at c=1). Fails on the old code at the 151st request."""
+    platform, clock = shedding
+    async with account_client(platform, f"idle-{secrets.token_hex(2)}") as who:
+        _, path = await _source(who.client)
+        for n in range(60):
+            assert (await who.client.post(path, json={"n": n})).status_code == 200
+        await platform.admission.refresh()  # 60 queued; no rate yet
+        clock.advance(seconds=1)
+        await _worker_ran(platform, who.account_id, 30)
+        await platform.admission.refresh()  # 30 ran in 1 s with a backlog throughout
+        assert platform.admission.process_rate == 30
+        clock.advance(seconds=1)
+        await _worker_ran(platform, who.account_id, 30)
+        await platform.admission.refresh()  # the backlog ran out: 30 a second at least
+        for _ in range(4):  # idle
+            clock.advance(seconds=1)
+            await platform.admission.refresh()
+        # Room for 30 x 7.5 = 225 (a quarter of the 30 s bound at 30 a second).
+        statuses = [(await who.client.post(path, json={"n": n})).status_code for n in range(226)]
+        assert statuses == [200] * 225 + [503]
+        assert platform.admission.process_rate == 30
+        await platform.jobs.drain()
+
+
+async def _worker_ran(platform: Platform, owner_id: str, count: int) -> None:
+    """The worker took ``count`` of the account's oldest queued jobs and ran them (marked done,
+    as a claim and its done mark would)."""
+    async with platform.db.begin() as conn:
+        ids = (
+            await conn.execute(
+                sa.select(jobs.c.id)
+                .where(jobs.c.owner_id == owner_id, jobs.c.status == "queued")
+                .order_by(jobs.c.id)
+                .limit(count)
+            )
+        ).scalars()
+        await conn.execute(sa.update(jobs).where(jobs.c.id.in_(list(ids))).values(status="done"))
 
 
 async def _source(client: httpx.AsyncClient) -> tuple[str, str]:

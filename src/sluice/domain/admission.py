@@ -26,8 +26,11 @@ only at each read let one interval's intake through whatever it was (at 2,000 re
 second, a quarter second is 500 jobs, and under such a flood a read comes late: 1,500 were
 taken before the first refusal, 30 s of work at the 50 runs a second of that moment), so the
 wait overshot the bound threefold. The rate is the account's own when measured; else the
-process's (every account's jobs run a second) but at least ``MIN_RATE``, so a burst on an idle
-server is taken ``MIN_RATE`` x a quarter of the bound before the first read.
+process's (every account's jobs run a second: ``capacity``, kept through idle spells) but at
+least ``MIN_RATE``, so a burst on a server that has run nothing yet is taken ``MIN_RATE`` x a
+quarter of the bound before a rate is measured. A rate kept through an idle spell is as stale
+as the spell is long: a machine that became busier meanwhile is found out at the reads that
+follow (each halves the distance to what runs now), as when it becomes busier under load.
 
 >>> room(rate=400.0, queued=600, bound_ms=10_000)
 400
@@ -63,6 +66,40 @@ def run_rate(
     interval in which it had a backlog throughout, smoothed with the previous rate."""
     ran = max(0, queued_before + added - queued_now) / max(seconds, 1e-3)
     return ran if previous is None else previous + RATE_WEIGHT * (ran - previous)
+
+
+def capacity(
+    previous: float | None, *, queued_before: int, added: int, queued_now: int, seconds: float
+) -> float | None:
+    """The process's run rate (every account's jobs a second), updated with an interval:
+    measured (``run_rate``, so it may fall) only when there was a backlog at both ends of it;
+    otherwise the worker was idle for part of it, so what it ran is only a floor: the rate is
+    raised to it, never lowered. An idle process keeps the rate it last ran at (an idle
+    interval measured 0 before, so after a few idle seconds every account's room fell to
+    ``MIN_RATE``'s: 503 to a client sending 500 requests a second whose backlog was
+    under a second of work).
+
+    >>> capacity(None, queued_before=0, added=0, queued_now=0, seconds=0.25) is None
+    True
+    >>> capacity(400.0, queued_before=0, added=0, queued_now=0, seconds=0.25)
+    400.0
+    >>> capacity(400.0, queued_before=0, added=150, queued_now=0, seconds=0.25)
+    600.0
+    >>> capacity(400.0, queued_before=100, added=0, queued_now=100, seconds=0.25)
+    200.0
+    """
+    if queued_before > 0 and queued_now > 0:
+        return run_rate(
+            previous,
+            queued_before=queued_before,
+            added=added,
+            queued_now=queued_now,
+            seconds=seconds,
+        )
+    ran = max(0, queued_before + added - queued_now) / max(seconds, 1e-3)
+    if ran > 0 and (previous is None or ran > previous):
+        return ran
+    return previous
 
 
 def wait_ms(*, age_ms: int, queued: int, rate: float | None) -> int:

@@ -78,7 +78,8 @@ class Admission:
         self._read_at: int | None = None
         self._queued: dict[str, int] = {}
         self._rates: dict[str, float] = {}
-        #: Every account's jobs run a second (smoothed), measured at each read.
+        #: Every account's jobs run a second (``admission.capacity``: measured while there is
+        #: a backlog, kept through idle spells); None until some job ran.
         self.process_rate: float | None = None
         #: Requests each account may still be taken until the next read (set at its first
         #: request after a read: ``admission.room``).
@@ -199,7 +200,7 @@ class Admission:
                 rates[owner] = rate
             waits[owner] = admission.wait_ms(age_ms=now - oldest, queued=queued, rate=rate)
         if seconds > 0:
-            self.process_rate = admission.run_rate(
+            self.process_rate = admission.capacity(
                 self.process_rate,
                 queued_before=sum(self._queued.values()),
                 added=sum(read.added.values()),
