@@ -12,8 +12,8 @@ _.pause_writing  # asyncio.Protocol
 _.resume_writing  # asyncio.Protocol
 _.readable  # io.RawIOBase (runtime/npm_jail._Capped)
 _.readinto  # io.RawIOBase
-_.connect_unix_socket  # httpcore.AsyncNetworkBackend (engine/outbound)
-_._pool  # httpx.AsyncHTTPTransport reads its own _pool (engine/outbound replaces it)
+_.connect_unix_socket  # httpcore.AsyncNetworkBackend (engine/outbound/http_clients)
+_._pool  # httpx.AsyncHTTPTransport reads its own _pool (engine/outbound/http_clients replaces it)
 _.handle_RCPT  # aiosmtpd's handler hook (engine/mail_in)
 _.handle_DATA  # aiosmtpd's handler hook
 rcpt_options  # aiosmtpd's handle_RCPT signature
@@ -43,7 +43,7 @@ FakeRunner  # runtime/port.py
 StaticResolver  # runtime/egress.py
 STEP_STATUS  # domain/flow.py's table, checked by tests/unit/test_flow_decisions.py
 _.heartbeat  # JobWorker: one renewal round, driven by tests with a fake clock
-_.set_password  # engine/logins: the tests' way to give an account a password
+_.set_password  # engine/auth/logins: the tests' way to give an account a password
 complete  # storage/jobs: tests finish a job without a worker
 delete_for  # storage/jobs: tests remove a hung job
 forget_all  # public_url: tests reset the remembered URLs

@@ -19,9 +19,9 @@ Baselines, measured in the same run against the same receiver from this script's
   bare httpx      one shared ``httpx.AsyncClient`` POSTing the same body in a loop: what one
                   Python process can push at all (per wall second and per CPU second)
   bare aiohttp    the same with one ``aiohttp.ClientSession`` (the deliveries' client since
-                  it measured ~5x less CPU a request than httpx: ``engine/posts.py``)
+                  it measured ~5x less CPU a request than httpx: ``engine/outbound/posts.py``)
   client each     a new egress-checked client per request, as each delivery made before
-                  (``outbound.client`` then closed): the old path, on fewer requests
+                  (``http_clients.client`` then closed): the old path, on fewer requests
 
 Goal (issue 30): ≥ 500 deliveries a second per process.
 
@@ -46,7 +46,7 @@ import httpx
 from _server import Server, api, environment, free_port, table, write_results
 
 from sluice.domain import egress
-from sluice.engine import outbound
+from sluice.engine.outbound import http_clients
 
 BURST = """
 export default { name: "Burst", version: "1",
@@ -146,7 +146,7 @@ async def client_each(url: str, total: int, concurrency: int) -> tuple[float, fl
 
     async def lane() -> None:
         for _ in left:
-            async with outbound.client(policy, follow_redirects=False) as client:
+            async with http_clients.client(policy, follow_redirects=False) as client:
                 (
                     await client.post(
                         url, content=BODY, headers={"Content-Type": "application/json"}

@@ -15,7 +15,7 @@ import time
 
 import sqlalchemy as sa
 
-from sluice.engine import quotas
+from sluice.engine.state import quotas
 from sluice.storage import usage
 from sluice.storage.tables import metadata
 

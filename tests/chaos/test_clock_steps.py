@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 
-from sluice.engine.jobs import Finish, JobWorker, WorkerConfig
+from sluice.engine.queue.jobs import Finish, JobWorker, WorkerConfig
 from sluice.platform import Platform
 from sluice.storage import jobs
 from sluice.storage.jobs import Job

@@ -1,4 +1,4 @@
-"""Runs a client waits for (``engine/client_runs.py``): no job before the run, the run stored
+"""Runs a client waits for (``engine/runs/client_runs.py``): no job before the run, the run stored
 before the answer; a job stored (held) at an immediate ``$.respond``; a crashed run queued to
 run again; and the group commit that stores them (``database.GroupWriter``)."""
 

@@ -12,7 +12,7 @@ import pytest_asyncio
 
 from sluice import errors
 from sluice.domain import egress
-from sluice.engine import fetch
+from sluice.engine.components import fetch
 from sluice.platform import Platform
 from tests.conftest import Api, account_client
 from tests.integration.test_api_basics import assert_error

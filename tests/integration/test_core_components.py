@@ -15,8 +15,8 @@ import httpx
 import pytest_asyncio
 
 from sluice.api.app import create_app
-from sluice.engine import core_components
-from sluice.engine.core_components import CoreComponents
+from sluice.engine.components import core_components
+from sluice.engine.components.core_components import CoreComponents
 from sluice.platform import Platform
 from sluice.storage import accounts
 from tests.conftest import Api, account_client

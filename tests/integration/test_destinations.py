@@ -24,7 +24,7 @@ from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 from sluice import errors
 from sluice.clock import FakeClock
 from sluice.domain import egress
-from sluice.engine import destinations, mailer, outbound
+from sluice.engine.outbound import destinations, http_clients, mailer
 from tests.conftest import make_settings
 from tests.integration.test_mailer import free_port, read_eml
 
@@ -209,7 +209,7 @@ async def test_http_refused_connection_is_a_failed_outcome() -> None:
 async def test_http_uses_the_given_client_and_leaves_it_open() -> None:
     async with (
         http_server() as srv,
-        outbound.client(LOOPBACK, headers={"X-Client": "mine"}) as client,
+        http_clients.client(LOOPBACK, headers={"X-Client": "mine"}) as client,
     ):
         first = await destinations.send_http({"url": srv.url}, time_limit=5, client=client)
         second = await destinations.send_http({"url": srv.url}, time_limit=5, client=client)

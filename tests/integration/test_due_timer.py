@@ -1,4 +1,4 @@
-"""The job worker wakes when a queued job becomes due (``engine/due_timer.py``), not at its
+"""The job worker wakes when a queued job becomes due (``engine/queue/due_timer.py``), not at its
 next poll: a fake clock, a poll interval of an hour, both dialects. Nothing here sleeps: the
 test waits for the worker's timer to be armed, then moves the clock."""
 
@@ -8,7 +8,7 @@ import asyncio
 import secrets
 
 from sluice.clock import FakeClock
-from sluice.engine.jobs import Finish, JobWorker, WorkerConfig
+from sluice.engine.queue.jobs import Finish, JobWorker, WorkerConfig
 from sluice.platform import Platform
 from sluice.storage import jobs
 from sluice.storage.jobs import Job

@@ -1,4 +1,4 @@
-"""Group commit of new jobs (engine/enqueuer.py over storage.database.Writer), on both
+"""Group commit of new jobs (engine/queue/enqueuer.py over storage.database.Writer), on both
 dialects: concurrent callers share transactions, each returns only once its job is committed,
 a failed transaction fails its callers, and a write lock held elsewhere is waited for."""
 
@@ -15,7 +15,7 @@ import pytest_asyncio
 import sqlalchemy as sa
 
 from sluice.domain import text
-from sluice.engine.enqueuer import Enqueuer
+from sluice.engine.queue.enqueuer import Enqueuer
 from sluice.platform import Platform
 from sluice.storage import jobs
 from sluice.storage.jobs import NewJob

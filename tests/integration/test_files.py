@@ -1,5 +1,5 @@
 """Bodies and uploaded files endpoints keep behind URLs (``x-pd-upload-body``, multipart file
-parts; ``engine/files.py``), over real HTTP on both dialects: the event's URLs, the bytes they
+parts; ``engine/runs/files.py``), over real HTTP on both dialects: the event's URLs, the bytes they
 serve, who may read them, the limits, the storage quota and the expiry."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from sluice.clock import FakeClock
-from sluice.engine.files import Files, NewFile
+from sluice.engine.runs.files import Files, NewFile
 from tests.conftest import Api
 from tests.integration.test_api_basics import assert_error
 from tests.integration.test_ingress import EMITTER, deploy, emitted

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import secrets
 
-from sluice.engine.registry_import import PackageReport, RegistryImports
+from sluice.engine.components.registry_import import PackageReport, RegistryImports
 from sluice.platform import Platform
 from sluice.runtime.packages import Package, PackageFetcher
 from tests.conftest import Api, account_client

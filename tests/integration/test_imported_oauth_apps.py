@@ -12,7 +12,7 @@ import pytest
 
 from sluice.domain import app_files
 from sluice.domain import packages as layout_rules
-from sluice.engine.registry_import import RegistryImports
+from sluice.engine.components.registry_import import RegistryImports
 from sluice.platform import Platform
 from sluice.runtime.packages import Package, PackageFetcher
 from tests.conftest import Api, account_client

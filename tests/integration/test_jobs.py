@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from sluice import errors
 from sluice.clock import FakeClock
-from sluice.engine.jobs import Finish, JobWorker, WorkerConfig
+from sluice.engine.queue.jobs import Finish, JobWorker, WorkerConfig
 from sluice.platform import Platform
 from sluice.storage import jobs
 from sluice.storage.jobs import Job
@@ -474,7 +474,7 @@ async def _results(platform: Platform, kind: str) -> list[int]:
 
 def _storing(platform: Platform, kind: str, worker: JobWorker) -> object:
     """A transaction storing a job's result (a job of kind ``<kind>-result``) with its done
-    mark, as ``engine/commit.py`` stores a run with it."""
+    mark, as ``engine/state/commit.py`` stores a run with it."""
 
     async def store(job: Job, finish: Finish) -> None:
         def transaction(conn: sa.Connection) -> None:

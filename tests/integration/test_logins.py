@@ -10,7 +10,7 @@ import pytest
 from sluice import errors
 from sluice.api.app import create_app
 from sluice.clock import FakeClock
-from sluice.engine.logins import LOGIN_BURST, Logins
+from sluice.engine.auth.logins import LOGIN_BURST, Logins
 from sluice.platform import Platform
 from sluice.web import session as sessions
 from tests.conftest import Api

@@ -29,7 +29,7 @@ from cryptography.x509.oid import NameOID
 
 from sluice import errors
 from sluice.clock import FakeClock
-from sluice.engine import mailer
+from sluice.engine.outbound import mailer
 from tests.conftest import make_settings
 
 USER = "ada"

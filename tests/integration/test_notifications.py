@@ -12,10 +12,11 @@ import pytest_asyncio
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sluice.clock import FakeClock
-from sluice.engine import broker, streams
-from sluice.engine.broker import Broker
-from sluice.engine.jobs import Finish, JobWorker, WorkerConfig
+from sluice.engine import streams
 from sluice.engine.notifications import Notifications
+from sluice.engine.queue.jobs import Finish, JobWorker, WorkerConfig
+from sluice.engine.state import broker
+from sluice.engine.state.broker import Broker
 from sluice.storage import database, events, jobs
 from sluice.storage.jobs import Job, NewJob
 from tests.conftest import _create_pg_database, _drop_pg_database

@@ -12,7 +12,7 @@ import httpx
 from authlib.integrations.requests_client import OAuth2Session
 
 from sluice.clock import FakeClock
-from sluice.engine.api_clients import ApiClients
+from sluice.engine.auth.api_clients import ApiClients
 from tests.conftest import Api
 from tests.integration.test_api_basics import assert_error
 from tests.integration.test_public_url import live_server

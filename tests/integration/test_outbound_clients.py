@@ -1,4 +1,4 @@
-"""The process's shared outbound clients (``engine/outbound.Clients``): one per egress policy,
+"""The process's shared outbound clients (``engine/http_clients.Clients``): one per egress policy,
 connections kept alive, no cookie carried from one request to the next (the client is shared
 by every account), closed for good when the platform closes."""
 
@@ -10,7 +10,7 @@ import pytest
 
 from sluice import errors
 from sluice.domain import egress
-from sluice.engine import outbound
+from sluice.engine.outbound import http_clients
 
 
 async def test_one_client_per_policy_no_cookies_kept_and_closed() -> None:
@@ -39,7 +39,7 @@ async def test_one_client_per_policy_no_cookies_kept_and_closed() -> None:
     url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/in"
     policy = egress.EgressPolicy.parse("127.0.0.1:*")
     async with server:
-        async with outbound.Clients() as clients:
+        async with http_clients.Clients() as clients:
             shared = clients.get(policy)
             assert clients.get(egress.EgressPolicy.parse("127.0.0.1:*")) is shared
             assert clients.get(egress.EgressPolicy()) is not shared
@@ -84,7 +84,7 @@ async def test_one_delivery_poster_per_policy_kept_alive_no_cookies_and_closed()
     url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/in"
     policy = egress.EgressPolicy.parse("127.0.0.1:*")
     async with server:
-        async with outbound.Clients() as clients:
+        async with http_clients.Clients() as clients:
             poster = clients.poster(policy)
             assert clients.poster(egress.EgressPolicy.parse("127.0.0.1:*")) is poster
             assert clients.poster(egress.EgressPolicy()) is not poster

@@ -17,7 +17,7 @@ import uvicorn
 from sluice import errors, public_url
 from sluice.api.app import create_app
 from sluice.config import Settings
-from sluice.engine.mailer import Mailer
+from sluice.engine.outbound.mailer import Mailer
 from sluice.platform import Platform
 from tests.conftest import Api
 from tests.integration.test_mailer import smtp_server

@@ -21,7 +21,7 @@ from sluice.api.app import create_app
 from sluice.clock import FakeClock
 from sluice.domain.outcomes import SourceResults
 from sluice.domain.states import JobKind
-from sluice.engine.jobs import BatchHandler, Finish, FinishMany, JobWorker, WorkerConfig
+from sluice.engine.queue.jobs import BatchHandler, Finish, FinishMany, JobWorker, WorkerConfig
 from sluice.platform import Platform
 from sluice.storage.jobs import Job
 from sluice.storage.tables import events as events_table

@@ -8,8 +8,8 @@ from sluice import errors
 from sluice.clock import FakeClock
 from sluice.domain.states import JobKind
 from sluice.engine.handlers.timer import TimerJobs
-from sluice.engine.invoker import Invoker
-from sluice.engine.jobs import JobWorker
+from sluice.engine.queue.jobs import JobWorker
+from sluice.engine.runs.invoker import Invoker
 from sluice.platform import Platform
 from sluice.runtime import protocol
 from sluice.runtime.port import FakeRunner, Invocation

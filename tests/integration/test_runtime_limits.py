@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sluice import errors
-from sluice.engine.components import ComponentInput
+from sluice.engine.components.components import ComponentInput
 from sluice.platform import Platform
 from sluice.runtime.pool import Invocation
 from tests.conftest import Api

@@ -20,7 +20,7 @@ import pytest_asyncio
 import uvicorn
 
 from sluice.api.app import create_app
-from sluice.engine import broker
+from sluice.engine.state import broker
 from sluice.platform import Platform
 from tests.conftest import Api
 from tests.integration.test_api_basics import assert_error

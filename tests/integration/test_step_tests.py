@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from sluice.engine.workflow_input import WorkflowInput
+from sluice.engine.components.workflow_input import WorkflowInput
 from tests.conftest import Api
 from tests.integration.test_workflows import step
 

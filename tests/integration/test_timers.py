@@ -14,8 +14,8 @@ import sqlalchemy as sa
 
 from sluice.clock import FakeClock, SystemClock
 from sluice.domain.states import JobKind
-from sluice.engine.jobs import JobWorker
-from sluice.engine.scheduler import Scheduler, SchedulerConfig
+from sluice.engine.queue.jobs import JobWorker
+from sluice.engine.queue.scheduler import Scheduler, SchedulerConfig
 from sluice.platform import Platform
 from sluice.storage import timers
 from sluice.storage.tables import jobs as jobs_table

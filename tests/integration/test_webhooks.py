@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from sluice.domain import egress
 from sluice.domain.deliveries import RetryPolicy
-from sluice.engine.deliveries import DeliveryConfig, DeliveryWorker
+from sluice.engine.outbound.deliveries import DeliveryConfig, DeliveryWorker
 from sluice.platform import Platform
 from sluice.storage.tables import jobs
 from tests.conftest import Api

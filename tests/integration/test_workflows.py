@@ -542,7 +542,7 @@ async def test_list_my_workflows(api: Api) -> None:
 async def test_the_global_error_workflow_mails_over_smtp(api: Api) -> None:
     import dataclasses
 
-    from sluice.engine.mailer import Mailer
+    from sluice.engine.outbound.mailer import Mailer
     from tests.integration.test_mailer import smtp_server
 
     sends = api.platform.sends

@@ -23,7 +23,7 @@ import pytest
 from sluice import errors
 from sluice.config import Settings
 from sluice.domain import egress
-from sluice.engine import destinations, outbound, posts
+from sluice.engine.outbound import destinations, http_clients, posts
 from sluice.runtime.egress import EgressProxy, ProxyLimits, StaticResolver
 from tests.conftest import Api
 from tests.integration.test_destinations import http_server
@@ -42,7 +42,7 @@ RESOLVER = StaticResolver(
 
 def allowing(entries: str) -> egress.EgressPolicy:
     """The policy the server builds from ``SLUICE_EGRESS_ALLOW=entries``."""
-    return outbound.policy(Settings.from_env({"SLUICE_EGRESS_ALLOW": entries}))
+    return http_clients.policy(Settings.from_env({"SLUICE_EGRESS_ALLOW": entries}))
 
 
 # --- $.send.http through a real run -----------------------------------------------------------
@@ -110,14 +110,16 @@ async def test_send_http_names_are_resolved_once_and_vetted() -> None:
     # A name resolving to loopback (a stub resolver, as a wildcard DNS like nip.io would).
     async with http_server() as srv:
         for host in ("evil.test", "rebind.test", "mapped.test"):
-            async with outbound.client(egress.EgressPolicy(), resolver=RESOLVER) as client:
+            async with http_clients.client(egress.EgressPolicy(), resolver=RESOLVER) as client:
                 outcome = await destinations.send_http(
                     {"url": f"http://{host}:{srv.port}/"}, time_limit=5, client=client
                 )
             assert outcome["status"] == "failed", host
             assert "refused" in outcome["error"] and "loopback" in outcome["error"]
         # Listed by name, the name reaches the address it was vetted at, Host header intact.
-        async with outbound.client(allowing(f"evil.test:{srv.port}"), resolver=RESOLVER) as client:
+        async with http_clients.client(
+            allowing(f"evil.test:{srv.port}"), resolver=RESOLVER
+        ) as client:
             outcome = await destinations.send_http(
                 {"url": f"http://evil.test:{srv.port}/x"}, time_limit=5, client=client
             )
@@ -126,7 +128,7 @@ async def test_send_http_names_are_resolved_once_and_vetted() -> None:
     assert req.headers["host"] == f"evil.test:{srv.port}"
 
 
-# --- webhook deliveries' client (engine/posts.py) ---------------------------------------------
+# --- webhook deliveries' client (engine/outbound/posts.py) ---------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from sluice.api.app import create_app
 from sluice.domain import limits
 from sluice.domain.states import JobKind
-from sluice.engine.jobs import Finish, JobWorker
+from sluice.engine.queue.jobs import Finish, JobWorker
 from sluice.platform import Platform
 from sluice.runtime import protocol
 from sluice.runtime.protocol import Result

@@ -19,7 +19,7 @@ import pytest
 import pytest_asyncio
 
 import sluice
-from sluice.engine.components import ComponentInput
+from sluice.engine.components.components import ComponentInput
 from sluice.platform import Platform
 from sluice.runtime.pool import Invocation
 from sluice.storage import tables

@@ -1,11 +1,11 @@
-"""The in-process broker (engine/broker.py): fan-out, overflow, and replay + live with no gap
+"""The in-process broker (engine/state/broker.py): fan-out, overflow, and replay + live with no gap
 and no duplicate."""
 
 from __future__ import annotations
 
 import asyncio
 
-from sluice.engine.broker import Broker, follow
+from sluice.engine.state.broker import Broker, follow
 
 
 async def test_publish_reaches_each_subscriber_of_the_topic() -> None:

@@ -1,7 +1,7 @@
 """Docstrings name only code that exists (issue 28: eight named functions or modules that had
 gone or moved). A docstring's double-backquoted reference is checked when it is one of:
 
-- a file, ``engine/jobs.py`` or ``runner.mjs``: some file of that path or name exists;
+- a file, ``engine/queue/jobs.py`` or ``runner.mjs``: some file of that path or name exists;
 - a dotted path that starts with a module, ``storage.jobs.complete_sync``: each name after the
   module exists somewhere in the package, as a name, an attribute or an identifier-like string
   (a table's column); an instance's attributes cannot be followed by a static reading;
@@ -38,7 +38,9 @@ class Package:
     everything: set[str] = field(default_factory=lambda: set(dir(builtins)))
     files: set[str] = field(default_factory=set)
     docstrings: list[tuple[str, int, str]] = field(default_factory=list)
-    suffixes: dict[str, list[str]] = field(default_factory=dict)  # "jobs" → ["sluice.engine.jobs"]
+    suffixes: dict[str, list[str]] = field(
+        default_factory=dict
+    )  # "jobs" → ["sluice.engine.queue.jobs"]
 
 
 def _top_names(tree: ast.Module) -> set[str]:

@@ -1,4 +1,4 @@
-"""Every call into user code is built by ``engine/invocations.py``: which warm worker (and so
+"""Every call into user code is built by ``engine/components/invocations.py``: which warm worker (and so
 which JS realm) serves it, with what limits and environment."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sluice.config import Settings
-from sluice.engine import invocations
+from sluice.engine.components import invocations
 from sluice.storage.components import SavedComponent
 from sluice.storage.sources import Deployment
 

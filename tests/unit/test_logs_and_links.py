@@ -25,12 +25,12 @@ def test_the_default_error_step_links_to_the_public_url_of_the_moment() -> None:
 
 def test_a_json_record_carries_the_ids_logged_with_it() -> None:
     record = logging.LogRecord(
-        "sluice.engine.jobs", logging.WARNING, "f.py", 1, "job %s failed", (7,), None
+        "sluice.engine.queue.jobs", logging.WARNING, "f.py", 1, "job %s failed", (7,), None
     )
     record.__dict__.update({"action": "job_failed", "job_id": 7, "owner_id": "u_1"})
     out = json.loads(logs.JsonFormatter().format(record))
     assert out["msg"] == "job 7 failed" and out["level"] == "warning"
-    assert out["logger"] == "sluice.engine.jobs" and out["ts"].endswith("+00:00")
+    assert out["logger"] == "sluice.engine.queue.jobs" and out["ts"].endswith("+00:00")
     assert {k: out[k] for k in ("action", "job_id", "owner_id")} == {
         "action": "job_failed",
         "job_id": 7,
@@ -58,12 +58,12 @@ def test_a_text_record_carries_the_ids_too_before_its_stack() -> None:
 
         exc_info = sys.exc_info()
     record = logging.LogRecord(
-        "sluice.engine.jobs", logging.ERROR, "f.py", 1, "job %s failed", (7,), exc_info
+        "sluice.engine.queue.jobs", logging.ERROR, "f.py", 1, "job %s failed", (7,), exc_info
     )
     record.__dict__.update({"action": "job_failed", "job_id": 7})
     text = logs.TextFormatter(logs.TEXT_FORMAT).format(record)
     first, *rest = text.splitlines()
-    assert first.endswith("sluice.engine.jobs: job 7 failed [action=job_failed job_id=7]")
+    assert first.endswith("sluice.engine.queue.jobs: job 7 failed [action=job_failed job_id=7]")
     assert rest[0].startswith("Traceback") and rest[-1] == "ValueError: boom"
     plain = logging.LogRecord("x", logging.INFO, "f.py", 1, "hello", (), None)
     assert logs.TextFormatter(logs.TEXT_FORMAT).format(plain).endswith("x: hello")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sluice.engine.components import scrub_paths
+from sluice.engine.components.components import scrub_paths
 
 TREE = Path("/srv/sluice/data/components/ab12")
 

@@ -1,4 +1,4 @@
-"""The URLs of stored bodies and uploaded files (``engine/files.py``): ``GET`` (and ``HEAD``)
+"""The URLs of stored bodies and uploaded files (``engine/runs/files.py``): ``GET`` (and ``HEAD``)
 ``/files/<id>/<secret>``, no API key: the secret is the credential, as in Pipedream's signed
 URLs. See docs/api.md, "Large bodies and uploaded files".
 

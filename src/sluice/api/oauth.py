@@ -1,4 +1,4 @@
-"""The browser's part of connecting an OAuth account (``engine/oauth.py``), with no API key:
+"""The browser's part of connecting an OAuth account (``engine/auth/oauth.py``), with no API key:
 the ``state`` the connection started with names the account.
 
 - ``GET /oauth/start?state=…``: the link ``POST /v1/apps/{slug}/connect`` hands out. It asks

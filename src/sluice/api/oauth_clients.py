@@ -1,4 +1,4 @@
-"""OAuth API clients (``engine/api_clients.py``): ``POST /v1/oauth/token`` (the
+"""OAuth API clients (``engine/auth/api_clients.py``): ``POST /v1/oauth/token`` (the
 ``client_credentials`` grant of RFC 6749 §4.4, in Pipedream's request and response shapes),
 ``POST /v1/oauth/revoke`` (RFC 7009), and the account's clients under ``/v1/oauth/clients``.
 

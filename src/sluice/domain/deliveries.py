@@ -1,7 +1,8 @@
 """Deliveries of events to webhooks (``wh_…``): their states, when to try again, and which due
 deliveries a worker starts. Pure: the counts, the time and the random draw come in.
 
-A delivery's states (``storage/deliveries.py`` moves it; ``engine/deliveries.py`` decides)::
+A delivery's states (``storage/deliveries.py`` moves it; ``engine/outbound/deliveries.py``
+decides)::
 
     pending ──2xx──► delivered
       ▲  │

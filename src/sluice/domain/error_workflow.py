@@ -15,7 +15,7 @@ from sluice import ids
 NAME = "Global error workflow"
 
 #: The default global error workflow's step: an e-mail per error, at most one per workflow and
-#: error code per throttle window (``dedupe_key``; see engine/executor.py, sends).
+#: error code per throttle window (``dedupe_key``; see engine/runs/executor.py, sends).
 STEP_CODE = """\
 // The default global error workflow of a Sluice account: every error a workflow of the
 // account throws arrives here as steps.trigger.event = {error, original_event,

@@ -5,7 +5,7 @@ The protocol's own pieces (the grant URI, the S256 challenge, the token request'
 Authlib's (``authlib.oauth2.rfc6749``, ``rfc7636``); what is Sluice's is which parameters go
 in them and how an answer becomes ``$auth``. Authlib's HTTP client integration is not used:
 in Authlib 1.9 its ``httpx`` client is deprecated in favour of ``httpx2``, and Sluice's
-requests to providers keep their own client (``engine/providers.py``).
+requests to providers keep their own client (``engine/auth/providers.py``).
 
     >>> needs_refresh(expires_at_ms=1_000_000, now_ms=1_000_000 - REFRESH_MARGIN_MS + 1)
     True

@@ -3,7 +3,7 @@
 ``StrEnum`` members are strings: they compare equal to their values, are stored as them, and
 serialize to JSON as them.
 
-A job's states (``storage/jobs.py`` moves it; ``engine/jobs.py`` decides)::
+A job's states (``storage/jobs.py`` moves it; ``engine/queue/jobs.py`` decides)::
 
     queued ──claim──► running ──done mark (with its results)──► done
       ▲                  │

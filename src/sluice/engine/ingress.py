@@ -12,7 +12,7 @@ crash the job's lease expires and it runs again, at-least-once).
 
 A body sent with ``x-pd-upload-body: 1`` (or ``?pipedream_upload_body=1``), and the file parts of
 a ``multipart/form-data`` body, may be as large as ``SLUICE_HTTP_MAX_UPLOAD_BYTES``: they are
-stored first (``engine/files.py``, 507 at the storage quota), and the event holds their URLs
+stored first (``engine/runs/files.py``, 507 at the storage quota), and the event holds their URLs
 (``body.raw_body_url``; ``{url, filename, mimetype}`` per file part), as on Pipedream. A
 multipart body's other fields stay within ``SLUICE_HTTP_MAX_BODY_BYTES``.
 
@@ -25,7 +25,7 @@ The rate-limit buckets and the futures are per process.
 
 A workflow's endpoint is the same without a custom response (a ``workflow`` job, 200 at once).
 With one, the client's answer is the run's own: the run is not stored as a job first but run
-at once and stored with its results (``engine/client_runs.py``), and the client is answered by
+at once and stored with its results (``engine/runs/client_runs.py``), and the client is answered by
 its first immediate ``$.respond`` or, after the run is stored, by its first ``$.respond``.
 """
 
@@ -45,15 +45,15 @@ from sluice.config import Settings
 from sluice.domain import http_events
 from sluice.domain.http_events import Answer, Bucket, Refusal
 from sluice.domain.states import JobKind, Unanswered
-from sluice.engine.admission import Admission
-from sluice.engine.broker import Ended, Settlement, Waiters
-from sluice.engine.client_runs import ClientRun, ClientRuns
-from sluice.engine.directory import EndpointDirectory
-from sluice.engine.enqueuer import Enqueuer
-from sluice.engine.files import OCTET_STREAM, Files, NewFile
-from sluice.engine.jobs import JobWorker
-from sluice.engine.quotas import StorageQuota
-from sluice.engine.workflows import Workflows
+from sluice.engine.components.directory import EndpointDirectory
+from sluice.engine.components.workflows import Workflows
+from sluice.engine.queue.admission import Admission
+from sluice.engine.queue.enqueuer import Enqueuer
+from sluice.engine.queue.jobs import JobWorker
+from sluice.engine.runs.client_runs import ClientRun, ClientRuns
+from sluice.engine.runs.files import OCTET_STREAM, Files, NewFile
+from sluice.engine.state.broker import Ended, Settlement, Waiters
+from sluice.engine.state.quotas import StorageQuota
 from sluice.storage import database, endpoints
 from sluice.storage.jobs import NewJob
 from sluice.storage.workflows import Workflow
@@ -362,7 +362,7 @@ class Ingress:
 
     async def _client_run(self, workflow: Workflow, event: Any) -> Answer | Refusal:
         """A workflow that answers with its steps' ``$.respond``: run now, without a job
-        (``engine/client_runs.py``); answered by the first immediate ``$.respond``, else at the
+        (``engine/runs/client_runs.py``); answered by the first immediate ``$.respond``, else at the
         end of the run (once it is stored), at the latest by the end of its time-out."""
         answer: asyncio.Future[Settlement] = asyncio.get_running_loop().create_future()
         task = asyncio.create_task(

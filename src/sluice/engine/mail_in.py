@@ -24,10 +24,10 @@ from sluice import errors
 from sluice.config import Settings
 from sluice.domain import email_messages
 from sluice.domain.states import JobKind
-from sluice.engine.admission import Admission
-from sluice.engine.enqueuer import Enqueuer
-from sluice.engine.jobs import JobWorker
-from sluice.engine.quotas import StorageQuota
+from sluice.engine.queue.admission import Admission
+from sluice.engine.queue.enqueuer import Enqueuer
+from sluice.engine.queue.jobs import JobWorker
+from sluice.engine.state.quotas import StorageQuota
 from sluice.storage import database, sources
 from sluice.storage.jobs import NewJob
 

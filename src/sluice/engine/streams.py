@@ -17,8 +17,8 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sluice.domain import states
-from sluice.engine import broker
-from sluice.engine.broker import Broker, Subscription
+from sluice.engine.state import broker
+from sluice.engine.state.broker import Broker, Subscription
 from sluice.storage import events
 
 log = logging.getLogger(__name__)

@@ -4,18 +4,18 @@ closes them (``Platform.open``); ``services.py`` holds them and the queries that
 """
 
 from sluice.domain.apps import App
-from sluice.engine.actions import ActionRun
-from sluice.engine.components import ComponentInput
-from sluice.engine.dynamic_props import PropSet
+from sluice.engine.auth.logins import SESSION_TTL_S
+from sluice.engine.auth.oauth import Opening as OAuthOpening
+from sluice.engine.components.actions import ActionRun
+from sluice.engine.components.components import ComponentInput
+from sluice.engine.components.dynamic_props import PropSet
+from sluice.engine.components.options import OptionsPage, OptionsRequest
+from sluice.engine.components.registry_import import ComponentReport, PackageReport
+from sluice.engine.components.workflow_input import WorkflowInput
 from sluice.engine.ingress import IncomingRequest
-from sluice.engine.invoker import InvocationOutcome
-from sluice.engine.logins import SESSION_TTL_S
-from sluice.engine.oauth import Opening as OAuthOpening
-from sluice.engine.options import OptionsPage, OptionsRequest
-from sluice.engine.registry_import import ComponentReport, PackageReport
-from sluice.engine.sources import DeployRequest, UpdateRequest
+from sluice.engine.runs.invoker import InvocationOutcome
+from sluice.engine.runs.sources import DeployRequest, UpdateRequest
 from sluice.engine.streams import Stream
-from sluice.engine.workflow_input import WorkflowInput
 from sluice.platform.assembly import Platform, check_sandbox, create_account_offline
 from sluice.storage.accounts import Account, KeyInfo
 from sluice.storage.apps import ConnectedAccount

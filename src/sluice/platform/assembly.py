@@ -21,29 +21,25 @@ from sluice.clock import Clock, SystemClock
 from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain.states import JobKind
-from sluice.engine import accounts as new_accounts
-from sluice.engine import broker, outbound
-from sluice.engine.actions import Actions
-from sluice.engine.admission import Admission, AdmissionPolicy
-from sluice.engine.api_clients import ApiClients
-from sluice.engine.app_catalog import AppCatalog
-from sluice.engine.apps import Apps
-from sluice.engine.broker import Broker, Waiters
+from sluice.engine.auth import accounts as new_accounts
+from sluice.engine.auth.api_clients import ApiClients
+from sluice.engine.auth.app_catalog import AppCatalog
+from sluice.engine.auth.apps import Apps
+from sluice.engine.auth.credentials import Credentials
+from sluice.engine.auth.email_verification import EmailVerification
+from sluice.engine.auth.logins import Logins
+from sluice.engine.auth.oauth import OAuthConnect
 from sluice.engine.checkpoints import Checkpointer, WalPolicy
-from sluice.engine.client_runs import ClientRuns
-from sluice.engine.commit import Commit
-from sluice.engine.components import Components
-from sluice.engine.core_components import CoreComponents
-from sluice.engine.credentials import Credentials
-from sluice.engine.data_stores import DataStores
-from sluice.engine.deliveries import DeliveryConfig, DeliveryWorker
-from sluice.engine.directory import EndpointDirectory
-from sluice.engine.dynamic_props import DynamicProps
-from sluice.engine.email_verification import EmailVerification
-from sluice.engine.enqueuer import Enqueuer
+from sluice.engine.components.actions import Actions
+from sluice.engine.components.components import Components
+from sluice.engine.components.core_components import CoreComponents
+from sluice.engine.components.directory import EndpointDirectory
+from sluice.engine.components.dynamic_props import DynamicProps
+from sluice.engine.components.options import Options
+from sluice.engine.components.registry_import import RegistryImports
+from sluice.engine.components.subscriptions import Subscriptions
+from sluice.engine.components.workflows import Workflows
 from sluice.engine.events import Events
-from sluice.engine.executor import Executor
-from sluice.engine.files import Files
 from sluice.engine.handlers.email import EmailJobs
 from sluice.engine.handlers.emit import EmitJobs
 from sluice.engine.handlers.http import HttpJobs
@@ -53,23 +49,28 @@ from sluice.engine.handlers.send import SendJobs
 from sluice.engine.handlers.timer import TimerJobs
 from sluice.engine.handlers.workflow import WorkflowJobs
 from sluice.engine.ingress import Ingress
-from sluice.engine.invoker import Invoker
-from sluice.engine.jobs import Handler, JobWorker, WorkerConfig
-from sluice.engine.logins import Logins
 from sluice.engine.mail_in import MailIn
-from sluice.engine.mailer import Mailer
 from sluice.engine.notifications import Notifications
-from sluice.engine.oauth import OAuthConnect
-from sluice.engine.options import Options
-from sluice.engine.pauses import Pauses
-from sluice.engine.registry_import import RegistryImports
-from sluice.engine.runs import Runs
-from sluice.engine.scheduler import Scheduler
-from sluice.engine.sources import Sources
-from sluice.engine.step_tests import StepTests
-from sluice.engine.subscriptions import Subscriptions
-from sluice.engine.webhooks import Webhooks
-from sluice.engine.workflows import Workflows
+from sluice.engine.outbound import http_clients
+from sluice.engine.outbound.deliveries import DeliveryConfig, DeliveryWorker
+from sluice.engine.outbound.mailer import Mailer
+from sluice.engine.outbound.webhooks import Webhooks
+from sluice.engine.queue.admission import Admission, AdmissionPolicy
+from sluice.engine.queue.enqueuer import Enqueuer
+from sluice.engine.queue.jobs import Handler, JobWorker, WorkerConfig
+from sluice.engine.queue.scheduler import Scheduler
+from sluice.engine.runs.client_runs import ClientRuns
+from sluice.engine.runs.executor import Executor
+from sluice.engine.runs.files import Files
+from sluice.engine.runs.invoker import Invoker
+from sluice.engine.runs.pauses import Pauses
+from sluice.engine.runs.sources import Sources
+from sluice.engine.runs.step_tests import StepTests
+from sluice.engine.runs.workflow_runs import Runs
+from sluice.engine.state import broker
+from sluice.engine.state.broker import Broker, Waiters
+from sluice.engine.state.commit import Commit
+from sluice.engine.state.data_stores import DataStores
 from sluice.platform.services import Services
 from sluice.runtime.deps import DependencyStore
 from sluice.runtime.npm_jail import NpmJail
@@ -110,7 +111,7 @@ class Platform(Services):
             stack.callback(reader.dispose)
             # One shared client per egress policy for the process's own requests (webhooks).
             clients = await stack.enter_async_context(
-                outbound.Clients(
+                http_clients.Clients(
                     limits=httpx.Limits(
                         max_connections=max(100, settings.delivery_concurrency),
                         max_keepalive_connections=max(20, settings.delivery_concurrency),
@@ -172,7 +173,7 @@ class Platform(Services):
         reader: database.Reader,
         cipher: Cipher,
         pool: RunnerPool,
-        clients: outbound.Clients,
+        clients: http_clients.Clients,
     ) -> Platform:
         """Every engine service, each given what it uses (the ones that run user code and
         store what it did first: ``_Running``)."""
@@ -336,7 +337,7 @@ class _Running:
         reader: database.Reader,
         cipher: Cipher,
         pool: RunnerPool,
-        clients: outbound.Clients,
+        clients: http_clients.Clients,
     ) -> _Running:
         deps = DependencyStore(
             settings.npm_store_dir, npm=settings.npm, quota_bytes=settings.npm_quota_mb << 20

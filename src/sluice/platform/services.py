@@ -14,44 +14,45 @@ from sluice.clock import Clock
 from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain import registry as registry_rules
-from sluice.engine import accounts as new_accounts
-from sluice.engine import health, logins, streams
-from sluice.engine.actions import Actions
-from sluice.engine.admission import Admission
-from sluice.engine.api_clients import ApiClients
-from sluice.engine.app_catalog import AppCatalog
-from sluice.engine.apps import Apps
+from sluice.engine import health, streams
+from sluice.engine.auth import accounts as new_accounts
+from sluice.engine.auth import logins
+from sluice.engine.auth.api_clients import ApiClients
+from sluice.engine.auth.app_catalog import AppCatalog
+from sluice.engine.auth.apps import Apps
+from sluice.engine.auth.credentials import Credentials
+from sluice.engine.auth.email_verification import EmailVerification
+from sluice.engine.auth.logins import SESSION_TTL_S, Logins
+from sluice.engine.auth.oauth import OAuthConnect
 from sluice.engine.checkpoints import Checkpointer
-from sluice.engine.commit import Commit
-from sluice.engine.components import Components
-from sluice.engine.credentials import Credentials
-from sluice.engine.data_stores import DataStores
-from sluice.engine.deliveries import DeliveryWorker
-from sluice.engine.dynamic_props import DynamicProps
-from sluice.engine.email_verification import EmailVerification
-from sluice.engine.enqueuer import Enqueuer
+from sluice.engine.components.actions import Actions
+from sluice.engine.components.components import Components
+from sluice.engine.components.dynamic_props import DynamicProps
+from sluice.engine.components.options import Options
+from sluice.engine.components.registry_import import RegistryImports
+from sluice.engine.components.subscriptions import Subscriptions
+from sluice.engine.components.workflows import Workflows
 from sluice.engine.events import Events
-from sluice.engine.executor import Executor
-from sluice.engine.files import Files
 from sluice.engine.handlers.send import SendJobs
 from sluice.engine.ingress import Ingress
-from sluice.engine.invoker import Invoker
-from sluice.engine.jobs import JobWorker
-from sluice.engine.logins import SESSION_TTL_S, Logins
 from sluice.engine.mail_in import MailIn
 from sluice.engine.notifications import Notifications
-from sluice.engine.oauth import OAuthConnect
-from sluice.engine.options import Options
-from sluice.engine.pauses import Pauses
-from sluice.engine.registry_import import RegistryImports
-from sluice.engine.runs import Runs
-from sluice.engine.scheduler import Scheduler
-from sluice.engine.sources import Sources, UpdateRequest
-from sluice.engine.step_tests import StepTests
+from sluice.engine.outbound.deliveries import DeliveryWorker
+from sluice.engine.outbound.webhooks import Webhooks
+from sluice.engine.queue.admission import Admission
+from sluice.engine.queue.enqueuer import Enqueuer
+from sluice.engine.queue.jobs import JobWorker
+from sluice.engine.queue.scheduler import Scheduler
+from sluice.engine.runs.executor import Executor
+from sluice.engine.runs.files import Files
+from sluice.engine.runs.invoker import Invoker
+from sluice.engine.runs.pauses import Pauses
+from sluice.engine.runs.sources import Sources, UpdateRequest
+from sluice.engine.runs.step_tests import StepTests
+from sluice.engine.runs.workflow_runs import Runs
+from sluice.engine.state.commit import Commit
+from sluice.engine.state.data_stores import DataStores
 from sluice.engine.streams import Stream
-from sluice.engine.subscriptions import Subscriptions
-from sluice.engine.webhooks import Webhooks
-from sluice.engine.workflows import Workflows
 from sluice.runtime.deps import DependencyStore
 from sluice.runtime.pool import RunnerPool
 from sluice.storage import accounts, database, events, oauth_clients, sessions, sources
@@ -108,7 +109,7 @@ class Services:
     #: OAuth API clients and the tokens they are issued (``client_credentials``).
     api_clients: ApiClients
     webhooks: Webhooks
-    #: Posts webhook deliveries, on slots of its own (``engine/deliveries.py``).
+    #: Posts webhook deliveries, on slots of its own (``engine/outbound/deliveries.py``).
     deliveries: DeliveryWorker
     #: Load shedding and the disk's reserve, asked by the endpoints.
     admission: Admission
@@ -178,7 +179,7 @@ class Services:
 
     async def usage(self, account_id: str) -> dict[str, int]:
         """What the account uses of its quotas (``GET /v1/users/me``): stored bytes as counted
-        (``engine/quotas.py``) and npm store bytes (``runtime/deps.py``), with the quotas
+        (``engine/state/quotas.py``) and npm store bytes (``runtime/deps.py``), with the quotas
         (0: none)."""
         stored = await self.commit.quota.figure(self.reader, account_id)
         return {

@@ -253,7 +253,7 @@ def _step_in_jail(sandbox: Sandbox, step: Any) -> Any:
 
 def _errors_at_host_paths(sandbox: Sandbox, result: Result) -> None:
     """An error's message and stack name the jail's paths: back to the host's, which the
-    engine knows how to scrub (``engine/components.scrub_paths``)."""
+    engine knows how to scrub (``engine/components/components.scrub_paths``)."""
     found = [result.error] if result.error else []
     found += [s["error"] for s in result.steps if isinstance(s.get("error"), dict)]
     for error in found:

@@ -463,7 +463,8 @@ class Sandbox:
 
     def host_text(self, text: str) -> str:
         """``text`` (an error's message or stack from a jail) with the jail's paths back at
-        their host paths, for the server's own scrubbing (``engine/components.scrub_paths``)."""
+        their host paths, for the server's own scrubbing
+        (``engine/components/components.scrub_paths``)."""
         if "/sluice/" not in text:
             return text
         for jailed, host in self._to_host:

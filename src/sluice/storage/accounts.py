@@ -20,8 +20,9 @@ from sluice.domain import text
 from sluice.storage.tables import accounts, api_keys
 
 KEY_PREFIX = "slk"
-#: The account that owns the core components Sluice ships (``engine/core_components.py``):
-#: no password, no key, no e-mail, so nobody logs in as it; not counted as a user.
+#: The account that owns the core components Sluice ships
+#: (``engine/components/core_components.py``): no password, no key, no e-mail, so nobody logs in
+#: as it; not counted as a user.
 SYSTEM_ID = "u_sluice"
 SYSTEM_USERNAME = "sluice"
 
@@ -33,7 +34,7 @@ class Account:
     email: str | None
     is_admin: bool
     created_at: int
-    #: The address was proven the account's (``engine/email_verification.py``).
+    #: The address was proven the account's (``engine/auth/email_verification.py``).
     email_verified: bool = False
 
 

@@ -36,7 +36,7 @@ class ConnectedAccount:
 
 @dataclass(frozen=True)
 class TokenRow:
-    """What a refresh reads and decides on (``engine/credentials.py``)."""
+    """What a refresh reads and decides on (``engine/auth/credentials.py``)."""
 
     id: str
     app: str

@@ -1,5 +1,5 @@
 """An account's environment variables: rows of ``env_vars`` (values as stored: encrypted by
-the engine, ``engine/env_vars.py``)."""
+the engine, ``engine/components/env_vars.py``)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Stored files: the bodies endpoints keep behind a URL (``x-pd-upload-body: 1``) and the file
 parts of ``multipart/form-data`` requests, each until its ``expires_ms``.
 
-A file is read by its id and the sha256 of its URL's secret (``engine/files.py`` makes both);
+A file is read by its id and the sha256 of its URL's secret (``engine/runs/files.py`` makes both);
 an expired file is as absent as a deleted one. Expired files are deleted a batch at a time
 when their account stores a new one (``delete_expired_sync``); until then the recount of the
 storage quota leaves them out (``usage.recount_sync``).

@@ -50,7 +50,7 @@ class Backlog:
 
 
 def backlog(conn: Connection, now_ms: int, after_id: int | None) -> Backlog:
-    """The backlog per account (``engine/admission.py``): walks the queued jobs through
+    """The backlog per account (``engine/queue/admission.py``): walks the queued jobs through
     ``ix_jobs_status_id``, and the jobs enqueued since ``after_id`` by their primary key: a read
     of its own, off the event loop, four times a second."""
     due = {

@@ -13,7 +13,7 @@ SIGSTOP, a VM pause, a long GC) and woke after another worker took the job over 
 writes refused, and its results roll back with its done mark (``errors.LeaseLost``), so a run
 is stored once however long a worker stalls.
 
-**Adding many at once.** The endpoints' group commit (``engine/enqueuer.py``) stores every
+**Adding many at once.** The endpoints' group commit (``engine/queue/enqueuer.py``) stores every
 waiting request as a job in one statement per batch, on the driver's own cursor
 (``add_batch``, ``add_batch_asyncpg``; a ``NewJob`` each).
 """
@@ -406,7 +406,7 @@ class NewJob:
     target_id: str
     payload: Any
     #: Stored already claimed by this worker, for ``lease_ms`` (a run that is under way when
-    #: its job is stored: ``engine/client_runs.py``); its id is always returned.
+    #: its job is stored: ``engine/runs/client_runs.py``); its id is always returned.
     held_by: str | None = None
     lease_ms: int = 0
 

@@ -1,5 +1,5 @@
-"""OAuth API clients of accounts and the bearer tokens they are issued (``engine/api_clients.py``
-decides; this stores).
+"""OAuth API clients of accounts and the bearer tokens they are issued
+(``engine/auth/api_clients.py`` decides; this stores).
 
 A client is ``(client_id, sha256(secret))``; a token is ``slo_<id>_<secret>``, stored as its id
 and the sha256 of its secret, with its expiry. Secrets are random (≥ 190 bits), so a plain

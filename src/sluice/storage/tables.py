@@ -131,7 +131,7 @@ connected_accounts = sa.Table(
     # OAuth accounts: who the provider says the user is (reconnecting them updates this row),
     # when the access token expires (null: never or not OAuth), why the account needs
     # reconnecting (null: it does not), and the refresh lease: one process refreshes at a
-    # time, without holding a transaction over the provider's answer (engine/credentials.py).
+    # time, without holding a transaction over the provider's answer (engine/auth/credentials.py).
     sa.Column("provider_uid", Str(300)),
     sa.Column("expires_at_ms", sa.BigInteger),
     sa.Column("reconnect_reason", Txt),
@@ -459,7 +459,8 @@ workflows = sa.Table(
     sa.Column("active", sa.Boolean, nullable=False),
     # {"type": "http" | "timer" | "source" | "manual", ...its settings}.
     sa.Column("trigger", JSON, nullable=False),
-    # The steps as deployed: [{id: c_, name, type: code | action, ...}]; see engine/workflows.py.
+    # The steps as deployed: [{id: c_, name, type: code | action, ...}];
+    # see engine/components/workflows.py.
     sa.Column("steps", JSON, nullable=False),
     # A new d_ id on each change of the trigger or the steps.
     sa.Column("deployment_id", Str(40), nullable=False),

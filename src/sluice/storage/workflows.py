@@ -1,7 +1,7 @@
 """Workflows (``p_``): a trigger and ordered steps, owned by an account.
 
-The row holds the steps as deployed (``engine/workflows.py`` builds them) and the id of the
-current deployment (``d_``), which changes with the trigger or the steps. An HTTP-triggered
+The row holds the steps as deployed (``engine/components/workflows.py`` builds them) and the id
+of the current deployment (``d_``), which changes with the trigger or the steps. An HTTP-triggered
 workflow has an ``endpoint_id``, in the same namespace as the endpoints of sources.
 """
 

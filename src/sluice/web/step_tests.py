@@ -2,7 +2,7 @@
 the form (not deployed), up to and including that step, on the test event, in the sandbox, and
 shows each step's exports, return value, logs and error under the step. Test runs are not
 the workflow's runs and reach no ``$errors``; a deployed workflow's step keeps its last test's
-result, shown again when the builder opens (``engine/step_tests.py``).
+result, shown again when the builder opens (``engine/runs/step_tests.py``).
 
 Also what the test event starts from: a sample per trigger type, or a recent event (the
 workflow's last runs, the trigger source's last events)."""

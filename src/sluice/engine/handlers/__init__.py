@@ -2,7 +2,7 @@
 called as ``await handler(job, finish)``.
 
 ``finish`` marks the job done inside the transaction that stores the job's results, so a
-completed job never runs again (``engine/jobs.py``). A handler that raises (a crashed runner
+completed job never runs again (``engine/queue/jobs.py``). A handler that raises (a crashed runner
 is ``errors.RunnerCrashed``) has its job run again later, with backoff.
 ``platform/assembly.py`` builds the table ``{JobKind: handler}`` and hands it to the job
 worker; nothing registers itself.

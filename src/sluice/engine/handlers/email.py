@@ -7,8 +7,8 @@ deleted or deactivated since is skipped (the job is done).
 
 from __future__ import annotations
 
-from sluice.engine.invoker import Invoker
-from sluice.engine.jobs import Finish
+from sluice.engine.queue.jobs import Finish
+from sluice.engine.runs.invoker import Invoker
 from sluice.storage import database, sources
 from sluice.storage.jobs import Job
 

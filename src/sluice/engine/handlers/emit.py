@@ -1,7 +1,7 @@
 """``emit`` jobs: one stored event (an emit, or a ``$errors`` event) delivered to one
 listener, a source or a workflow (``p_``).
 
-Enqueued in the transaction that stores the event (``engine/commit.py``, for
+Enqueued in the transaction that stores the event (``engine/state/commit.py``, for
 emits, ``Executor`` for workflows' errors and emits). The listener's run is marked done in the
 transaction that stores its own results. At least once: a crashed runner or a dead process
 runs the delivery again; deliveries of several events to one listener may run concurrently,
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import logging
 
-from sluice.engine.executor import Executor
-from sluice.engine.invoker import Invoker
-from sluice.engine.jobs import Finish
-from sluice.engine.webhooks import Webhooks
+from sluice.engine.outbound.webhooks import Webhooks
+from sluice.engine.queue.jobs import Finish
+from sluice.engine.runs.executor import Executor
+from sluice.engine.runs.invoker import Invoker
 from sluice.storage import sources
 from sluice.storage.jobs import Job
 

@@ -14,9 +14,9 @@ from typing import Any
 
 from sluice import errors
 from sluice.domain import http_events
-from sluice.engine.broker import Ended, Waiters
-from sluice.engine.invoker import BatchRun, Invoker
-from sluice.engine.jobs import Finish, FinishMany
+from sluice.engine.queue.jobs import Finish, FinishMany
+from sluice.engine.runs.invoker import BatchRun, Invoker
+from sluice.engine.state.broker import Ended, Waiters
 from sluice.runtime import protocol
 from sluice.storage import database, sources
 from sluice.storage.jobs import Job

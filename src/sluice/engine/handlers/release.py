@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import logging
 
-from sluice.engine.commit import Commit
-from sluice.engine.jobs import Finish
+from sluice.engine.queue.jobs import Finish
+from sluice.engine.state.commit import Commit
 from sluice.storage.jobs import Job
 
 log = logging.getLogger(__name__)

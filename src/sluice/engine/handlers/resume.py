@@ -1,5 +1,5 @@
 """``resume`` jobs: a run paused by ``$.flow.delay``, ``suspend`` or ``rerun`` is woken (its
-time came, or its resume or cancel URL was called: ``engine/pauses.py``) and carried on in its
+time came, or its resume or cancel URL was called: ``engine/runs/pauses.py``) and carried on in its
 workflow's warm worker, from the step ``domain/flow.py`` decides, with the earlier steps'
 exports and return values; its record is updated in place (same run id).
 
@@ -20,9 +20,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sluice.clock import iso_ms
 from sluice.domain import flow
 from sluice.domain.states import RunStatus
-from sluice.engine.executor import Executor
-from sluice.engine.jobs import Finish
-from sluice.engine.pauses import Resumed
+from sluice.engine.queue.jobs import Finish
+from sluice.engine.runs.executor import Executor
+from sluice.engine.runs.pauses import Resumed
 from sluice.storage import runs
 from sluice.storage.jobs import Job
 from sluice.storage.runs import Run

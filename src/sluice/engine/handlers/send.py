@@ -19,10 +19,10 @@ from sluice.clock import Clock
 from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain.states import SendStatus
-from sluice.engine import destinations, outbound, sealed
-from sluice.engine.commit import Commit
-from sluice.engine.jobs import Finish
-from sluice.engine.mailer import Mailer
+from sluice.engine.outbound import destinations, http_clients, sealed
+from sluice.engine.outbound.mailer import Mailer
+from sluice.engine.queue.jobs import Finish
+from sluice.engine.state.commit import Commit
 from sluice.storage import runs
 from sluice.storage.jobs import Job
 
@@ -36,17 +36,17 @@ class SendJobs:
         settings: Settings,
         clock: Clock,
         commit: Commit,
-        clients: outbound.Clients | None = None,
+        clients: http_clients.Clients | None = None,
     ) -> None:
         self.db = db
         self.cipher = cipher
         self.mailer = mailer
         self.settings = settings
         self.clock = clock
-        #: The one writer of results (``engine/commit.py``).
+        #: The one writer of results (``engine/state/commit.py``).
         self.commit = commit
         #: Parsed once: a bad SLUICE_EGRESS_ALLOW fails at start, not at the first send.
-        self.egress = outbound.policy(settings)
+        self.egress = http_clients.policy(settings)
         #: The process's shared clients (None: a client per send).
         self.clients = clients
 

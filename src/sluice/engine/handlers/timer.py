@@ -1,15 +1,15 @@
 """``timer`` jobs: one tick of a timer source, or of a timer-triggered workflow (``p_``).
 
-The scheduler (``engine/scheduler.py``) enqueues one job per due tick; here the tick runs. A
+The scheduler (``engine/queue/scheduler.py``) enqueues one job per due tick; here the tick runs. A
 source or workflow deleted or deactivated since the tick was enqueued is skipped (the job is
 done).
 """
 
 from __future__ import annotations
 
-from sluice.engine.executor import Executor
-from sluice.engine.invoker import Invoker
-from sluice.engine.jobs import Finish
+from sluice.engine.queue.jobs import Finish
+from sluice.engine.runs.executor import Executor
+from sluice.engine.runs.invoker import Invoker
 from sluice.storage import database, sources
 from sluice.storage.jobs import Job
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from sluice import errors
 from sluice.domain.states import Unanswered
-from sluice.engine.broker import Ended, Waiters
-from sluice.engine.executor import Executor
-from sluice.engine.jobs import Finish
+from sluice.engine.queue.jobs import Finish
+from sluice.engine.runs.executor import Executor
+from sluice.engine.state.broker import Ended, Waiters
 from sluice.runtime.protocol import Response
 from sluice.storage.jobs import Job
 

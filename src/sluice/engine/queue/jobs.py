@@ -1,0 +1,570 @@
+"""The job worker: claims durable jobs and runs their handlers.
+
+A handler gets the job and a ``finish`` function to call *inside the transaction that stores
+the job's results* (``engine/state/commit.py``), so "done" and the results commit together: a
+completed job never runs again. A handler that returns without calling it has its job marked
+done afterwards (nothing to store). A handler that raises (``errors.RunnerCrashed``, logged as
+a warning: the failure is Sluice's; or any other exception) has its job queued again with
+backoff, until ``max_attempts``. Leases are short and renewed (``engine/queue/holds.py``): a job
+whose process died runs again within a lease. A worker that stalled past a lease stores
+nothing of the jobs it lost (``finish`` raises ``errors.LeaseLost`` in the results'
+transaction: the fencing token of ``storage/jobs.py``) and does not start the ones it had
+claimed and not started. ``stop`` gives the jobs in flight a grace
+period, then queues again at once what it did not finish. Tests drive it with
+``run_once``/``drain``/``heartbeat`` and a fake clock.
+
+Fair sharing: one account runs at most ``account_share`` jobs at once in a worker (others
+wait in order, ``domain/shares.py``), counted per process: nothing to correct when one dies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from sluice import errors, ids
+from sluice.clock import Clock
+from sluice.domain import shares
+from sluice.engine.queue.due_timer import DueTimer
+from sluice.engine.queue.holds import Leases, Slots
+from sluice.storage import database, jobs
+from sluice.storage.jobs import Job
+
+log = logging.getLogger(__name__)
+
+#: Marks the job done; called with the connection of the transaction storing its results.
+Finish = Callable[[Connection], None]
+Handler = Callable[[Job, Finish], Awaitable[None]]
+#: The batch path's done marks: marks the jobs at these positions of the batch done in one
+#: statement, in the transaction storing their results; the positions whose claims were still
+#: current (the others were taken over: their results must not commit).
+FinishMany = Callable[[Connection, Sequence[int]], set[int]]
+
+
+@runtime_checkable
+class BatchHandler(Protocol):
+    """A handler that can also run many jobs of one target at once (the batch path: a
+    source's queued requests, ``handlers/http.py``)."""
+
+    async def __call__(self, job: Job, finish: Finish) -> None: ...
+
+    async def run_batch(
+        self, batch: Sequence[tuple[Job, Finish]], finish_many: FinishMany
+    ) -> list[Exception | None]:
+        """Run the jobs (of one kind and target, in claim order), each with its ``finish``
+        (or all of them with ``finish_many``, one statement); for each, None (done: its
+        results stored with its done mark, or nothing to store) or the exception that fails
+        it alone (``errors.LeaseLost``: fenced). Raising fails them all (each queued again
+        with backoff)."""
+        ...
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    #: A job whose worker died or stalled is taken over within this (``engine/queue/holds.py``).
+    lease_ms: int = 30_000
+    batch: int = 32
+    concurrency: int = 8
+    poll_seconds: float = 1.0
+    max_attempts: int = 5
+    #: Done jobs are deleted this long after they finished (their results are stored as
+    #: events and runs); 0 keeps them. Failed jobs are kept.
+    retention_ms: int = 3_600_000
+    #: How often the worker prunes, at most.
+    prune_every_ms: int = 60_000
+    #: How often a claim also looks for jobs whose lease passed (their worker died), at most.
+    expired_every_ms: int = 5_000
+    #: While ``JobWorker.pressure()`` says the endpoints are saturated: one job at a time, and
+    #: this pause after each (see the class docstring).
+    pressed_pause_ms: float = 10.0
+    #: Jobs of one account run at once, at most (``domain/shares.py``); 0, or ``concurrency``
+    #: and more: no share. A batch (below) counts as one.
+    account_share: int = 0
+    #: The batch path: claimed jobs of one kind and target whose handler runs batches
+    #: (``BatchHandler``) run together, up to this many, in one slot; 1: one at a time.
+    run_batch: int = 32
+
+
+async def _cancel(task: asyncio.Task[Any] | None) -> None:
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def backoff_ms(attempts: int) -> int:
+    """1 s, 2 s, 4 s … capped at 5 minutes."""
+    return int(min(300, 2 ** max(0, attempts - 1)) * 1000)
+
+
+class JobWorker:
+    """Claims up to ``batch`` jobs at a time into a local queue and runs up to ``concurrency``
+    of them at once, each its own task (a long job never holds back the ones after it).
+
+    ``handlers`` is the table of job kinds this worker runs (built by ``platform/assembly.py``, one
+    handler per kind: ``engine/handlers/``); it claims jobs of those kinds only.
+
+    Requests first: ``pressure`` (from the platform: the ingress's group commits are large)
+    makes the background loop run one job at a time with a pause after each, so under a burst
+    the endpoints keep accepting at nearly full speed; runs for a waiting client (``run_now``)
+    are never held back.
+    """
+
+    def __init__(
+        self,
+        db: AsyncEngine,
+        clock: Clock,
+        config: WorkerConfig | None = None,
+        handlers: Mapping[str, Handler] | None = None,
+        *,
+        pressure: Callable[[], bool] | None = None,
+    ) -> None:
+        self.db = db
+        self.clock = clock
+        self.config = config or WorkerConfig()
+        self.worker_id = f"{os.getpid()}-{ids.random_token(6)}"
+        # Claims and "done" marks: inline on SQLite, no per-statement thread hand-offs.
+        self.writer = database.Writer(db)
+        self.handlers: dict[str, Handler] = dict(handlers or {})
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._running: set[asyncio.Task[None]] = set()
+        #: The worker's slots and each account's share of them (``engine/queue/holds.py``).
+        self.slots = Slots(self.config.concurrency, self.config.account_share)
+        self._pruned_at = clock.now_ms()
+        self._expired_at: int | None = None
+        #: Claimed, not started yet (their leases run).
+        self._queue: collections.deque[Job] = collections.deque()
+        #: Whether the endpoints are saturated (see the class docstring); None: never.
+        self.pressure = pressure
+        self._last_done = 0.0
+        #: Jobs the loop runs at once now: ``concurrency``, or 1 under pressure.
+        self._limit = self.config.concurrency
+        #: The accounts skipped by the last claim when it found nothing, and when.
+        self._missed: tuple[str, ...] | None = None
+        self._missed_at = 0
+        self._poll_ms = int(self.config.poll_seconds * 1000)
+        self.due = DueTimer(db, clock, self.handlers.keys(), self._wake.set, self._poll_ms)
+        #: The leases of the jobs this worker holds (``engine/queue/holds.py``).
+        self.leases = Leases(self.writer, clock, self.worker_id, self.config.lease_ms)
+        #: Jobs cancelled by ``stop`` before they ended: queued again at once.
+        self._interrupted: list[Job] = []
+        self._beat: asyncio.Task[None] | None = None
+        #: Set by ``hurry()`` (a second SIGTERM): ``stop`` waits no longer.
+        self._hurry = asyncio.Event()
+
+    async def prune(self) -> int:
+        """Delete the done jobs past their retention; the number deleted."""
+        self._pruned_at = self.clock.now_ms()
+        if self.config.retention_ms <= 0:
+            return 0
+        before = self._pruned_at - self.config.retention_ms
+        return await jobs.prune_done(self.writer, finished_before_ms=before)
+
+    def notify(self, owner_id: str | None = None, *, due_now: bool = False) -> None:
+        """A job (of ``owner_id``, when known; ``due_now``: no timer to arm for it) was enqueued
+        here: look now, not at the next poll (if a slot is free; a job's end wakes it too)."""
+        if owner_id is None or self._missed is None or owner_id not in self._missed:
+            # The new job may be another account's: the claim that found nothing may not now.
+            # (A job of an account at its share changes nothing: under one account's burst,
+            # each request would otherwise make a claim that walks past its queued jobs.)
+            self._missed = None
+        if not due_now:  # it may be due later: the timer is armed for it when the loop idles
+            self.due.mark()
+        if len(self._running) < self._limit:
+            self._wake.set()
+
+    async def _claim(self, limit: int) -> list[Job]:
+        if not self.handlers:
+            return []
+        # The accounts at their share: their jobs stay queued (in order) until a slot frees.
+        skip = self.slots.full()
+        now_ms, kinds = self.clock.now_ms(), tuple(self.handlers)
+        if skip and self._missed == skip and now_ms - self._missed_at < self._poll_ms:
+            # The same claim found nothing a moment ago: it walks past every queued job of
+            # those accounts, so it is not repeated until a job is enqueued here or a poll.
+            return []
+        # Every eighth of a lease at least: a stalled worker's jobs are taken over within one.
+        every = min(self.config.expired_every_ms, self.config.lease_ms // 8)
+        expired = self._expired_at is None or now_ms - self._expired_at >= every
+        if expired:
+            self._expired_at = now_ms
+        claimed = await self.writer(
+            lambda conn: jobs.claim_sync(
+                conn,
+                worker_id=self.worker_id,
+                now_ms=now_ms,
+                lease_ms=self.leases.hold_ms,
+                limit=limit,
+                kinds=kinds,
+                expired=expired,
+                skip_owners=skip,
+            )
+        )
+        if skip:  # a claim without skipped accounts says nothing of the others' queue
+            self._missed, self._missed_at = (None, 0) if claimed else (skip, now_ms)
+        self.leases.claimed(claimed, now_ms)
+        return claimed
+
+    async def run_once(self) -> int:
+        """Claim one batch of ready jobs and run them all; the number run."""
+        claimed = await self._claim(self.config.batch)
+        units = self._units(claimed)
+        await asyncio.gather(*(self._run_unit([claimed[p] for p in unit]) for unit in units))
+        return len(claimed)
+
+    async def drain(self) -> int:
+        """Run until no job is ready now (tests, and shutdown)."""
+        total = 0
+        while count := await self.run_once():
+            total += count
+        return total
+
+    async def run_now(self, job_id: int) -> bool:
+        """Claim and run one job at once (an HTTP request that must answer from its run)."""
+        for queued in self._queue:
+            if queued.id == job_id:  # this worker claimed it already: run it now all the same
+                self._queue.remove(queued)
+                await self._run(queued)
+                return True
+        now_ms = self.clock.now_ms()
+        job = await self.writer(
+            lambda conn: jobs.claim_one_sync(
+                conn, job_id, worker_id=self.worker_id, now_ms=now_ms, lease_ms=self.leases.hold_ms
+            )
+        )
+        if job is None:
+            return False
+        self.leases.claimed([job], now_ms)
+        await self._run(job)
+        return True
+
+    def _run(self, job: Job) -> Coroutine[Any, Any, None]:
+        return self._run_unit([job])
+
+    def _run_unit(self, unit: list[Job]) -> Coroutine[Any, Any, None]:
+        """The run of a job, or of a batch of jobs of one target (``_units``), counted against
+        its account now (not when its task starts), so the loop sees the account's count when
+        it picks the next one. Waits for one of the account's slots, then one of the
+        worker's: a batch takes one of each."""
+        for job in unit:
+            self.leases.hold(job)
+        return self._run_counted(unit, self.slots.count(unit[0].owner_id))
+
+    async def _run_counted(self, unit: list[Job], gate: asyncio.Semaphore | None) -> None:
+        try:
+            if gate is None:
+                await self._execute_unit(unit)
+            else:
+                async with gate:
+                    await self._execute_unit(unit)
+        finally:
+            for job in unit:
+                self.leases.drop(job.id)
+            self.slots.uncount(unit[0].owner_id)
+
+    def _execute_unit(self, unit: list[Job]) -> Coroutine[Any, Any, None]:
+        handler = self.handlers[unit[0].kind]
+        if len(unit) > 1 and isinstance(handler, BatchHandler):
+            return self._execute_batch(unit, handler)
+        return self._execute(unit[0])
+
+    def _unit_size(self) -> int:
+        """The most jobs a unit holds: ``run_batch`` when a handler runs batches, else 1."""
+        batching = any(isinstance(h, BatchHandler) for h in self.handlers.values())
+        return max(1, self.config.run_batch) if batching else 1
+
+    def _units(self, claimed: Sequence[Job]) -> list[list[int]]:
+        """The claimed jobs (positions) as units that run in one slot each: jobs of one kind
+        and target whose handler runs batches, in claim order, up to ``run_batch`` a unit;
+        every other job alone. Units are in the order of their first job."""
+        size = self.config.run_batch
+        units: list[list[int]] = []
+        open_units: dict[tuple[str, str], list[int]] = {}
+        for position, job in enumerate(claimed):
+            if size > 1 and isinstance(self.handlers.get(job.kind), BatchHandler):
+                key = (job.kind, job.target_id)
+                unit = open_units.get(key)
+                if unit is not None and len(unit) < size:
+                    unit.append(position)
+                    continue
+                unit = open_units[key] = [position]
+                units.append(unit)
+            else:
+                units.append([position])
+        return units
+
+    async def _execute_batch(self, unit: list[Job], handler: BatchHandler) -> None:
+        """The batch path: one handler call for the jobs of one target. Each job keeps its
+        own fate: fenced, done, or failed (queued again with backoff) alone."""
+        finished: set[int] = set()
+
+        def finisher(job: Job) -> Finish:
+            def finish(conn: Connection) -> None:
+                if not jobs.complete_sync(conn, job, now_ms=self.clock.now_ms()):
+                    # Another worker holds the job now: its results must not commit.
+                    raise errors.LeaseLost(details={"job_id": job.id})
+                finished.add(job.id)
+
+            return finish
+
+        def finish_many(conn: Connection, positions: Sequence[int]) -> set[int]:
+            chosen = [live[position] for position in positions]
+            done = jobs.complete_many_sync(conn, chosen, now_ms=self.clock.now_ms())
+            finished.update(done)
+            return {position for position in positions if live[position].id in done}
+
+        async with self.slots.worker_slot():
+            lapsed = [job for job in unit if self.leases.lapsed(job)]
+            for job in lapsed:
+                self._lost(job, "before it started")
+            if lapsed:
+                await self.leases.release(lapsed)
+            live = [job for job in unit if job not in lapsed]
+            if not live:
+                return
+            try:
+                answers = await handler.run_batch(
+                    [(job, finisher(job)) for job in live], finish_many
+                )
+            except asyncio.CancelledError:
+                self._interrupted.extend(job for job in live if job.id not in finished)
+                raise
+            except Exception as exc:  # any failure: each job retried with backoff
+                answers = [exc] * len(live)
+        unfinished: list[Job] = []
+        for job, answer in zip(live, answers, strict=True):
+            if isinstance(answer, errors.LeaseLost):
+                self._lost(job, "its results were not stored")
+            elif answer is not None:
+                await self.failed(job, answer)
+            elif job.id not in finished:
+                unfinished.append(job)
+        if unfinished:  # nothing to store: done now, each only while its claim is current
+            now_ms = self.clock.now_ms()
+            done = await self.writer(
+                lambda conn: [jobs.complete_sync(conn, job, now_ms=now_ms) for job in unfinished]
+            )
+            for job, held in zip(unfinished, done, strict=True):
+                if not held:
+                    self._lost(job, "its results were not stored")
+
+    def slot(self, owner_id: str) -> contextlib.AbstractAsyncContextManager[None]:
+        """A run without a job (``engine/runs/client_runs.py``) takes a slot as a job would: its
+        account's share first, then one of the worker's."""
+        return self.slots.slot(owner_id)
+
+    async def _execute(self, job: Job) -> None:
+        handler = self.handlers[job.kind]
+        finished = False
+
+        def finish(conn: Connection) -> None:
+            nonlocal finished
+            if not jobs.complete_sync(conn, job, now_ms=self.clock.now_ms()):
+                # Another worker holds the job now: this transaction's results must not commit.
+                raise errors.LeaseLost(details={"job_id": job.id})
+            finished = True
+
+        async with self.slots.worker_slot():
+            if self.leases.lapsed(job):
+                # Claimed before a stall longer than its lease: another worker may run it now.
+                self._lost(job, "before it started")
+                await self.leases.release([job])
+                return
+            try:
+                await handler(job, finish)
+            except asyncio.CancelledError:
+                if not finished:
+                    self._interrupted.append(job)
+                raise
+            except errors.LeaseLost:
+                self._lost(job, "its results were not stored")
+                return
+            except Exception as exc:  # any failure: retry with backoff, never lose the job
+                await self.failed(job, exc)
+                return
+        if not finished:
+            try:
+                await self.writer(finish)
+            except errors.LeaseLost:
+                self._lost(job, "its results were not stored")
+
+    @staticmethod
+    def _lost(job: Job, what: str) -> None:
+        log.warning(
+            "job %s (%s): its lease passed and another worker may hold it; %s",
+            job.id,
+            job.kind,
+            what,
+            extra={"action": "lease_lost", "job_id": job.id},
+        )
+
+    async def failed(self, job: Job, exc: Exception) -> None:
+        """The job's run failed: queued again with backoff until ``max_attempts``, then failed
+        (kept, with the error). A store that was unavailable (a full disk, PostgreSQL down)
+        is no fault of the job: it is queued again whatever its attempts, and logged without
+        a stack, as a runner crash is; if its retry cannot be stored either, its lease ends
+        and another claim runs it."""
+        outage = isinstance(exc, errors.NotReady)
+        retry = outage or job.attempts < self.config.max_attempts
+        expected = outage or isinstance(exc, errors.RunnerCrashed)
+        log.log(
+            logging.WARNING if expected else logging.ERROR,
+            "job %s (%s) failed, attempt %d: %s",
+            job.id,
+            job.kind,
+            job.attempts,
+            exc,
+            exc_info=not expected,
+            extra={"action": "job_failed", "job_id": job.id},
+        )
+        now = self.clock.now_ms()
+        try:
+            async with self.db.begin() as conn:
+                held = await jobs.retry_or_fail(
+                    conn,
+                    job,
+                    now_ms=now,
+                    error=str(exc),
+                    retry_at_ms=now + backoff_ms(job.attempts) if retry else None,
+                )
+        except errors.NotReady as again:
+            log.warning(
+                "job %s (%s): its retry was not stored (%s); it runs again after its lease",
+                job.id,
+                job.kind,
+                again,
+                extra={"action": "job_retry_unstored", "job_id": job.id},
+            )
+            return
+        if not held:
+            self._lost(job, "its failure was not recorded")
+        self.due.mark()  # the retry is due after its backoff: arm the timer for it
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._loop())
+        self._beat = asyncio.create_task(self.leases.beat(self._waiting))
+
+    def _waiting(self) -> list[Job]:
+        return list(self._queue)
+
+    async def heartbeat(self) -> int:
+        """Renew the leases of the jobs this worker holds (running, or claimed and waiting);
+        the number renewed."""
+        return await self.leases.renew(self._waiting())
+
+    async def _loop(self) -> None:
+        while True:
+            self._wake.clear()
+            pressed = self.pressure is not None and self.pressure()
+            limit = self._limit = 1 if pressed else self.config.concurrency
+            free = limit - len(self._running)
+            if pressed and free > 0:
+                pause = self.config.pressed_pause_ms / 1000 - (time.monotonic() - self._last_done)
+                if pause > 0:
+                    await asyncio.sleep(pause)
+                    continue
+            full = self.slots.full()
+            if free > 0 and all(job.owner_id in full for job in self._queue):
+                # Nothing here may start. With shares, claim only what may (held jobs aside):
+                # ``free`` units, each up to a batch when some kind runs batches.
+                size = self.config.batch
+                if self.slots.share:
+                    size = min(size, free * self._unit_size())
+                try:
+                    self._queue.extend(await self._claim(size))
+                except errors.NotReady as exc:  # logged once where it entered (storage)
+                    log.debug("the job worker could not claim jobs: %s", exc)
+                except Exception:
+                    log.exception("the job worker failed to claim jobs")
+            started = released = 0
+            if free > 0 and self._queue:
+                claimed = list(self._queue)
+                # The batch path: a target's jobs in one unit (one slot, one share).
+                units = self._units(claimed)
+                owners = [claimed[unit[0]].owner_id for unit in units]
+                share = self.slots.share
+                pick = shares.pick(owners, self.slots.busy, free, share, hold=share)
+                started, released = len(pick.start), len(pick.release)
+                self._queue = collections.deque(
+                    claimed[position] for u in pick.keep for position in units[u]
+                )
+                if released:
+                    await self.leases.release(
+                        [claimed[position] for u in pick.release for position in units[u]]
+                    )
+                for u in pick.start:
+                    task = asyncio.create_task(self._run_unit([claimed[p] for p in units[u]]))
+                    self._running.add(task)
+                    task.add_done_callback(self._done)
+            if self.clock.now_ms() - self._pruned_at >= self.config.prune_every_ms:
+                try:
+                    await self.prune()
+                except Exception:
+                    log.exception("the job worker failed to prune done jobs")
+            # Slots left: claim again (jobs released just now are skipped by that claim).
+            if (started or released) and len(self._running) < limit:
+                continue
+            await self.due.refresh()  # wakes the loop when the next queued job becomes due
+            # asyncio.timeout: a cancel meeting a wake-up cannot leave the loop waiting (3.11).
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.config.poll_seconds):
+                    await self._wake.wait()
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._running.discard(task)
+        self._last_done = time.monotonic()
+        self._wake.set()
+
+    def hurry(self) -> None:
+        """Stop waiting for the jobs in flight (a second SIGTERM during ``stop``)."""
+        self._hurry.set()
+
+    async def stop(self, grace_seconds: float = 0.0) -> None:
+        """Stop claiming. Jobs in flight get ``grace_seconds`` to finish (their leases still
+        renewed; ``hurry()`` ends the wait); those still running then are cancelled. Every job
+        this worker claimed and did not finish is queued again at once, not after its lease,
+        to run on the next worker (at least once)."""
+        await _cancel(self._task)
+        self._task = None
+        await self.due.close()
+        # Claimed, never started: queued again now, for other workers.
+        await self.leases.release(list(self._queue))
+        self._queue.clear()
+        await self._wait_for_running(grace_seconds)
+        for task in list(self._running):
+            await _cancel(task)
+        await _cancel(self._beat)
+        self._beat = None
+        interrupted, self._interrupted = self._interrupted, []
+        await self.leases.release(interrupted)
+        self.writer.dispose()
+
+    async def _wait_for_running(self, grace_seconds: float) -> None:
+        if not self._running or grace_seconds <= 0:
+            return
+        log.info(
+            "stopping: waiting up to %g s for %d jobs in flight",
+            grace_seconds,
+            len(self._running),
+            extra={"action": "worker_stopping"},
+        )
+        hurry = asyncio.ensure_future(self._hurry.wait())
+        try:
+            async with asyncio.timeout(grace_seconds):
+                while self._running and not self._hurry.is_set():
+                    await asyncio.wait({*self._running, hurry}, return_when=asyncio.FIRST_COMPLETED)
+        except TimeoutError:
+            pass
+        finally:
+            hurry.cancel()
