@@ -16,6 +16,7 @@ import sqlalchemy as sa
 
 from sluice.api.app import create_app
 from sluice.domain import http_events
+from sluice.domain.states import JobKind
 from sluice.storage.tables import deployed_components as sources_table
 from sluice.storage.tables import jobs as jobs_table
 from tests.conftest import Api
@@ -241,6 +242,33 @@ async def test_no_respond_answers_when_run_ends(api: Api, public: httpx.AsyncCli
     assert "threw TypeError" in body["error"] and "boom" not in body["error"]
     # Both runs still happened and were kept.
     assert await emitted(api, source_id) == [{"mode": "never"}, {"mode": "throw"}]
+
+
+async def test_a_run_that_fails_in_sluice_answers_503_and_runs_again(
+    api: Api, public: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Not the source's error (that is a stored run): Sluice's own, e.g. its store away. The
+    # request is stored and its job queued again with backoff, so the waiting client hears
+    # "retrying", not that the source "ended without calling respond()" (which it never ran).
+    source_id, path = await deploy(api, RESPONDER)
+    worker = api.platform.jobs
+
+    async def broken(job: Any, finish: Any) -> None:
+        raise RuntimeError("the store is away")
+
+    monkeypatch.setitem(worker.handlers, JobKind.HTTP, broken)
+    body = assert_error(await public.get(path, params={"mode": "never"}), 503, "retrying")
+    assert "runs again" in body["error"]
+    async with api.platform.db.connect() as conn:
+        rows = (
+            await conn.execute(
+                sa.select(
+                    jobs_table.c.status, jobs_table.c.attempts, jobs_table.c.last_error
+                ).where(jobs_table.c.target_id == source_id)
+            )
+        ).all()
+    assert [(status, attempts) for status, attempts, _ in rows] == [("queued", 1)]
+    assert "the store is away" in rows[0][2]
 
 
 async def test_no_respond_in_time_answers_504(

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from sluice import errors
 from sluice.clock import FakeClock
-from sluice.engine.queue.jobs import Finish, JobWorker, WorkerConfig
+from sluice.engine.queue.jobs import Finish, JobWorker, RanNow, WorkerConfig
 from sluice.platform import Platform
 from sluice.storage import jobs
 from sluice.storage.jobs import Job
@@ -282,7 +282,7 @@ async def test_a_job_claimed_but_not_started_runs_now_or_is_released(
     ids = await _enqueue(platform, clock, kind, 3)
     worker._queue.extend(await worker._claim(10))  # as the loop does, before starting them
     # A request waiting on its run takes its job from the local queue at once.
-    assert await worker.run_now(ids[1]) and ran == [ids[1]]
+    assert await worker.run_now(ids[1]) is RanNow.DONE and ran == [ids[1]]
     await worker.stop()  # the two never started are queued again, not left to their leases
     assert [await _status(platform, i) for i in ids] == [
         ("queued", 0),

@@ -8,7 +8,7 @@ from sluice import errors
 from sluice.clock import FakeClock
 from sluice.domain.states import JobKind
 from sluice.engine.handlers.timer import TimerJobs
-from sluice.engine.queue.jobs import JobWorker
+from sluice.engine.queue.jobs import JobWorker, RanNow
 from sluice.engine.runs.invoker import Invoker
 from sluice.platform import Platform
 from sluice.runtime import protocol
@@ -86,7 +86,7 @@ async def test_a_crash_is_raised_once_a_job_runs_again_a_manual_run_reports_it(
             payload={"timestamp": 1},
             now_ms=clock.now_ms(),
         )
-    assert await worker.run_now(job_id)
+    assert await worker.run_now(job_id) is RanNow.AGAIN  # the crash: it runs again
     assert await _status(platform, job_id) == ("queued", 1)
 
 

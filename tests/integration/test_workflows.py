@@ -571,27 +571,6 @@ async def test_the_global_error_workflow_mails_over_smtp(api: Api) -> None:
     assert runs[0]["sends"][0]["outcome"]["transport"] == "smtp"
 
 
-async def test_a_manual_run_claimed_by_the_background_worker_still_answers(
-    api: Api, monkeypatch: Any
-) -> None:
-    # In a served process the job worker may claim the run's job before the request does:
-    # the request then waits for that run instead of answering 503.
-    import asyncio
-
-    jobs = api.platform.jobs
-    started: list[asyncio.Task[int]] = []
-
-    async def claimed_elsewhere(job_id: int) -> bool:
-        started.append(asyncio.create_task(jobs.drain()))
-        return False
-
-    workflow = await create(api, [DOUBLE])
-    monkeypatch.setattr(jobs, "run_now", claimed_elsewhere)
-    result = await run(api, workflow["id"], {"n": 4})
-    assert result["steps"][0]["return_value"] == {"value": 8}
-    await asyncio.gather(*started)
-
-
 async def test_code_steps_keep_state_in_their_db(api: Api) -> None:
     counter = step(
         "count",

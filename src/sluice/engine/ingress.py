@@ -49,7 +49,7 @@ from sluice.engine.components.directory import EndpointDirectory
 from sluice.engine.components.workflows import Workflows
 from sluice.engine.queue.admission import Admission
 from sluice.engine.queue.enqueuer import Enqueuer
-from sluice.engine.queue.jobs import JobWorker
+from sluice.engine.queue.jobs import JobWorker, RanNow
 from sluice.engine.runs.client_runs import ClientRun, ClientRuns
 from sluice.engine.runs.files import OCTET_STREAM, Files, NewFile
 from sluice.engine.state.broker import Ended, Settlement, Waiters
@@ -345,10 +345,21 @@ class Ingress:
             log.exception("could not run http job %s now", job_id)
             self.waiters.settle(job_id, Ended("the request was stored but could not run now"))
             return
-        # Not ran: a worker of this process claimed it first (its run settles the future), or
-        # another process did (the request then waits for its time-out).
-        if ran:
+        # ELSEWHERE: a worker of this process claimed it first (its run settles the future), or
+        # another process did (the request then waits for its time-out). Settled here only
+        # when the run did not settle it itself (the first settlement counts).
+        if ran is RanNow.DONE:
             self.waiters.settle(job_id, Ended("the source's run() ended without calling respond()"))
+        elif ran is RanNow.AGAIN:
+            # Its run failed in Sluice (not in the source: that is a stored error), or its lease
+            # passed: the stored request runs again later, with no client waiting.
+            self.waiters.settle(
+                job_id,
+                Ended(
+                    "the request was stored, but its run could not finish now; it runs again",
+                    Unanswered.RETRYING,
+                ),
+            )
 
     # ---- workflows ----------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import enum
 import logging
 import os
 import time
@@ -105,6 +106,18 @@ async def _cancel(task: asyncio.Task[Any] | None) -> None:
 def backoff_ms(attempts: int) -> int:
     """1 s, 2 s, 4 s … capped at 5 minutes."""
     return int(min(300, 2 ** max(0, attempts - 1)) * 1000)
+
+
+class RanNow(enum.Enum):
+    """What ``JobWorker.run_now`` did with a job a waiting request needs run at once."""
+
+    #: Not claimed here: another worker (of this process or another) has it; its run settles.
+    ELSEWHERE = "elsewhere"
+    #: Run here, its results and done mark stored.
+    DONE = "done"
+    #: Run (or due to run) here, but not finished: its handler failed and it was queued again
+    #: with backoff, or its lease passed (another worker may run it). It runs again.
+    AGAIN = "again"
 
 
 class JobWorker:
@@ -230,13 +243,12 @@ class JobWorker:
             total += count
         return total
 
-    async def run_now(self, job_id: int) -> bool:
+    async def run_now(self, job_id: int) -> RanNow:
         """Claim and run one job at once (an HTTP request that must answer from its run)."""
         for queued in self._queue:
             if queued.id == job_id:  # this worker claimed it already: run it now all the same
                 self._queue.remove(queued)
-                await self._run(queued)
-                return True
+                return RanNow.DONE if await self._run(queued) else RanNow.AGAIN
         now_ms = self.clock.now_ms()
         job = await self.writer(
             lambda conn: jobs.claim_one_sync(
@@ -244,36 +256,35 @@ class JobWorker:
             )
         )
         if job is None:
-            return False
+            return RanNow.ELSEWHERE
         self.leases.claimed([job], now_ms)
-        await self._run(job)
-        return True
+        return RanNow.DONE if await self._run(job) else RanNow.AGAIN
 
-    def _run(self, job: Job) -> Coroutine[Any, Any, None]:
+    def _run(self, job: Job) -> Coroutine[Any, Any, bool]:
         return self._run_unit([job])
 
-    def _run_unit(self, unit: list[Job]) -> Coroutine[Any, Any, None]:
+    def _run_unit(self, unit: list[Job]) -> Coroutine[Any, Any, bool]:
         """The run of a job, or of a batch of jobs of one target (``_units``), counted against
         its account now (not when its task starts), so the loop sees the account's count when
         it picks the next one. Waits for one of the account's slots, then one of the
-        worker's: a batch takes one of each."""
+        worker's: a batch takes one of each. Whether every job of the unit finished (its
+        results and done mark stored)."""
         for job in unit:
             self.leases.hold(job)
         return self._run_counted(unit, self.slots.count(unit[0].owner_id))
 
-    async def _run_counted(self, unit: list[Job], gate: asyncio.Semaphore | None) -> None:
+    async def _run_counted(self, unit: list[Job], gate: asyncio.Semaphore | None) -> bool:
         try:
             if gate is None:
-                await self._execute_unit(unit)
-            else:
-                async with gate:
-                    await self._execute_unit(unit)
+                return await self._execute_unit(unit)
+            async with gate:
+                return await self._execute_unit(unit)
         finally:
             for job in unit:
                 self.leases.drop(job.id)
             self.slots.uncount(unit[0].owner_id)
 
-    def _execute_unit(self, unit: list[Job]) -> Coroutine[Any, Any, None]:
+    def _execute_unit(self, unit: list[Job]) -> Coroutine[Any, Any, bool]:
         handler = self.handlers[unit[0].kind]
         if len(unit) > 1 and isinstance(handler, BatchHandler):
             return self._execute_batch(unit, handler)
@@ -304,9 +315,10 @@ class JobWorker:
                 units.append([position])
         return units
 
-    async def _execute_batch(self, unit: list[Job], handler: BatchHandler) -> None:
+    async def _execute_batch(self, unit: list[Job], handler: BatchHandler) -> bool:
         """The batch path: one handler call for the jobs of one target. Each job keeps its
-        own fate: fenced, done, or failed (queued again with backoff) alone."""
+        own fate: fenced, done, or failed (queued again with backoff) alone. Whether all
+        finished."""
         finished: set[int] = set()
 
         def finisher(job: Job) -> Finish:
@@ -332,7 +344,7 @@ class JobWorker:
                 await self.leases.release(lapsed)
             live = [job for job in unit if job not in lapsed]
             if not live:
-                return
+                return False
             try:
                 answers = await handler.run_batch(
                     [(job, finisher(job)) for job in live], finish_many
@@ -356,15 +368,19 @@ class JobWorker:
                 lambda conn: [jobs.complete_sync(conn, job, now_ms=now_ms) for job in unfinished]
             )
             for job, held in zip(unfinished, done, strict=True):
-                if not held:
+                if held:
+                    finished.add(job.id)
+                else:
                     self._lost(job, "its results were not stored")
+        return not lapsed and all(job.id in finished for job in live)
 
     def slot(self, owner_id: str) -> contextlib.AbstractAsyncContextManager[None]:
         """A run without a job (``engine/runs/client_runs.py``) takes a slot as a job would: its
         account's share first, then one of the worker's."""
         return self.slots.slot(owner_id)
 
-    async def _execute(self, job: Job) -> None:
+    async def _execute(self, job: Job) -> bool:
+        """Run one job; whether it finished (its results and done mark stored)."""
         handler = self.handlers[job.kind]
         finished = False
 
@@ -380,7 +396,7 @@ class JobWorker:
                 # Claimed before a stall longer than its lease: another worker may run it now.
                 self._lost(job, "before it started")
                 await self.leases.release([job])
-                return
+                return False
             try:
                 await handler(job, finish)
             except asyncio.CancelledError:
@@ -389,15 +405,16 @@ class JobWorker:
                 raise
             except errors.LeaseLost:
                 self._lost(job, "its results were not stored")
-                return
+                return False
             except Exception as exc:  # any failure: retry with backoff, never lose the job
                 await self.failed(job, exc)
-                return
+                return False
         if not finished:
             try:
                 await self.writer(finish)
             except errors.LeaseLost:
                 self._lost(job, "its results were not stored")
+        return finished
 
     @staticmethod
     def _lost(job: Job, what: str) -> None:
@@ -521,7 +538,7 @@ class JobWorker:
                 async with asyncio.timeout(self.config.poll_seconds):
                     await self._wake.wait()
 
-    def _done(self, task: asyncio.Task[None]) -> None:
+    def _done(self, task: asyncio.Task[bool]) -> None:
         self._running.discard(task)
         self._last_done = time.monotonic()
         self._wake.set()
