@@ -151,7 +151,7 @@ class JobWorker:
         self.handlers: dict[str, Handler] = dict(handlers or {})
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._running: set[asyncio.Task[None]] = set()
+        self._running: set[asyncio.Task[bool]] = set()
         #: The worker's slots and each account's share of them (``engine/queue/holds.py``).
         self.slots = Slots(self.config.concurrency, self.config.account_share)
         self._pruned_at = clock.now_ms()
