@@ -334,6 +334,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "SLUICE_EVENT_RETENTION": str(args.retention),
         "SLUICE_STORAGE_QUOTA_MB": str(args.storage_quota_mb),
     }
+    env.update(dict(item.split("=", 1) for item in args.env))
     counter = Counter()
     acked: list[int] = []
     results: list[dict[str, Any]] = []
@@ -436,6 +437,13 @@ def main() -> int:
         help="SLUICE_STORAGE_QUOTA_MB; 0 turns the quota (its check and its counter) off",
     )
     parser.add_argument("--keep", action="store_true", help="keep the server's data dir")
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        help="SLUICE_X=v for the server (bench/_server.py passes no SLUICE_* of its own "
+        "environment), e.g. --env SLUICE_SHED_BACKLOG_SECONDS=0",
+    )
     parser.add_argument(
         "--roles",
         choices=["all", "split"],
