@@ -12,16 +12,28 @@ accounts.
 
 from __future__ import annotations
 
+import contextlib
+import datetime
 import json
+import os
+import re
 import secrets
+import shutil
+import signal
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
-from tests.ui.conftest import CHROMIUM, Server, create_owner, run_cli, serve
+from tests.ui.conftest import CHROMIUM, Server, _free_port, create_owner, run_cli, serve
 
 #: An attacker's endpoint: it answers with the cookies it was sent, and tries to set a cookie
 #: for every visitor of the origin, a nameless one (``=sluice_session=…``, which some browsers
@@ -187,3 +199,205 @@ def test_on_their_own_hosts_endpoints_keep_their_cookies_apart_from_each_other_a
             )
             assert me.json() == {"cookie": None}  # the endpoint's answer, not the account
         context.close()
+
+
+# ---- behind a TLS-terminating proxy ---------------------------------------------------------
+
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+
+#: The server blocks docs/deploy.md gives ("Behind nginx"), with this test's names, port,
+#: certificate and upstream; the http block around them holds only what a test run needs
+#: (paths in its own directory, the master's own user).
+NGINX_SERVERS = """
+    upstream sluice {
+        server 127.0.0.1:UPSTREAM;
+        keepalive 16;
+    }
+    map $http_upgrade $connection_upgrade {
+        default upgrade;
+        ""      "";
+    }
+    server {
+        listen 127.0.0.1:PORT ssl http2;
+        server_name sluice.localhost *.hooks.localhost;
+        ssl_certificate     CERT;
+        ssl_certificate_key KEY;
+        client_max_body_size 60m;
+        location / {
+            proxy_pass http://sluice;
+            proxy_http_version 1.1;
+            proxy_set_header Host $http_host;
+            proxy_set_header X-Forwarded-Proto $scheme;
+            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+            proxy_set_header Upgrade $http_upgrade;
+            proxy_set_header Connection $connection_upgrade;
+            proxy_buffering off;
+            proxy_request_buffering off;
+            proxy_read_timeout 1h;
+        }
+    }
+"""
+
+
+def _certificate(directory: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for ``sluice.localhost`` and ``*.hooks.localhost``."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "sluice.localhost")])
+    now = datetime.datetime.now(datetime.UTC)
+    names = [x509.DNSName("sluice.localhost"), x509.DNSName("*.hooks.localhost")]
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_path, key_path
+
+
+@contextlib.contextmanager
+def _nginx(directory: Path, port: int, upstream: int) -> Iterator[None]:
+    """nginx on ``127.0.0.1:port`` (TLS) in front of ``127.0.0.1:upstream``. It daemonizes once
+    its socket listens, so it is up when the command returns; stopped by its pid."""
+    if not Path(NGINX).exists():
+        pytest.fail("nginx is missing: apt-get install nginx-light (.ci/run does it)")
+    directory.mkdir()
+    cert, key = _certificate(directory)
+    servers = (
+        NGINX_SERVERS.replace("UPSTREAM", str(upstream))
+        .replace("PORT", str(port))
+        .replace("CERT", str(cert))
+        .replace("KEY", str(key))
+    )
+    (directory / "nginx.conf").write_text(
+        f"pid {directory}/nginx.pid;\nerror_log {directory}/error.log;\nworker_processes 1;\n"
+        + ("user root;\n" if os.geteuid() == 0 else "")
+        + "events { worker_connections 64; }\n"
+        + f"http {{\n    access_log {directory}/access.log;\n"
+        + "".join(
+            f"    {kind}_temp_path {directory}/{kind};\n"
+            for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+        )
+        + servers
+        + "}\n"
+    )
+    subprocess.run(
+        [NGINX, "-p", str(directory), "-c", str(directory / "nginx.conf")],
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
+    pid = int((directory / "nginx.pid").read_text())
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGTERM)
+        for _ in range(300):  # up to 30 s: its workers finish their connections first
+            if not Path(f"/proc/{pid}").exists():
+                break
+            time.sleep(0.1)
+
+
+#: An endpoint that answers with what it saw: its cookies and the headers the proxy set.
+WHERE = """export default {
+  name: "Where",
+  version: "0.0.1",
+  props: { http: { type: "$.interface.http", customResponse: true } },
+  async run(event) {
+    const h = event.headers;
+    await this.http.respond({ status: 200, body: { cookie: h.cookie ?? null,
+      host: h.host ?? null, proto: h["x-forwarded-proto"] ?? null, path: event.path } });
+  },
+};
+"""
+
+
+def test_per_endpoint_hosts_behind_a_tls_terminating_proxy(
+    browser: Browser, tmp_path: Path
+) -> None:
+    """docs/deploy.md's nginx in front (TLS with a wildcard certificate for
+    ``*.hooks.localhost``, ``SLUICE_TRUSTED_PROXIES=127.0.0.1``, no ``SLUICE_PUBLIC_URL``):
+    the UI works on https (sign-up's same-origin check, a ``Secure`` session cookie), the API
+    prints each endpoint's ``https://<id>.hooks.localhost:<port>`` URL, endpoints keep their
+    cookies apart from each other and the UI, and the UI and ``/v1`` answer nothing on an
+    endpoint host. With the ``proxy_set_header Host $http_host;`` docs/deploy.md gave before, the
+    proxy on a port of its own dropped the port from ``Host`` and the UI refused its own
+    sign-up form ("cross-origin request refused"): seen on the first run of this test."""
+    port = _free_port()
+    env = {
+        "SLUICE_ENDPOINT_BASE_URL": f"https://{{id}}.hooks.localhost:{port}/",
+        "SLUICE_TRUSTED_PROXIES": "127.0.0.1",
+    }
+    with (
+        serve(tmp_path / "data", env) as server,
+        _nginx(tmp_path / "nginx", port, int(server.url.rsplit(":", 1)[1])),
+    ):
+        ui = f"https://sluice.localhost:{port}"
+        context = browser.new_context(base_url=ui, ignore_https_errors=True)
+        page = context.new_page()
+        page.goto("/")
+        create_owner(page)
+        [cookie] = [c for c in context.cookies(ui) if c["name"] == "sluice_session"]
+        assert cookie["secure"] is True, cookie  # X-Forwarded-Proto believed
+
+        proxied = httpx.Client(
+            base_url=f"https://127.0.0.1:{port}",
+            headers={"Host": f"sluice.localhost:{port}"},
+            verify=False,  # the test's own self-signed certificate
+            timeout=120,
+        )
+        with proxied:
+            attacker = _deploy_through(proxied, server, SETTER)
+            other = _deploy_through(proxied, server, WHERE)
+        for url in (attacker, other):
+            assert re.fullmatch(rf"https://[a-z0-9]{{20}}\.hooks\.localhost:{port}", url), url
+
+        assert _cookie_seen(page, attacker) is None
+        assert _cookie_seen(page, attacker + "/?clear=1") == "app_session=from-attacker"
+        assert _cookie_seen(page, attacker + "/again") == "app_session=from-attacker"
+        seen = page.goto(other + "/path?q=1")
+        assert seen is not None and seen.status == 200
+        host = other.removeprefix("https://")
+        assert seen.json() == {"cookie": None, "host": host, "proto": "https", "path": "/path"}
+        jar = {c["name"]: c["value"] for c in context.cookies(ui)}
+        assert jar == {"sluice_session": cookie["value"]}, jar
+        page.goto(f"{ui}/sources")
+        expect(page.get_by_role("heading", name="Sources")).to_be_visible()
+        for path in ("/v1/users/me", "/login", "/sources", "/static/app.css"):
+            assert _cookie_seen(page, attacker + path) == "app_session=from-attacker", path
+        context.close()
+
+
+def _deploy_through(client: httpx.Client, server: Server, code: str) -> str:
+    """A new account's source of ``code``, deployed through the proxy: its endpoint URL."""
+    name = f"t{secrets.token_hex(4)}"
+    made = run_cli(
+        "accounts",
+        "create",
+        "--name",
+        name,
+        "--email",
+        f"{name}@example.com",
+        data_dir=server.data_dir,
+    )
+    key = json.loads(made.stdout)["api_key"]
+    deployed = client.post(
+        "/v1/sources",
+        json={"component_code": code},
+        headers={"Authorization": f"Bearer {key}"},
+    )
+    assert deployed.status_code == 200, deployed.text
+    return str(deployed.json()["data"]["endpoint_url"])
