@@ -253,6 +253,79 @@ async def test_an_install_cannot_write_more_than_a_third_of_its_memory(
     assert not list((data_dir / "store").glob(".tmp-*"))
 
 
+#: Stands for an install that writes many files at a pace, into its directory and into the
+#: npm cache it is given (200 files of 1 MiB at most, one every 10 ms: bounded).
+PACED_NPM = """#!/usr/bin/env node
+const fs = require("node:fs");
+const mb = Buffer.alloc(1 << 20, 120);
+const cache = process.env.npm_config_cache;
+fs.mkdirSync("node_modules/big", { recursive: true });
+fs.mkdirSync(cache, { recursive: true });
+let n = 0;
+const timer = setInterval(() => {
+  fs.writeFileSync(`${n % 2 ? cache : "node_modules/big"}/f${n}`, mb);
+  n += 1;
+  process.stderr.write(`npm error wrote ${n << 20}\\n`);
+  if (n === 200) { clearInterval(timer); process.exit(1); }
+}, 10);
+"""
+
+
+async def test_without_the_sandbox_an_install_cannot_write_past_the_quota(
+    data_dir: Path, evil_npm: Path
+) -> None:
+    """Issue 25: with ``SLUICE_SANDBOX=off`` npm ran as the server's user with nothing but
+    its time limit: one file of any size, or any number of files, in its directory and in the
+    shared npm cache (counted nowhere); the quota was checked once npm had finished. Seen on
+    the old code: the stand-in wrote its 64 MiB file whole, and the install failed with a
+    generic npm error. Now a file stops at the room left (``RLIMIT_FSIZE``)."""
+    evil_npm.write_text(FILLING_NPM)
+    evil_npm.chmod(0o755)
+    store = _store(data_dir, None, evil_npm, quota_bytes=4 << 20)
+    with pytest.raises(NpmQuotaExceeded, match="left of this account's npm quota") as caught:
+        await store.ensure({"is-odd": "3.0.1"}, "acct-evil")
+    assert _wrote(caught.value.details) <= 4 << 20, caught.value.details
+    assert not [p for p in (data_dir / "store").iterdir() if p.is_dir() and p.name != ".owners"]
+    assert await store.owner_bytes("acct-evil") == 0
+
+
+async def test_without_the_sandbox_many_files_and_the_npm_cache_count(
+    data_dir: Path, evil_npm: Path
+) -> None:
+    """Many files, half of them in npm's cache: the install is killed once its directory and
+    its own cache pass the room (measured every ``WATCH_S``), and neither is kept. Seen on the
+    old code: all 200 MiB written (100 MiB of it to the shared cache, kept), a generic npm
+    error."""
+    evil_npm.write_text(PACED_NPM)
+    evil_npm.chmod(0o755)
+    store = _store(data_dir, None, evil_npm, quota_bytes=8 << 20)
+    with pytest.raises(NpmQuotaExceeded, match="left of this account's npm quota") as caught:
+        await store.ensure({"is-odd": "3.0.1"}, "acct-evil")
+    stderr = str(caught.value.details["stderr"])
+    wrote = int(stderr.split("wrote ")[-1].split()[0])
+    # The room, plus what 100 files a second write in one interval and one measure: far
+    # below the 200 MiB it would write.
+    assert wrote <= 48 << 20, wrote
+    assert not [p for p in (data_dir / "store").iterdir() if p.is_dir() and p.name != ".owners"]
+
+
+async def test_without_the_sandbox_a_hanging_install_is_killed_at_its_time_limit(
+    data_dir: Path, evil_npm: Path
+) -> None:
+    """The time limit holds with the quota's ``prlimit`` in front of npm (npm is its process)."""
+    evil_npm.write_text(
+        EVIL_NPM.replace("SECRET", '"/nonexistent"')
+        .replace("OUTSIDE", '"/nonexistent/x"')
+        .replace("PORT", "9")
+        .replace("HANG", "true")
+    )
+    evil_npm.chmod(0o755)
+    store = _store(data_dir, None, evil_npm, install_timeout=3.0, quota_bytes=4 << 20)
+    with pytest.raises(DependencyInstallFailed, match="timed out after 3 s"):
+        await store.ensure({"is-odd": "3.0.1"}, "acct-evil")
+    assert not [p for p in (data_dir / "store").iterdir() if p.is_dir() and p.name != ".owners"]
+
+
 #: Stands for ``npm pack`` (``sluice registry import``); reports what it could do, in the
 #: package it packs.
 EVIL_PACK = """#!/usr/bin/env node

@@ -17,7 +17,10 @@ account's installs run one at a time, so concurrent saves cannot add up past it.
 Every install has a time limit (``install_timeout``), after which its process group is killed.
 With a sandbox (``jail``, set by the platform), npm runs in a jail of its own: the account's
 unprivileged uid, its own cgroups, no host files but its staging directory, no network but the
-registry (``npm_jail.py``). Without one (``SLUICE_SANDBOX=off``) it runs as the server's user.
+registry (``npm_jail.py``). Without one (``SLUICE_SANDBOX=off``) it runs as the server's user;
+with a quota, in its own npm cache beside its directory, no file larger than the room left
+(``RLIMIT_FSIZE``), and killed when the two directories pass that room (measured every
+``WATCH_S``): so it writes at most the room plus what it writes in one interval.
 
 Installs run with ``--ignore-scripts``: packages that build native code or download binaries
 in ``install``/``postinstall`` (sharp, bcrypt, puppeteer, ssh2's optional cpu-features) are
@@ -38,6 +41,7 @@ import shutil
 import signal
 import weakref
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -78,6 +82,8 @@ _PASSED_ENV = (
     "no_proxy",
 )
 _STDERR_LINES = 8
+#: How often an unjailed install's directories are measured against the account's room.
+WATCH_S = 0.1
 _E404_RE = re.compile(r"404 Not Found - GET \S+/(?P<name>[^/\s]+)(?:\s|$)")
 _ETARGET_RE = re.compile(r"No matching version found for (?P<spec>\S+?)\.?(?:\s|$)")
 _PREFIX_RE = re.compile(r"^npm (?:error|ERR!|warn|WARN)\s*")
@@ -178,17 +184,18 @@ class DependencyStore:
             details={"used_bytes": used, "size_bytes": size, "quota_bytes": self.quota_bytes},
         )
 
-    def _full(self, jailed: Jailed, requested: list[str], stderr: str) -> Exception:
-        """npm ran out of room in its jail's tmpfs (``npm_jail.py``)."""
+    def _full(self, limit: int, by_quota: bool, requested: list[str], stderr: str) -> Exception:
+        """npm ran out of room: its jail's tmpfs (``npm_jail.py``), or (unjailed) the room
+        left in the account's quota (``limit`` bytes)."""
         what = ", ".join(requested)
-        mb = jailed.limit_bytes / (1 << 20)
-        if jailed.by_quota:
+        mb = limit / (1 << 20)
+        if by_quota:
             return NpmQuotaExceeded(
                 f"installing {what} needs more than the {mb:.1f} MB left of this account's "
                 f"npm quota ({self.quota_bytes >> 20} MB): nothing was kept. Remove components "
                 "that use large packages, or ask the operator to raise SLUICE_NPM_QUOTA_MB",
                 details={
-                    "limit_bytes": jailed.limit_bytes,
+                    "limit_bytes": limit,
                     "quota_bytes": self.quota_bytes,
                     "stderr": stderr[-2000:],
                 },
@@ -199,7 +206,7 @@ class DependencyStore:
             "nothing was kept",
             details={
                 "packages": requested,
-                "limit_bytes": jailed.limit_bytes,
+                "limit_bytes": limit,
                 "stderr": stderr[-2000:],
             },
         )
@@ -299,7 +306,20 @@ class DependencyStore:
         """npm install in ``cwd``; ``room``: bytes left in the account's npm quota (a jailed
         install cannot use more, nor write anything to the host's disk while it runs)."""
         if self.jail is None:
-            await self._run_npm_in(dependencies, [self.npm, *_NPM_FLAGS], None, cwd)
+            if room is None:
+                await self._run_npm_in(dependencies, [self.npm, *_NPM_FLAGS], None, cwd)
+                return
+            # SLUICE_SANDBOX=off: bounded by watching (module docstring). Its cache is its own
+            # (counted, then deleted): a shared one would grow past every quota.
+            cache = cwd.parent / f"{cwd.name}-cache"
+            room = max(room, 4096)
+            argv = [self.npm, *_NPM_FLAGS]
+            if shutil.which("prlimit") is not None:  # util-linux: Linux only
+                argv = ["prlimit", f"--fsize={room}", "--", *argv]
+            try:
+                await self._run_npm_in(dependencies, argv, None, cwd, _Room(room, (cwd, cache)))
+            finally:
+                await asyncio.to_thread(shutil.rmtree, cache, True)
             return
         async with self.jail.enter(owner_id, cwd, self.npm, list(_NPM_FLAGS), room) as jailed:
             # uvloop ignores close_fds: none of the server's descriptors may reach the jail.
@@ -313,15 +333,20 @@ class DependencyStore:
         argv: list[str],
         jailed: Jailed | None,
         host_cwd: Path | None,
+        room: _Room | None = None,
     ) -> None:
         """Run ``argv`` (npm, or the jail that runs it: ``host_cwd`` None, an empty
-        environment, ``/`` as cwd) and turn its failure into ``DependencyInstallFailed``."""
+        environment, ``/`` as cwd) and turn its failure into ``DependencyInstallFailed``
+        (``NpmQuotaExceeded`` when it ran out of room: its jail's, or ``room``)."""
         requested = [_describe(name, value) for name, value in sorted(dependencies.items())]
+        env = self._npm_env() if host_cwd is not None else {}
+        if room is not None:
+            env["npm_config_cache"] = str(room.dirs[1])
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv,
                 cwd=host_cwd or "/",
-                env=self._npm_env() if host_cwd is not None else {},
+                env=env,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.DEVNULL,
                 stderr=asyncio.subprocess.PIPE,
@@ -333,6 +358,7 @@ class DependencyStore:
                 f"Could not run npm ({self.npm!r}) to install {', '.join(requested)}: {exc}",
                 details={"packages": requested},
             ) from exc
+        watch = None if room is None else asyncio.create_task(_watch(proc, room))
         try:
             _, stderr_bytes = await asyncio.wait_for(proc.communicate(), self.install_timeout)
         except TimeoutError:
@@ -344,10 +370,15 @@ class DependencyStore:
         except BaseException:  # cancelled: do not leave npm running
             await _kill(proc)
             raise
+        finally:
+            if watch is not None:
+                watch.cancel()
         if proc.returncode != 0:
             stderr = stderr_bytes.decode(errors="replace")
             if jailed is not None and npm_jail.full(jailed, stderr):
-                raise self._full(jailed, requested, stderr)
+                raise self._full(jailed.limit_bytes, jailed.by_quota, requested, stderr)
+            if room is not None and await asyncio.to_thread(room.full, proc.returncode, stderr):
+                raise self._full(room.bytes, True, requested, stderr)
             culprits = _culprits(stderr) or requested
             lines = _useful_lines(stderr)
             message = f"npm could not install {', '.join(culprits)}"
@@ -361,6 +392,35 @@ class DependencyStore:
                     "stderr": stderr[-4000:],
                 },
             )
+
+
+@dataclass(frozen=True)
+class _Room:
+    """An unjailed install's bound: ``bytes`` left in the account's npm quota, for the files
+    under ``dirs`` (its directory, its npm cache)."""
+
+    bytes: int
+    dirs: tuple[Path, ...]
+
+    def used(self) -> int:
+        return sum(_tree_size(d) for d in self.dirs)
+
+    def full(self, returncode: int | None, stderr: str) -> bool:
+        """Whether a failed install ran out of this room: killed for it (``_watch``), a file
+        at ``RLIMIT_FSIZE`` (``SIGXFSZ``, ``EFBIG``), or (nearly) all of it used."""
+        if returncode == -signal.SIGXFSZ or "EFBIG" in stderr or "ENOSPC" in stderr:
+            return True
+        return self.used() >= self.bytes - max(4096, self.bytes // 20)
+
+
+async def _watch(proc: asyncio.subprocess.Process, room: _Room) -> None:
+    """Kill ``proc``'s process group once what it wrote passes ``room`` (until cancelled)."""
+    while proc.returncode is None:
+        if await asyncio.to_thread(room.used) > room.bytes:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            return
+        await asyncio.sleep(WATCH_S)
 
 
 async def _flock(path: Path) -> int:
