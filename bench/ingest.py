@@ -303,6 +303,7 @@ def measure_cell(
         "requests": len(cell.latencies_ms),
         "acked": len(cell.acked),
         "refused": cell.refused + warm.refused,
+        "refused_in_warmup": warm.refused,
         "refusals": {
             key: warm.refusals.get(key, 0) + cell.refusals.get(key, 0)
             for key in warm.refusals.keys() | cell.refusals.keys()
@@ -320,7 +321,8 @@ def measure_cell(
         flush=True,
     )
     for key, count in sorted(row["refusals"].items(), key=lambda kv: -kv[1])[:5]:
-        print(f"    {count} answered {key}", flush=True)
+        warm_count = warm.refusals.get(key, 0)
+        print(f"    {count} ({warm_count} in the warm-up) answered {key}", flush=True)
     return warm, cell, row
 
 
