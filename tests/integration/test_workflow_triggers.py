@@ -21,7 +21,8 @@ from sluice.domain.states import JobKind
 from sluice.engine.queue.jobs import JobWorker
 from sluice.engine.queue.scheduler import Scheduler
 from sluice.platform import Platform
-from sluice.storage import timers
+from sluice.storage import jobs, timers
+from sluice.storage.tables import jobs as jobs_table
 from sluice.storage.tables import workflows as workflows_table
 from tests.conftest import Api
 from tests.integration.test_api_basics import assert_error
@@ -281,6 +282,50 @@ async def test_source_trigger(api: Api) -> None:
     assert runs[0]["context"]["emitter_id"] == source["id"]
     vip_runs = (await api.client.get(f"/v1/workflows/{vip['id']}/runs")).json()["data"]
     assert [r["steps"][0]["return_value"] for r in vip_runs] == [{"vip": True}]
+
+
+async def test_emit_jobs_carry_their_listeners_kind(api: Api) -> None:
+    """A source's emit to a workflow is an ``emit`` job whose payload names the listener's
+    kind (``domain/jobs.EmitJob``); one queued before it did (no ``listener``: an earlier
+    version's) runs all the same, its kind read from the target's id."""
+    source = await deploy(api, EMITTER, name="orders")
+    workflow = await create(
+        api,
+        [step("keep", "async run({ steps }) { return steps.trigger.event; }")],
+        trigger={"type": "source", "source_id": source["id"]},
+    )
+    ran = await api.client.post(f"/v1/sources/{source['id']}/run", json={"event": {"n": 7}})
+    assert ran.status_code == 200
+    await api.platform.jobs.drain()
+    async with api.platform.db.connect() as conn:
+        stored = (
+            await conn.execute(
+                sa.select(jobs_table.c.payload).where(
+                    jobs_table.c.kind == JobKind.EMIT, jobs_table.c.target_id == workflow["id"]
+                )
+            )
+        ).all()
+    assert [row.payload["listener"] for row in stored] == ["workflow"]
+    earlier = {
+        "event_id": "e_earlier",
+        "emitter_id": source["id"],
+        "channel": "",
+        "event": {"n": 8},
+    }
+    async with api.platform.db.begin() as conn:
+        await jobs.enqueue(
+            conn,
+            kind=JobKind.EMIT,
+            owner_id=api.account_id,
+            target_id=workflow["id"],
+            payload=earlier,
+            now_ms=api.platform.clock.now_ms(),
+        )
+    await api.platform.jobs.drain()
+    runs = (await api.client.get(f"/v1/workflows/{workflow['id']}/runs")).json()["data"]
+    assert [r["steps"][0]["return_value"] for r in runs] == [{"n": 8}, {"order": 7}]
+    assert runs[0]["context"]["source_type"] == "COMPONENT"
+    assert runs[0]["context"]["emitter_id"] == source["id"]
 
 
 ACTION = """

@@ -44,6 +44,7 @@ from sluice.clock import Clock
 from sluice.config import Settings
 from sluice.domain import http_events
 from sluice.domain.http_events import Answer, Bucket, Refusal
+from sluice.domain.jobs import WorkflowJob
 from sluice.domain.states import JobKind, Unanswered
 from sluice.engine.components.directory import EndpointDirectory
 from sluice.engine.components.workflows import Workflows
@@ -213,7 +214,7 @@ class Ingress:
                 JobKind.WORKFLOW,
                 workflow.owner_id,
                 workflow.id,
-                {"event": event, "source_type": "HTTP"},
+                WorkflowJob(event, "HTTP").to_json(),
             )
             custom = False
         else:

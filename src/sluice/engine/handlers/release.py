@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 
+from sluice.domain.jobs import ReleaseJob
 from sluice.engine.queue.jobs import Finish
 from sluice.engine.state.commit import Commit
 from sluice.storage.jobs import Job
@@ -20,7 +21,7 @@ class ReleaseJobs:
         self.commit = commit
 
     async def __call__(self, job: Job, finish: Finish) -> None:
-        event_id = str((job.payload or {}).get("event_id") or "")
+        event_id = ReleaseJob.of(job.payload).event_id
         released = await self.commit.release(job.owner_id, job.target_id, event_id, finish)
         if not released:
             log.info(

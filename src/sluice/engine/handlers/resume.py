@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sluice.clock import iso_ms
 from sluice.domain import flow
+from sluice.domain.jobs import ResumeJob
 from sluice.domain.states import RunStatus
 from sluice.engine.queue.jobs import Finish
 from sluice.engine.runs.executor import Executor
@@ -36,9 +37,9 @@ class ResumeJobs:
         self.executor = executor
 
     async def __call__(self, job: Job, finish: Finish) -> None:
-        payload = job.payload or {}
+        wake = ResumeJob.of(job.payload)
         async with self.db.connect() as conn:
-            run = await conn.run_sync(runs.get_sync, str(payload.get("run_id")))
+            run = await conn.run_sync(runs.get_sync, wake.run_id)
         if run is None or run.pause is None or run.pause.get("job_id") != job.id:
             return  # trimmed, or woken already: this job is not its pause any more
         workflow = await self.executor.load(run.owner_id, run.workflow_id)
@@ -47,8 +48,7 @@ class ResumeJobs:
             why = flow.Abandoned.WORKFLOW_DELETED if workflow is None else None
             await self._abandon(job, run, pause, why or flow.Abandoned.WORKFLOW_INACTIVE, finish)
             return
-        action = flow.Action(str(payload.get("action") or flow.Action.DUE))
-        woke = flow.resumption(pause, action, payload.get("data"))
+        woke = flow.resumption(pause, wake.action, wake.data)
         # The workflow may have been updated while the run waited: steps keep their ids.
         index = next((i for i, s in enumerate(workflow.steps) if s["id"] == pause.step_id), None)
         if index is None:
@@ -60,7 +60,7 @@ class ResumeJobs:
         log.info(
             "run %s woken (%s, %s)",
             run.id,
-            action,
+            wake.action,
             pause.kind,
             extra={"action": "flow_resume", "run_id": run.id, "workflow": run.workflow_id},
         )

@@ -18,6 +18,7 @@ from sluice import errors
 from sluice.clock import Clock
 from sluice.config import Settings
 from sluice.crypto import Cipher
+from sluice.domain.jobs import SendJob
 from sluice.domain.states import SendStatus
 from sluice.engine.outbound import destinations, http_clients, sealed
 from sluice.engine.outbound.mailer import Mailer
@@ -51,8 +52,8 @@ class SendJobs:
         self.clients = clients
 
     async def __call__(self, job: Job, finish: Finish) -> None:
-        payload = job.payload or {}
-        run_id, idx = str(payload.get("run_id")), int(payload.get("idx", 0))
+        sending = SendJob.of(job.payload)
+        run_id, idx = sending.run_id, sending.idx
         async with self.db.connect() as conn:
             send = await runs.get_send(conn, run_id, idx)
             email, verified = await runs.account_email(conn, job.owner_id)

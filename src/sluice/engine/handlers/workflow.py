@@ -7,6 +7,7 @@ ends, else 400 ``No $.respond called in workflow`` (Pipedream's answer).
 from __future__ import annotations
 
 from sluice import errors
+from sluice.domain.jobs import WorkflowJob
 from sluice.domain.states import Unanswered
 from sluice.engine.queue.jobs import Finish
 from sluice.engine.runs.executor import Executor
@@ -22,7 +23,7 @@ class WorkflowJobs:
 
     async def __call__(self, job: Job, finish: Finish) -> None:
         settle = self.waiters.settle
-        payload = job.payload or {}
+        asked = WorkflowJob.of(job.payload)
         workflow = await self.executor.load(job.owner_id, job.target_id)
         if workflow is None or not workflow.active:
             gone = "the workflow was deleted or deactivated before it ran"
@@ -39,10 +40,10 @@ class WorkflowJobs:
         try:
             outcome = await self.executor.execute(
                 workflow,
-                payload.get("event"),
-                source_type=str(payload.get("source_type") or "MANUAL"),
-                run_id=payload.get("run_id"),
-                replay_of=payload.get("replay_of"),
+                asked.event,
+                source_type=asked.source_type,
+                run_id=asked.run_id,
+                replay_of=asked.replay_of,
                 mark_done=finish,
                 on_respond=on_respond,
             )

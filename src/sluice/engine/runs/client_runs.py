@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sluice import errors, ids
+from sluice.domain.jobs import WorkflowJob
 from sluice.domain.states import JobKind, Unanswered
 from sluice.engine.queue.enqueuer import Enqueuer
 from sluice.engine.queue.jobs import JobWorker
@@ -85,9 +86,7 @@ class ClientRuns:
         settled with an immediate ``$.respond`` as soon as its job is stored; the result holds
         the answer for the end of the run."""
         run_id = run_id or ids.random_token(27)
-        payload: dict[str, Any] = {"event": event, "source_type": source_type, "run_id": run_id}
-        if replay_of is not None:
-            payload["replay_of"] = replay_of
+        payload = WorkflowJob(event, source_type, run_id, replay_of).to_json()
         acked = _Acknowledged()
         held: list[Response] = []
 

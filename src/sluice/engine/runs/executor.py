@@ -27,7 +27,7 @@ from sluice import PLATFORM_VERSION, ids
 from sluice.clock import Clock, iso_ms
 from sluice.config import Settings
 from sluice.crypto import Cipher
-from sluice.domain import flow, outcomes, states
+from sluice.domain import flow, outcomes
 from sluice.domain.states import RunStatus, SendStatus
 from sluice.engine.auth.credentials import CREDENTIAL_ERRORS
 from sluice.engine.components import invocations
@@ -40,7 +40,7 @@ from sluice.engine.state.data_stores import DataStores
 from sluice.engine.state.scratch_stores import ScratchStores
 from sluice.runtime.port import Invocation, Runner
 from sluice.runtime.protocol import Response, Result
-from sluice.storage import database, jobs, runs
+from sluice.storage import database, runs
 from sluice.storage.runs import Run
 from sluice.storage.workflows import Workflow
 
@@ -411,30 +411,3 @@ class Executor:
 
     async def load(self, owner_id: str, workflow_id: str) -> Workflow | None:
         return await self.workflows.current(owner_id, workflow_id)
-
-    async def handle_delivery(self, job: jobs.Job, finish: Finish) -> StoredRun | None:
-        """An ``emit`` job whose listener is a workflow: an error forwarded (``$errors``) or an
-        event emitted by a source or a workflow. None when there was nothing to run."""
-        workflow = await self.load(job.owner_id, job.target_id)
-        if workflow is None or not workflow.active:
-            return None
-        payload = job.payload or {}
-        hops = [str(h) for h in payload.get("hops") or []]
-        if workflow.id in hops:
-            return None
-        channel = str(payload.get("channel") or "")
-        emitter = str(payload.get("emitter_id") or "")
-        if channel == states.ERRORS:
-            source_type = "ERRORS"
-        elif emitter.startswith("p_"):
-            source_type = "EMIT"
-        else:
-            source_type = "COMPONENT"
-        return await self.execute(
-            workflow,
-            payload.get("event"),
-            source_type=source_type,
-            mark_done=finish,
-            hops=hops,
-            trigger_context={"emitter_id": emitter, "event_id": payload.get("event_id")},
-        )

@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection
 from sluice import errors, ids
 from sluice.clock import Clock
 from sluice.domain import flow
+from sluice.domain.jobs import ResumeJob
 from sluice.engine.state import broker
 from sluice.engine.state.commit import Commit
 from sluice.storage import pauses, runs
@@ -86,7 +87,7 @@ class Pauses:
                 stored = pause.resume_hash if action == flow.Action.RESUME else pause.cancel_hash
             if pause is None or stored is None or not flow.matches(secret, stored):
                 raise errors.NotFound("no paused run has this URL (it may have resumed already)")
-            payload = {"run_id": run_id, "action": str(action), "data": data}
+            payload = ResumeJob(run_id, action, data).to_json()
             if (
                 pause.woken is not None
                 or pause.job_id is None

@@ -37,6 +37,7 @@ from sluice.domain import (
     states,
     text,
 )
+from sluice.domain.jobs import EmitJob, Listener, ReleaseJob, ResumeJob, SendJob
 from sluice.domain.outcomes import Item, SourceResults, SourceStored
 from sluice.domain.states import JobKind, RunStatus
 from sluice.engine.outbound import webhooks
@@ -154,18 +155,19 @@ class _Batch:
                     extra={"action": "hops_exceeded", "emitter_id": self.emitter_id},
                 )
                 return
-            payload: dict[str, Any] = {
-                "event_id": event_id,
-                "emitter_id": self.emitter_id,
-                "channel": channel,
-                "event": event,
-            }
-            if listener.startswith("wh_"):  # a webhook: its own queue and slots
+            kind = Listener.of_id(listener)
+            if kind == Listener.WEBHOOK:  # a webhook: its own queue and slots
+                payload = {
+                    "event_id": event_id,
+                    "emitter_id": self.emitter_id,
+                    "channel": channel,
+                    "event": event,
+                }
                 made.append(webhooks.new_delivery(self.owner_id, listener, payload))
                 continue
-            if self.chain is not None:
-                payload["hops"] = self.chain
-            self.enqueue(JobKind.EMIT, listener, payload)
+            hops = None if self.chain is None else tuple(self.chain)
+            emit = EmitJob(event_id, self.emitter_id, channel, event, kind, hops)
+            self.enqueue(JobKind.EMIT, listener, emit.to_json())
 
     def enqueue(
         self,
@@ -423,7 +425,7 @@ class Commit:
         for event_id, (_channel, _payload, meta) in zip(batch.append(items), items, strict=True):
             due = routing.scheduled_at(meta, batch.now_ms)
             batch.enqueue(
-                JobKind.RELEASE, batch.emitter_id, {"event_id": event_id}, run_after_ms=due
+                JobKind.RELEASE, batch.emitter_id, ReleaseJob(event_id).to_json(), run_after_ms=due
             )
 
     async def release(
@@ -592,7 +594,7 @@ class Commit:
             kind=JobKind.RESUME,
             owner_id=run.owner_id,
             target_id=run.workflow_id,
-            payload={"run_id": run.id, "action": "due"},
+            payload=ResumeJob(run.id).to_json(),
             now_ms=now_ms,
             run_after_ms=max(int(run.pause["due_ms"]), now_ms),
         )
@@ -617,7 +619,7 @@ class Commit:
                 payload = {"channel": config.get("channel"), "payload": config.get("payload")}
                 batch.append([(states.SSE, payload, {})])
             elif send["type"] in DEFERRED_SENDS:
-                batch.enqueue(JobKind.SEND, run.workflow_id, {"run_id": run.id, "idx": idx})
+                batch.enqueue(JobKind.SEND, run.workflow_id, SendJob(run.id, idx).to_json())
 
     # ---- a run's $.send -----------------------------------------------------------------------
 
