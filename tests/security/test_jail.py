@@ -7,12 +7,14 @@ depend on the dialect).
 from __future__ import annotations
 
 import asyncio
+import errno
 import hashlib
 import json
 import os
 import re
 import secrets
 import shutil
+import socket
 import subprocess
 import tempfile
 from collections.abc import AsyncIterator
@@ -25,6 +27,7 @@ import pytest_asyncio
 import sluice
 from sluice.engine.components.components import ComponentInput
 from sluice.platform import Platform
+from sluice.runtime import sandbox as sandbox_rules
 from sluice.runtime.pool import Invocation
 from sluice.runtime.sandbox import Sandbox, SandboxConfig
 from sluice.storage import tables
@@ -342,3 +345,55 @@ def test_a_dead_processs_sandbox_mounts_are_removed_at_the_next_start(tmp_path: 
             subprocess.run(["umount", point], capture_output=True, check=False)
         shutil.rmtree(live, ignore_errors=True)
         shutil.rmtree(stale, ignore_errors=True)
+
+
+def test_where_no_overlay_can_be_mounted_jails_start_with_plain_binds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kernel or container that refuses the view's overlay (no overlayfs, a stacking limit):
+    the sandbox still opens and its jails start, their views plain binds (showing the
+    sandbox's directory, with a warning). Seen failing before the fallback: the probe's jail
+    raised the mount's OSError out of ``Sandbox.open``."""
+    if os.geteuid() != 0:
+        pytest.fail("the sandbox mounts only as root (run the suite as root)")
+    real = sandbox_rules._Mounts._mount
+
+    def no_overlay(
+        mounts: sandbox_rules._Mounts,
+        source: bytes,
+        target: Path,
+        fstype: bytes,
+        flags: int,
+        data: bytes,
+    ) -> None:
+        if fstype == b"overlay":
+            raise OSError(errno.ENODEV, "no overlay on this host")
+        real(mounts, source, target, fstype, flags, data)
+
+    monkeypatch.setattr(sandbox_rules._Mounts, "_mount", no_overlay)
+    data = tmp_path / "data"
+    sandbox = Sandbox(SandboxConfig(components_dir=data / "c", npm_store_dir=data / "n"))
+    sandbox.open()
+    try:
+        jail = sandbox.jail("acct-no-overlay")
+        listener = socket.socket(socket.AF_UNIX)  # stands for its egress proxy
+        listener.bind(str(jail.egress_socket))
+        filter_fd = sandbox.open_seccomp()
+        launch = sandbox.command(jail, ["/usr/bin/cat", "/proc/self/mountinfo"], filter_fd)
+        fds = launch.fds if filter_fd is None else (*launch.fds, filter_fd)
+        try:
+            shown = subprocess.run(
+                launch.argv, capture_output=True, text=True, pass_fds=fds, cwd="/", env={}
+            )
+        finally:
+            launch.close()
+            if filter_fd is not None:
+                os.close(filter_fd)
+            listener.close()
+            sandbox.release(jail)
+        assert shown.returncode == 0, shown.stderr
+        assert sandbox.hides_sources is False  # decided once (the probe's jail), not per jail
+        assert f"{jail.view}/components /sluice/components" in shown.stdout, shown.stdout
+        assert re.search(r" /\d+\.sock /run/sluice/egress\.sock ", shown.stdout), shown.stdout
+    finally:
+        sandbox.close()

@@ -196,10 +196,14 @@ class Sandbox:
             return
         if shutil.which(self.config.bwrap) is None:
             raise errors.SandboxUnavailable(INSTALL_HINT)
+        prefix = "sluice-sandbox-"
         if self.is_root:
             _sweep(Path(tempfile.gettempdir()))
-        # Named for its process: a dead process's egress mount is found and removed (``_sweep``).
-        root = Path(tempfile.mkdtemp(prefix=f"sluice-sandbox-{os.getpid()}-"))
+            # Named for its process: a dead process's mounts are found and removed (``_sweep``).
+            # Only as root: otherwise the views are plain binds, and their sources would show
+            # the server's pid in a jail's mountinfo.
+            prefix += f"{os.getpid()}-"
+        root = Path(tempfile.mkdtemp(prefix=prefix))
         # Traversable, not listable: each account's view below is reachable by its uid only.
         root.chmod(0o711)
         self.root = root
@@ -353,7 +357,17 @@ class Sandbox:
         jail = Jail(owner_id, view, uid, self.root / "egress" / f"{self._sockets}.sock")
         jail.view_source = view
         if self.hides_sources and self._host_mounts is not None:
-            jail.view_source = self._host_mounts.view(view)
+            try:
+                jail.view_source = self._host_mounts.view(view)
+            except OSError as exc:  # the jail still starts, its view a plain bind
+                log.warning(
+                    "views are plain binds from now on: a jail's mountinfo shows the sandbox's "
+                    "directory (the overlay of %s's view could not be mounted: %s)",
+                    owner_id,
+                    exc,
+                    extra={"action": "sandbox_no_overlay"},
+                )
+                self.hides_sources = False
         staged = view / "components"
         jail.staged = {p.name for p in staged.iterdir()} if staged.exists() else set()
         jail.cgroups = self._cgroups.make(name)
