@@ -235,7 +235,7 @@ class Settings:
     job_poll_seconds: float = 1.0
     #: A job whose worker died or stalled (kill -9, a lost machine, SIGSTOP) is taken over by
     #: another worker within this, seconds; its worker renews its hold every quarter of it
-    #: while it holds the job (engine/queue/holds.py).
+    #: while it holds the job (engine/queue/jobs.py).
     job_lease_seconds: float = 30.0
     #: On SIGTERM: how long jobs in flight may go on finishing, seconds. Those still running
     #: then are stopped and queued again at once (a second signal stops at once too).

@@ -1,4 +1,4 @@
-"""The job worker wakes when a queued job becomes due (``engine/queue/due_timer.py``), not at its
+"""The job worker wakes when a queued job becomes due (``engine/queue/jobs.DueTimer``), not at its
 next poll: a fake clock, a poll interval of an hour, both dialects. Nothing here sleeps: the
 test waits for the worker's timer to be armed, then moves the clock."""
 

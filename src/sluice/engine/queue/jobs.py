@@ -5,16 +5,41 @@ the job's results* (``engine/state/commit.py``), so "done" and the results commi
 completed job never runs again. A handler that returns without calling it has its job marked
 done afterwards (nothing to store). A handler that raises (``errors.RunnerCrashed``, logged as
 a warning: the failure is Sluice's; or any other exception) has its job queued again with
-backoff, until ``max_attempts``. Leases are short and renewed (``engine/queue/holds.py``): a job
-whose process died runs again within a lease. A worker that stalled past a lease stores
-nothing of the jobs it lost (``finish`` raises ``errors.LeaseLost`` in the results'
-transaction: the fencing token of ``storage/jobs.py``) and does not start the ones it had
-claimed and not started. ``stop`` gives the jobs in flight a grace
-period, then queues again at once what it did not finish. Tests drive it with
-``run_once``/``drain``/``heartbeat`` and a fake clock.
+backoff, until ``max_attempts``. Leases are short and renewed (**Leases**, below): a job whose
+process died runs again within a lease. A worker that stalled past a lease stores nothing of
+the jobs it lost (``finish`` raises ``errors.LeaseLost`` in the results' transaction: the
+fencing token of ``storage/jobs.py``) and does not start the ones it had claimed and not
+started. ``stop`` gives the jobs in flight a grace period, then queues again at once what it
+did not finish. Tests drive it with ``run_once``/``drain``/``heartbeat`` and a fake clock.
 
-Fair sharing: one account runs at most ``account_share`` jobs at once in a worker (others
+One module for the worker and what it holds (``Slots``, ``Leases``, ``DueTimer``: before issue
+28 they were two modules of their own, holds and due_timer, split off for size).
+
+**Fair sharing.** One account runs at most ``account_share`` jobs at once in a worker (others
 wait in order, ``domain/shares.py``), counted per process: nothing to correct when one dies.
+
+**Slots.** Every run takes one of the worker's ``concurrency`` slots, after one of its
+account's ``share`` slots (when there is a share): a job's run (``JobWorker``), and a run
+without a job for a waiting client (``engine/runs/client_runs.py``). A run is counted against
+its account from the moment it is handed over (``Slots.count``), not when it starts, so the
+worker sees the account's count when it picks the next job.
+
+**Leases.** ``lease_ms`` (30 s by default) is the promise: a job whose worker died or stalled
+(kill -9, a lost machine, SIGSTOP) is taken over by another worker within it. So a claim, and
+each renewal, holds the job for three quarters of it (``hold_ms``); the worker renews every
+quarter (``Leases.beat``), so a job of any length keeps it; and the other workers look for
+passed leases every eighth (``JobWorker``): a stall leaves at most 3/4 of the lease to run,
+plus 1/8 until someone looks. Jobs a worker will not run (stopping, or their account at its
+share) are released: queued again at once, their place in the queue unchanged, rather than
+after their leases.
+
+**Due jobs.** Jobs with a run-after time (a ``$.flow.delay``/``rerun`` pause's ``resume`` job,
+a retry's backoff) are ready at that time, and no enqueue wakes the worker then, so it keeps
+one timer (``DueTimer``) armed at the earliest run-after time it knows of in the future, read
+from the queue (``storage.jobs.next_due_sync``) when it goes idle after being told of new jobs
+(``DueTimer.mark``) or once a poll interval passed since the last look. The timer wakes the
+worker at that time, on the worker's ``Clock`` (a fake clock in tests: moving it past the time
+fires the timer). Polling stays the fallback for jobs enqueued by processes that do not notify.
 """
 
 from __future__ import annotations
@@ -26,7 +51,16 @@ import enum
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Collection,
+    Coroutine,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -36,8 +70,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sluice import errors, ids
 from sluice.clock import Clock
 from sluice.domain import shares
-from sluice.engine.queue.due_timer import DueTimer
-from sluice.engine.queue.holds import Leases, Slots
 from sluice.storage import database, jobs
 from sluice.storage.jobs import Job
 
@@ -72,7 +104,7 @@ class BatchHandler(Protocol):
 
 @dataclass(frozen=True)
 class WorkerConfig:
-    #: A job whose worker died or stalled is taken over within this (``engine/queue/holds.py``).
+    #: A job whose worker died or stalled is taken over within this (``Leases``).
     lease_ms: int = 30_000
     batch: int = 32
     concurrency: int = 8
@@ -120,6 +152,212 @@ class RanNow(enum.Enum):
     AGAIN = "again"
 
 
+# ---- slots and leases: what a worker holds --------------------------------------------
+
+
+class Slots:
+    def __init__(self, concurrency: int, account_share: int) -> None:
+        self.share = shares.effective(account_share, concurrency)
+        self._slots = asyncio.Semaphore(concurrency)
+        #: Runs of each account counted and not ended (running or waiting for a slot).
+        self.busy: collections.Counter[str] = collections.Counter()
+        #: Each busy account's slots (``share`` of them), when there is a share.
+        self._gates: dict[str, asyncio.Semaphore] = {}
+
+    def count(self, owner_id: str) -> asyncio.Semaphore | None:
+        """Count one more run of the account; its gate (its share of the slots), if any."""
+        self.busy[owner_id] += 1
+        if not self.share:
+            return None
+        gate = self._gates.get(owner_id)
+        if gate is None:
+            gate = self._gates[owner_id] = asyncio.Semaphore(self.share)
+        return gate
+
+    def uncount(self, owner_id: str) -> None:
+        self.busy[owner_id] -= 1
+        if self.busy[owner_id] <= 0:
+            del self.busy[owner_id]
+            self._gates.pop(owner_id, None)
+
+    def full(self) -> tuple[str, ...]:
+        """The accounts at their share (a claim leaves their jobs queued)."""
+        return tuple(sorted(shares.full(self.busy, self.share)))
+
+    def worker_slot(self) -> asyncio.Semaphore:
+        """One of the worker's slots (after the account's gate, for a counted run)."""
+        return self._slots
+
+    @contextlib.asynccontextmanager
+    async def slot(self, owner_id: str) -> AsyncIterator[None]:
+        """A run counted, then holding its account's slot and one of the worker's."""
+        gate = self.count(owner_id)
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                if gate is not None:
+                    await stack.enter_async_context(gate)
+                await stack.enter_async_context(self._slots)
+                yield
+        finally:
+            self.uncount(owner_id)
+
+
+class Leases:
+    """The leases of the jobs a worker holds, and how long each is known to hold.
+
+    Each held job has a local deadline: the time of the claim or of its last renewal that the
+    database confirmed, plus the lease. Past it, another worker may have taken the job over
+    (this process stalled: a SIGSTOP, a VM pause, a long GC), so a claimed job not started yet
+    is not started (``lapsed``), and a running one's results are refused when they commit
+    (the fencing token, ``storage/jobs.py``). Times come from the worker's clock, which in
+    production never steps (``clock.SystemClock``)."""
+
+    def __init__(
+        self, writer: database.Writer, clock: Clock, worker_id: str, lease_ms: int
+    ) -> None:
+        self.writer = writer
+        self.clock = clock
+        self.worker_id = worker_id
+        self.lease_ms = lease_ms
+        #: How long a claim or a renewal holds a job (see the module docstring).
+        self.hold_ms = lease_ms * 3 // 4
+        #: Jobs started by this worker and not ended.
+        self.running: dict[int, Job] = {}
+        #: Each held job's local deadline (see the class docstring), by job id.
+        self._until: dict[int, int] = {}
+
+    def claimed(self, held: Iterable[Job], at_ms: int) -> None:
+        """Jobs claimed at ``at_ms`` (their leases run from then)."""
+        for job in held:
+            self._until[job.id] = at_ms + self.hold_ms
+
+    def hold(self, job: Job) -> None:
+        self.running[job.id] = job
+        self._until.setdefault(job.id, self.clock.now_ms() + self.hold_ms)
+
+    def drop(self, job_id: int) -> None:
+        self.running.pop(job_id, None)
+        self._until.pop(job_id, None)
+
+    def lapsed(self, job: Job) -> bool:
+        """Whether the job's lease may have passed: another worker may run it now. A tenth of
+        the lease early, for the clocks of other hosts that run a little ahead."""
+        until = self._until.get(job.id)
+        return until is not None and self.clock.now_ms() >= until - self.lease_ms // 10
+
+    async def renew(self, waiting: Iterable[Job] = ()) -> int:
+        """Extend the leases of the running jobs and of ``waiting`` (claimed, not started);
+        the number renewed."""
+        held = [*self.running.values(), *waiting]
+        if not held:
+            return 0
+        now_ms = self.clock.now_ms()
+        until = now_ms + self.hold_ms
+        renewed = await self.writer(lambda conn: jobs.renew_sync(conn, held, until_ms=until))
+        for job_id in renewed:
+            if job_id in self._until:
+                self._until[job_id] = until
+        return len(renewed)
+
+    async def beat(self, waiting: Callable[[], Iterable[Job]]) -> None:
+        """Renew every quarter of a lease, until cancelled."""
+        while True:
+            await asyncio.sleep(self.lease_ms / 4000)
+            try:
+                await self.renew(waiting())
+            except errors.NotReady as exc:  # a store outage, logged where it entered
+                log.warning("could not renew the leases of the jobs in flight: %s", exc)
+            except Exception:
+                log.exception("could not renew the leases of the jobs in flight")
+
+    async def release(self, held: list[Job]) -> None:
+        """Queue again jobs this worker claimed and will not finish (never raises: a job left
+        leased runs again after its lease). A job taken over meanwhile is left alone."""
+        for job in held:
+            self._until.pop(job.id, None)
+        if not held:
+            return
+        try:
+            await self.writer(lambda conn: jobs.release_sync(conn, held))
+        except Exception:
+            log.exception("could not release %d jobs; they run after their leases", len(held))
+
+
+# ---- the due timer: the worker woken when a queued job becomes due -------------------
+
+
+class DueTimer:
+    def __init__(
+        self,
+        db: AsyncEngine,
+        clock: Clock,
+        kinds: Collection[str],
+        wake: Callable[[], None],
+        recheck_ms: int,
+    ) -> None:
+        # Inline on SQLite (no thread hand-offs: it is read each time the loop idles).
+        self.reader = database.Reader(db)
+        self.clock = clock
+        #: The job kinds the worker runs (its handler table: read at each look).
+        self.kinds = kinds
+        self._wake = wake
+        #: Looked at again after this long even unmarked (jobs enqueued by other processes).
+        self.recheck_ms = recheck_ms
+        self._stale = True
+        self._looked_ms = 0
+        #: The time the timer is armed for, and its task.
+        self.armed_ms: int | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def mark(self) -> None:
+        """Jobs were enqueued (or a poll passed): read the next due time before idling."""
+        self._stale = True
+
+    async def refresh(self) -> None:
+        """Arm the timer from the queue, if it may have changed since the last look."""
+        now_ms = self.clock.now_ms()
+        if not self._stale and now_ms - self._looked_ms < self.recheck_ms:
+            return
+        self._stale, self._looked_ms = False, now_ms
+        kinds = tuple(self.kinds)
+        try:
+            due = await self.reader(
+                lambda sync: jobs.next_due_sync(sync, now_ms=now_ms, kinds=kinds)
+            )
+        except Exception:
+            log.exception("could not read when the next job is due; polling instead")
+            return
+        if due is not None:
+            self.arm(due)
+
+    def arm(self, due_ms: int) -> None:
+        """Wake the worker at ``due_ms``, unless the timer is armed for that time or earlier."""
+        if self.armed_ms is not None and self.armed_ms <= due_ms and self._task is not None:
+            return
+        if self._task is not None:
+            self._task.cancel()
+        self.armed_ms = due_ms
+        self._task = asyncio.create_task(self._fire(due_ms))
+
+    async def _fire(self, due_ms: int) -> None:
+        await self.clock.sleep_until(due_ms)
+        self.armed_ms, self._task = None, None
+        # The job that was due is claimed now; the one after it is read when the loop idles.
+        self._stale = True
+        self._wake()
+
+    async def close(self) -> None:
+        task, self._task, self.armed_ms = self._task, None, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self.reader.dispose()
+
+
+# ---- the worker ---------------------------------------------------------------------
+
+
 class JobWorker:
     """Claims up to ``batch`` jobs at a time into a local queue and runs up to ``concurrency``
     of them at once, each its own task (a long job never holds back the ones after it).
@@ -152,7 +390,7 @@ class JobWorker:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._running: set[asyncio.Task[bool]] = set()
-        #: The worker's slots and each account's share of them (``engine/queue/holds.py``).
+        #: The worker's slots and each account's share of them (``Leases``).
         self.slots = Slots(self.config.concurrency, self.config.account_share)
         self._pruned_at = clock.now_ms()
         self._expired_at: int | None = None
@@ -168,7 +406,7 @@ class JobWorker:
         self._missed_at = 0
         self._poll_ms = int(self.config.poll_seconds * 1000)
         self.due = DueTimer(db, clock, self.handlers.keys(), self._wake.set, self._poll_ms)
-        #: The leases of the jobs this worker holds (``engine/queue/holds.py``).
+        #: The leases of the jobs this worker holds (``Leases``).
         self.leases = Leases(self.writer, clock, self.worker_id, self.config.lease_ms)
         #: Jobs cancelled by ``stop`` before they ended: queued again at once.
         self._interrupted: list[Job] = []
