@@ -218,7 +218,8 @@ class Ingress:
             )
             custom = False
         else:
-            # The request as it came: run_job builds the event, off the request's path.
+            # The request as it came: the http job's handler builds the event
+            # (handlers/http.py), off the request's path.
             payload = http_events.raw_request(
                 request.method,
                 request.path,

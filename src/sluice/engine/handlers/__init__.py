@@ -1,5 +1,7 @@
 """One module per job kind (``domain.states.JobKind``), each a handler class whose instances are
-called as ``await handler(job, finish)``.
+called as ``await handler(job, finish)``. A job's payload is read with its kind's class in
+``domain/jobs.py`` (the ``http``, ``timer`` and ``email`` jobs carry one value: the request as
+it came, the tick's event, the message).
 
 ``finish`` marks the job done inside the transaction that stores the job's results, so a
 completed job never runs again (``engine/queue/jobs.py``). A handler that raises (a crashed runner
@@ -14,6 +16,7 @@ worker; nothing registers itself.
     send      a run's $.send.http / email / s3
     resume    a paused run ($.flow) woken
     release   a source's scheduled emit ($in) emitted at its delivery_ts
+    email     an e-mail source, on one message its address received
 
 Handlers import the engine's services (invoker, executor); nothing imports handlers but the
 platform.
