@@ -106,7 +106,7 @@ export class Call {
   }
 
   onWorkerMessage(m) {
-    switch (m.t) {
+    switch (m.type) {
       case "log":
         this.addLog(m.level, m.msg, m.ts, m.step ?? this.stepId);
         break;
@@ -153,7 +153,7 @@ export class Call {
         this.finish({ ok: m.ok, value: m.value, flowExit: m.flow_exit, error: m.error });
         break;
       default:
-        io.diag(`unknown worker message ${m.t}`);
+        io.diag(`unknown worker message ${m.type}`);
     }
   }
 

@@ -1,7 +1,7 @@
 // Data stores (`data_store` props): each call is one round trip to Python, which answers it
 // with one transaction (docs/runner-protocol.md, "store"). The worker posts
-// `{t: "store", seq, req, json}`; the runner forwards it to Python and hands the
-// `store_result` back as `{t: "store_result", req, ok, value, error}` (settleStore).
+// `{type: "store", seq, req, json}`; the runner forwards it to Python and hands the
+// `store_result` back as `{type: "store_result", req, ok, value, error}` (settleStore).
 
 import { safeStringify, serializeForDb } from "./jsonsafe.mjs";
 import { isObject } from "./props.mjs";
@@ -16,7 +16,7 @@ export function askStore(inv, request) {
   const req = ++lastReq;
   return new Promise((resolve, reject) => {
     waiters.set(req, { resolve, reject });
-    inv.post({ t: "store", req, json: safeStringify(request) });
+    inv.post({ type: "store", req, json: safeStringify(request) });
   });
 }
 

@@ -68,7 +68,7 @@ export class Host {
     else if (this.key !== call.key) throw new Error(`worker of ${this.key} was handed ${call.key}`);
     this.inflight.set(call.seq, call);
     const req = call.request;
-    this.worker.postMessage({ t: "call", seq: call.seq, key: call.key, entry: req.entry, env, call: req.call });
+    this.worker.postMessage({ type: "call", seq: call.seq, key: call.key, entry: req.entry, env, call: req.call });
   }
 
   /** Calls of this worker's key in one message (the batch path): one post, one clone. */
@@ -83,12 +83,12 @@ export class Host {
       this.inflight.set(call.seq, call);
     }
     const items = calls.map((call) => ({ seq: call.seq, call: call.request.call }));
-    this.worker.postMessage({ t: "calls", key: first.key, entry: first.request.entry, env, items });
+    this.worker.postMessage({ type: "calls", key: first.key, entry: first.request.entry, env, items });
   }
 
   onMessage(m) {
     if (this.dead) return;
-    switch (m.t) {
+    switch (m.type) {
       case "loaded":
         // Calls waiting on it got LOAD_FAILED from the worker; the next one imports again.
         if (!m.ok) this.pool.forget(m.key, this);
@@ -112,7 +112,7 @@ export class Host {
     }
     const call = m.seq === null ? this.onlyCall() : this.inflight.get(m.seq);
     if (call) call.onWorkerMessage(m);
-    else if (m.t === "log") this.pool.diag(`${m.level} (no invocation in flight): ${m.msg}`);
+    else if (m.type === "log") this.pool.diag(`${m.level} (no invocation in flight): ${m.msg}`);
   }
 
   /** Output with no known invocation: the one in flight, if only one is. */
@@ -164,7 +164,7 @@ export class Host {
     this.pingTimer = setTimeout(() => this.stop(
       WORKER_STOPPED, `the worker was terminated because invocation ${this.runaway} timed out and blocked it`,
     ), PING_MS);
-    this.worker.postMessage({ t: "ping" });
+    this.worker.postMessage({ type: "ping" });
   }
 
   /** Take no new calls; stop once the calls in flight end. */

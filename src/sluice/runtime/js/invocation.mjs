@@ -35,12 +35,12 @@ export class Invocation {
 
   beginStep(record, timeoutMs) {
     this.step = record;
-    this.post({ t: "step", id: record.id, timeout_ms: timeoutMs });
+    this.post({ type: "step", id: record.id, timeout_ms: timeoutMs });
   }
 
   endStep(record) {
     this.step = null;
-    this.post({ t: "step_done", json: safeStringify(record) });
+    this.post({ type: "step_done", json: safeStringify(record) });
   }
 
   post(msg) {
@@ -50,7 +50,7 @@ export class Invocation {
 
   emit(event, meta) {
     const metaJson = meta === undefined || meta === null ? "{}" : safeStringify(meta);
-    this.post({ t: "emit", json: `{"event":${safeStringify(event)},"meta":${metaJson}}` });
+    this.post({ type: "emit", json: `{"event":${safeStringify(event)},"meta":${metaJson}}` });
   }
 
   dbSet(key, json) {
@@ -61,7 +61,7 @@ export class Invocation {
       db.deletes = db.deletes.filter((k) => k !== key);
       return;
     }
-    this.post({ t: "db", key, json });
+    this.post({ type: "db", key, json });
   }
 
   dbDelete(key) {
@@ -71,7 +71,7 @@ export class Invocation {
       if (!db.deletes.includes(key)) db.deletes.push(key);
       return;
     }
-    this.post({ t: "db", key, json: null });
+    this.post({ type: "db", key, json: null });
   }
 
   stepDb() {
@@ -86,7 +86,7 @@ export class Invocation {
     }
     const json = encodeResponse(response);
     this.responded = true;
-    this.post({ t: "respond", json });
+    this.post({ type: "respond", json });
   }
 
   exportValue(name, value) {
@@ -97,7 +97,7 @@ export class Invocation {
       this.step.exports[name] = toJsonSafe(value);
       return;
     }
-    this.post({ t: "export", name, json: safeStringify(value) });
+    this.post({ type: "export", name, json: safeStringify(value) });
   }
 
   /** A data_store prop's call, answered by Python (`store_result`): a Promise of its value. */
@@ -107,7 +107,7 @@ export class Invocation {
 
   send(type, config) {
     const step = this.step ? `,"step":${JSON.stringify(this.step.id)}` : "";
-    this.post({ t: "send", json: `{"type":${JSON.stringify(type)},"config":${safeStringify(config)}${step}}` });
+    this.post({ type: "send", json: `{"type":${JSON.stringify(type)},"config":${safeStringify(config)}${step}}` });
   }
 
   recordFlowExit(reason) {
@@ -131,7 +131,7 @@ export class Invocation {
   finish(outcome) {
     if (this.done) return;
     post({
-      t: "done",
+      type: "done",
       seq: this.seq,
       ...outcome,
       flow_exit: this.flowExit ? safeStringify(this.flowExit) : "null",
@@ -216,5 +216,5 @@ export function writeLog(level, msg) {
     const cut = msg.length - MAX_LOG_CHARS + 40;
     msg = `${msg.slice(0, MAX_LOG_CHARS - 40)}… [${cut} characters truncated]`;
   }
-  post({ t: "log", seq: inv ? inv.seq : null, level, msg, ts: Date.now(), step: inv?.step?.id ?? null });
+  post({ type: "log", seq: inv ? inv.seq : null, level, msg, ts: Date.now(), step: inv?.step?.id ?? null });
 }

@@ -201,7 +201,7 @@ function onStoreResult(msg) {
   const call = callsById.get(msg.id);
   if (!call || call.done || !call.handle || call.handle.dead) return;
   call.handle.worker.postMessage({
-    t: "store_result", seq: call.seq, req: msg.req, ok: Boolean(msg.ok), value: msg.value ?? null, error: msg.error ?? null,
+    type: "store_result", seq: call.seq, req: msg.req, ok: Boolean(msg.ok), value: msg.value ?? null, error: msg.error ?? null,
   });
 }
 

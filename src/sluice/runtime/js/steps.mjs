@@ -2,8 +2,8 @@
 // docs/runner-protocol.md, "workflow"). Each step is a component module (a code step's
 // `defineComponent({...})` or an action) run as `run.call(this, {steps, $})`.
 //
-// For each step the worker posts `{t: "step", id, timeout_ms}` when it starts (the runner arms
-// the step's time-out) and `{t: "step_done", json}` with its record when it ends:
+// For each step the worker posts `{type: "step", id, timeout_ms}` when it starts (the runner arms
+// the step's time-out) and `{type: "step_done", json}` with its record when it ends:
 //   {id, name, status: "success" | "error" | "exited", return_value, exports, duration_ms, error}
 // A step that throws ends the run (status "error"); `$.flow.exit(reason)` ends it with status
 // "exited" and the run succeeds. `$.flow.delay/suspend/rerun` record a pause on the step

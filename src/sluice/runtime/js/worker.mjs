@@ -5,20 +5,20 @@
 // share is its realm: globals, built-in prototypes, the modules it imports, the heap and the
 // event loop. No other deployment's code ever runs here (docs/runtime.md, "Warm workers").
 //
-// Runner → worker: {t: "call", seq, key, entry, env, call}, {t: "calls", key, entry, env,
+// Runner → worker: {type: "call", seq, key, entry, env, call}, {type: "calls", key, entry, env,
 //   items: [{seq, call}]} (the batch path: each item handled as a "call"),
-//   {t: "store_result", …}, {t: "ping"}.
+//   {type: "store_result", …}, {type: "ping"}.
 // Worker → runner messages (all tagged with the runner's invocation `seq`; JSON payloads are
 // sent as JSON text so the runner can splice them into its output without re-encoding):
-//   {t: "loaded", key, ok, error?}             once a slot's import settles
-//   {t: "log", seq, level, msg, ts}            seq null when no invocation is known
-//   {t: "emit", seq, json} {t: "export", seq, name, json} {t: "send", seq, json}
-//   {t: "db", seq, key, json|null}             null json = delete
-//   {t: "respond", seq, json}
-//   {t: "step", seq, id, timeout_ms} {t: "step_done", seq, json}   workflow calls (steps.mjs)
-//   {t: "done", seq, ok, value, flow_exit, error, logs_dropped, heap}
-//   {t: "exit", seq, code}                     process.exit() in user code
-//   {t: "pong"}
+//   {type: "loaded", key, ok, error?}             once a slot's import settles
+//   {type: "log", seq, level, msg, ts}            seq null when no invocation is known
+//   {type: "emit", seq, json} {type: "export", seq, name, json} {type: "send", seq, json}
+//   {type: "db", seq, key, json|null}             null json = delete
+//   {type: "respond", seq, json}
+//   {type: "step", seq, id, timeout_ms} {type: "step_done", seq, json}   workflow calls (steps.mjs)
+//   {type: "done", seq, ok, value, flow_exit, error, logs_dropped, heap}
+//   {type: "exit", seq, code}                     process.exit() in user code
+//   {type: "pong"}
 
 import { Console } from "node:console";
 import { realpathSync } from "node:fs";
@@ -101,7 +101,7 @@ installProcessEnv();
 // in flight end). The throw unwinds the caller as an exit would.
 process.exit = (code) => {
   const inv = als.getStore();
-  post({ t: "exit", seq: inv && !inv.done ? inv.seq : null, code: code ?? process.exitCode ?? 0 });
+  post({ type: "exit", seq: inv && !inv.done ? inv.seq : null, code: code ?? process.exitCode ?? 0 });
   if (inv) inv.done = true;
   const err = new Error(`process.exit(${code ?? ""}) called`);
   err.name = "ProcessExit";
@@ -135,9 +135,9 @@ function slotFor(key, entry) {
     return component;
   });
   slot.loading.then(
-    () => post({ t: "loaded", key, ok: true }),
+    () => post({ type: "loaded", key, ok: true }),
     // The runner retires this worker (hosts.mjs): the next call imports in a new realm.
-    (err) => post({ t: "loaded", key, ok: false, error: serializeError(err, LOAD_FAILED) }),
+    (err) => post({ type: "loaded", key, ok: false, error: serializeError(err, LOAD_FAILED) }),
   );
   return slot;
 }
@@ -154,12 +154,12 @@ function isCommonJs(file) {
 
 parentPort.on("message", (msg) => {
   if (!msg) return;
-  if (msg.t === "call") handleCall(msg);
-  else if (msg.t === "calls") {
+  if (msg.type === "call") handleCall(msg);
+  else if (msg.type === "calls") {
     for (const { seq, call } of msg.items) handleCall({ seq, key: msg.key, entry: msg.entry, env: msg.env, call });
   }
-  else if (msg.t === "store_result") settleStore(msg);
-  else if (msg.t === "ping") post({ t: "pong" });
+  else if (msg.type === "store_result") settleStore(msg);
+  else if (msg.type === "ping") post({ type: "pong" });
 });
 
 function handleCall({ seq, key, entry, env, call }) {
