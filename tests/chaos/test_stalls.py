@@ -26,7 +26,7 @@ from tests.chaos.processes import Postgres, Sluice, free_port, running
 from tests.chaos.test_restarts import _check, _deploy, _env, _load, _settled, _stopped_gracefully
 
 LEASE_S = 4.0
-#: Longer than PostgreSQL's idle-in-transaction timeout (``storage/database.IDLE_TX_MS``):
+#: Longer than PostgreSQL's idle-in-transaction timeout (``storage/database.idle_tx_ms``):
 #: row locks a stalled transaction held are released while it sleeps.
 STALL_S = 20.0
 

@@ -4,6 +4,7 @@ send no BEGIN. Real PostgreSQL; a backend is cut with ``pg_terminate_backend``."
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import asyncpg
@@ -89,3 +90,40 @@ async def test_a_read_on_a_dead_connection_is_tried_again_afresh(
     await _terminate(first)
     pid = await reader(lambda conn: conn.execute(sa.text("SELECT pg_backend_pid()")).scalar_one())
     assert pid != first
+
+
+async def test_a_transaction_left_idle_ends_within_3_8_of_a_lease() -> None:
+    """A worker that stalls inside a transaction holds its jobs' rows locked, hidden from the
+    other workers' claims (``SKIP LOCKED``), until PostgreSQL ends its session: 3/8 of a
+    4 s lease here, so they are taken over within the lease (it was 15 s for every lease)."""
+    if SKIP_PG:
+        pytest.skip("SLUICE_TEST_SKIP_POSTGRES=1")
+    assert database.idle_tx_ms(4_000) == 1_500
+    assert database.idle_tx_ms(30_000) == 11_250
+    assert database.idle_tx_ms(600_000) == database.IDLE_TX_MS
+    assert database.idle_tx_ms(100) == 1_000
+    made = database.create_engine(PG_URL, idle_tx_ms=database.idle_tx_ms(4_000))
+    try:
+        conn = await made.connect()
+        await conn.begin()
+        pid = int((await conn.execute(sa.text("SELECT pg_backend_pid()"))).scalar_one())
+        setting = await conn.execute(sa.text("SHOW idle_in_transaction_session_timeout"))
+        assert setting.scalar_one() == "1500ms"
+        admin = await asyncpg.connect(PG_URL, timeout=5)
+        try:
+            # PostgreSQL's own timer ends it: poll for that, bounded (1.5 s and the poll).
+            for _ in range(100):
+                if not await admin.fetchval(
+                    "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid
+                ):
+                    break
+                await asyncio.sleep(0.1)
+            else:
+                raise AssertionError("the idle transaction's session was not ended in 10 s")
+        finally:
+            await admin.close()
+        with pytest.raises(errors.StorageUnavailable):  # its transaction is gone
+            await conn.execute(sa.text("SELECT 1"))
+        await conn.invalidate()
+    finally:
+        await made.dispose()

@@ -105,7 +105,10 @@ class Platform(Services):
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         cipher = Cipher.load(settings.secret_key, settings.data_dir)
         async with contextlib.AsyncExitStack() as stack:
-            db = await database.open_database(settings.resolved_database_url)
+            db = await database.open_database(
+                settings.resolved_database_url,
+                idle_tx_ms=database.idle_tx_ms(int(settings.job_lease_seconds * 1000)),
+            )
             stack.push_async_callback(db.dispose)
             reader = database.Reader(db)
             stack.callback(reader.dispose)

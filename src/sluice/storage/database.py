@@ -51,14 +51,25 @@ def async_url(url: str) -> str:
     return parsed.render_as_string(hide_password=False)
 
 
-#: PostgreSQL ends a session left idle inside a transaction this long (ms). Sluice's own
-#: transactions never wait on anything but the database, so one idle this long belongs to a
-#: process that stalled (SIGSTOP, a VM pause): ended, its row locks no longer hide its jobs
-#: from the claims of other workers (``SKIP LOCKED``), which take them over within a lease.
-IDLE_TX_MS = "15000"
+#: PostgreSQL ends a session left idle inside a transaction this long (ms) at most. Sluice's
+#: own transactions never wait on anything but the database, so one idle this long belongs to
+#: a process that stalled (SIGSTOP, a VM pause): ended, its row locks no longer hide its jobs
+#: from the claims of other workers (``SKIP LOCKED``). Shorter with a short lease:
+#: ``idle_tx_ms``.
+IDLE_TX_MS = 15_000
 
 
-def create_engine(url: str) -> AsyncEngine:
+def idle_tx_ms(lease_ms: int) -> int:
+    """How long a session may sit idle in a transaction, for the job worker's ``lease_ms``:
+    3/8 of a lease (at most ``IDLE_TX_MS``, at least a second). A worker that stalled inside a
+    transaction (marking its jobs done, renewing their leases) holds their rows locked until
+    then, and claims skip locked rows: its jobs' leases pass 3/4 of a lease after its last
+    renewal and claims look for them every 1/8, so they are taken over within one lease. With
+    15 s for every lease, a 4 s lease's jobs waited 15.7 s (tests/chaos/test_stalls.py)."""
+    return max(1_000, min(IDLE_TX_MS, lease_ms * 3 // 8))
+
+
+def create_engine(url: str, *, idle_tx_ms: int = IDLE_TX_MS) -> AsyncEngine:
     target = async_url(url)
     if target.startswith("sqlite"):
         database = make_url(target).database
@@ -72,7 +83,7 @@ def create_engine(url: str) -> AsyncEngine:
         target,
         pool_size=10,
         max_overflow=20,
-        connect_args={"server_settings": {"idle_in_transaction_session_timeout": IDLE_TX_MS}},
+        connect_args={"server_settings": {"idle_in_transaction_session_timeout": str(idle_tx_ms)}},
     )
     faults.install(engine.sync_engine)
     event.listen(engine.sync_engine, "checkin", _checked_in)
@@ -139,8 +150,8 @@ def _upgrade(connection: Connection) -> None:
     command.upgrade(alembic_config(connection), "head")
 
 
-async def open_database(url: str) -> AsyncEngine:
-    engine = create_engine(url)
+async def open_database(url: str, *, idle_tx_ms: int = IDLE_TX_MS) -> AsyncEngine:
+    engine = create_engine(url, idle_tx_ms=idle_tx_ms)
     try:
         await migrate(engine)
     except (OSError, sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
