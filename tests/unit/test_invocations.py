@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from sluice.config import Settings
+from sluice.domain.components import SavedComponent
+from sluice.domain.deployments import Deployment
 from sluice.engine.components import invocations
-from sluice.storage.components import SavedComponent
-from sluice.storage.sources import Deployment
 
 SETTINGS = Settings.from_env(
     {}, data_dir=Path("/nonexistent"), memory_mb=96, action_timeout_seconds=7.0

@@ -7,7 +7,7 @@ import base64
 import doctest
 
 from sluice.domain import apps
-from sluice.storage.components import SavedComponent
+from sluice.domain.components import SavedComponent
 from sluice.web import icons, pickers
 
 

@@ -396,3 +396,19 @@ def registered(body: dict[str, Any], before: App | None, slug: str) -> App:
         imported_from=None,  # an operator's now: imports leave it alone
         managed_auth=True,
     )
+
+
+@dataclass(frozen=True)
+class ConnectedAccount:
+    id: str
+    owner_id: str
+    app: str
+    name: str | None
+    credential_keys: list[str]
+    created_at: int
+    updated_at: int
+    #: OAuth: the provider's id of the user, when the access token expires (epoch ms; None:
+    #: never), and why the account must be reconnected (None: it need not be).
+    provider_uid: str | None = None
+    expires_at_ms: int | None = None
+    reconnect_reason: str | None = None

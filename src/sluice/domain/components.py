@@ -387,3 +387,37 @@ def check_timer_value(
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class SavedComponent:
+    id: str
+    owner_id: str
+    key: str | None
+    name: str
+    version: str
+    component_type: str
+    description: str | None
+    entry_path: str
+    files: dict[str, str]
+    code_hash: str
+    dependencies: dict[str, str]
+    component_url: str | None
+    shape: dict[str, Any]
+    configurable_props: list[dict[str, Any]]
+    registry: bool
+    created_at: int
+    updated_at: int
+
+    @property
+    def code(self) -> str:
+        return self.files[self.entry_path]
+
+
+@dataclass(frozen=True)
+class User:
+    """A deployment of the account that runs a component: a source, or a workflow's step."""
+
+    kind: str  #: ``source`` or ``workflow``
+    id: str
+    name: str

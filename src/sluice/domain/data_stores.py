@@ -15,6 +15,7 @@ A record with a TTL is gone once ``expires_ms`` passed: never read, never counte
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from sluice import errors
@@ -87,3 +88,13 @@ def check_size(total: int, old: int, new: int, max_bytes: int) -> None:
         raise errors.DataStoreFull(
             f"the data store would hold {after} bytes, over the limit of {max_bytes} bytes"
         )
+
+
+@dataclass(frozen=True)
+class DataStore:
+    id: str
+    owner_id: str
+    name: str
+    created_at: int
+    record_count: int = 0
+    size: int = 0

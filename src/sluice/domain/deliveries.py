@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 
 class DeliveryState(StrEnum):
@@ -99,3 +100,32 @@ def full(busy: Mapping[str, int], per_target: int) -> list[str]:
     ['a']
     """
     return sorted(target for target, count in busy.items() if count >= per_target)
+
+
+@dataclass(frozen=True)
+class Delivery:
+    id: str
+    webhook_id: str
+    owner_id: str
+    payload: Any
+    status: str
+    attempts: int
+    claims: int
+    next_ms: int
+    since_ms: int
+    created_ms: int
+    finished_ms: int | None
+    last_status: int | None
+    last_error: str | None
+
+
+@dataclass(frozen=True)
+class Webhook:
+    id: str
+    owner_id: str
+    url: str
+    name: str | None
+    description: str | None
+    active: bool
+    created_at: int
+    updated_at: int

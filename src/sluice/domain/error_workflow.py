@@ -102,7 +102,7 @@ def upgraded_step(step: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def fields(owner_id: str, *, base_url: str, now_s: int) -> dict[str, Any]:
-    """The workflow's stored fields (``storage.workflows.Workflow``'s)."""
+    """The workflow's stored fields (``domain.workflows.Workflow``'s)."""
     entry = "error-email.mjs"
     step = {
         "id": ids.new_id("c"),

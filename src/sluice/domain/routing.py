@@ -130,3 +130,25 @@ def _check_end(field: str, value: str) -> None:
             + (", or a webhook (wh_…)" if field == "listener_id" else ""),
             field=field,
         )
+
+
+@dataclass(frozen=True)
+class Subscription:
+    id: str
+    owner_id: str
+    emitter_id: str
+    listener_id: str
+    event_name: str
+    created_at: int
+
+    @property
+    def link(self) -> Link:
+        return Link(self.emitter_id, self.listener_id, self.event_name)
+
+
+@dataclass(frozen=True)
+class AutoSubscription:
+    id: str
+    listener_id: str
+    event_name: str
+    created_at: int

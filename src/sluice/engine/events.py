@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from sluice.domain.events import Event, LogLine
+from sluice.domain.paging import Page
 from sluice.storage import events
-from sluice.storage.paging import Page
 
 
 class Events:
@@ -22,7 +23,7 @@ class Events:
         window: int,
         before: tuple[int, int] | None,
         after: tuple[int, int] | None,
-    ) -> Page[events.Event]:
+    ) -> Page[Event]:
         """Newest first, within the newest ``window`` events (one channel's when given)."""
         async with self.db.connect() as conn:
             return await events.page(
@@ -47,6 +48,6 @@ class Events:
         async with self.db.begin() as conn:
             await events.delete_range(conn, emitter_id, start=start, end=end, channel=channel)
 
-    async def recent_logs(self, emitter_id: str, limit: int) -> list[events.LogLine]:
+    async def recent_logs(self, emitter_id: str, limit: int) -> list[LogLine]:
         async with self.db.connect() as conn:
             return await events.recent_logs(conn, emitter_id, limit)

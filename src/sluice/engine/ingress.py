@@ -46,6 +46,7 @@ from sluice.domain import http_events
 from sluice.domain.http_events import Answer, Bucket, Refusal
 from sluice.domain.jobs import WorkflowJob
 from sluice.domain.states import JobKind, Unanswered
+from sluice.domain.workflows import Workflow
 from sluice.engine.components.directory import EndpointDirectory
 from sluice.engine.components.workflows import Workflows
 from sluice.engine.queue.admission import Admission
@@ -57,7 +58,6 @@ from sluice.engine.state.broker import Ended, Settlement, Waiters
 from sluice.engine.state.quotas import StorageQuota
 from sluice.storage import database, endpoints
 from sluice.storage.jobs import NewJob
-from sluice.storage.workflows import Workflow
 
 log = logging.getLogger(__name__)
 

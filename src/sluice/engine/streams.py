@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sluice.domain import states
+from sluice.domain.events import Event, LogLine
 from sluice.engine.state import broker
 from sluice.engine.state.broker import Broker, Subscription
 from sluice.storage import events
@@ -115,7 +116,7 @@ def open_emits(
     read storage that often, for events other processes stored."""
     sub = hub.subscribe(broker.emits_topic(emitter_id))
 
-    async def poll(position: Any) -> list[events.Event]:
+    async def poll(position: Any) -> list[Event]:
         async with db.connect() as conn:
             if position is None:
                 page = await events.page(conn, emitter_id, limit=1, window=1, channel=channel)
@@ -130,7 +131,7 @@ def open_emits(
                 )
         return list(reversed(page.items))
 
-    async def replay() -> list[events.Event]:
+    async def replay() -> list[Event]:
         if after is None:
             return []
         async with db.connect() as conn:
@@ -163,14 +164,14 @@ def open_logs(
     after it among the newest 100 (``poll_seconds`` as for ``open_emits``)."""
     sub = hub.subscribe(broker.logs_topic(emitter_id))
 
-    async def poll(position: Any) -> list[events.LogLine]:
+    async def poll(position: Any) -> list[LogLine]:
         start, window = (0, 1) if position is None else (0, WINDOW)
         if isinstance(position, int):
             start = position
         async with db.connect() as conn:
             return await events.logs_after(conn, emitter_id, start, window=window)
 
-    async def replay() -> list[events.LogLine]:
+    async def replay() -> list[LogLine]:
         if after is None:
             return []
         async with db.connect() as conn:

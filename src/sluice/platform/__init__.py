@@ -1,9 +1,25 @@
 """The platform layer: the services the API edge (``api/``, ``web/``, ``cli/``) uses, and the
-types it names, re-exported so the edge reaches no deeper layer. ``assembly.py`` builds and
-closes them (``Platform.open``); ``services.py`` holds them and the queries that span them.
+types it names, re-exported so the edge imports them from here and reaches no deeper layer.
+``assembly.py`` builds and closes them (``Platform.open``); ``services.py`` holds them and the
+queries that span them.
+
+The types are the domain's values (``Account``, ``Deployment``, ``Run``, ``Event``, ``Page``...:
+``domain/``, which storage returns; storage itself exports only its queries) and the engine's
+requests and answers (``DeployRequest``, ``InvocationOutcome``, ``Stream``...).
 """
 
-from sluice.domain.apps import App
+from sluice.domain.accounts import Account, KeyInfo
+from sluice.domain.apps import App, ConnectedAccount
+from sluice.domain.components import SavedComponent
+from sluice.domain.data_stores import DataStore
+from sluice.domain.deliveries import Delivery, Webhook
+from sluice.domain.deployments import Deployment
+from sluice.domain.events import Event, LogLine
+from sluice.domain.oauth_clients import OAuthClient
+from sluice.domain.paging import Page
+from sluice.domain.routing import AutoSubscription, Subscription
+from sluice.domain.runs import Run
+from sluice.domain.workflows import Workflow
 from sluice.engine.auth.logins import SESSION_TTL_S
 from sluice.engine.auth.oauth import Opening as OAuthOpening
 from sluice.engine.components.actions import ActionRun
@@ -17,19 +33,6 @@ from sluice.engine.runs.invoker import InvocationOutcome
 from sluice.engine.runs.sources import DeployRequest, UpdateRequest
 from sluice.engine.streams import Stream
 from sluice.platform.assembly import Platform, check_sandbox, create_account_offline
-from sluice.storage.accounts import Account, KeyInfo
-from sluice.storage.apps import ConnectedAccount
-from sluice.storage.components import SavedComponent
-from sluice.storage.data_stores import DataStore
-from sluice.storage.deliveries import Delivery
-from sluice.storage.events import Event, LogLine
-from sluice.storage.oauth_clients import Client as OAuthClient
-from sluice.storage.paging import Page
-from sluice.storage.runs import Run
-from sluice.storage.sources import Deployment
-from sluice.storage.subscriptions import AutoSubscription, Subscription
-from sluice.storage.webhooks import Webhook
-from sluice.storage.workflows import Workflow
 
 __all__ = [
     "SESSION_TTL_S",

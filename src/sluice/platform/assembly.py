@@ -20,6 +20,7 @@ from sluice import errors, passwords
 from sluice.clock import Clock, SystemClock
 from sluice.config import Settings
 from sluice.crypto import Cipher
+from sluice.domain.accounts import Account
 from sluice.domain.states import JobKind
 from sluice.engine.auth import accounts as new_accounts
 from sluice.engine.auth.api_clients import ApiClients
@@ -78,7 +79,6 @@ from sluice.runtime.packages import PackageFetcher
 from sluice.runtime.pool import PoolConfig, RunnerPool
 from sluice.runtime.sandbox import Sandbox, SandboxConfig
 from sluice.storage import accounts, database
-from sluice.storage.accounts import Account
 
 log = logging.getLogger(__name__)
 

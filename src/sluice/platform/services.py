@@ -14,6 +14,11 @@ from sluice.clock import Clock
 from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain import registry as registry_rules
+from sluice.domain.accounts import Account
+from sluice.domain.components import SavedComponent
+from sluice.domain.deployments import Deployment
+from sluice.domain.paging import Page
+from sluice.domain.workflows import Workflow
 from sluice.engine import health, streams
 from sluice.engine.auth import accounts as new_accounts
 from sluice.engine.auth import logins
@@ -59,11 +64,6 @@ from sluice.storage import accounts, database, events, oauth_clients, sessions, 
 from sluice.storage import components as component_store
 from sluice.storage import subscriptions as subscription_store
 from sluice.storage import workflows as workflow_store
-from sluice.storage.accounts import Account
-from sluice.storage.components import SavedComponent
-from sluice.storage.paging import Page
-from sluice.storage.sources import Deployment
-from sluice.storage.workflows import Workflow
 
 log = logging.getLogger(__name__)
 
@@ -285,7 +285,7 @@ class Services:
         before: str | None,
         after: str | None,
         component_type: str | None,
-    ) -> Page[component_store.SavedComponent]:
+    ) -> Page[SavedComponent]:
         """The account's saved components, newest first (``before``/``after``: ``sc_`` ids)."""
         async with self.db.connect() as conn:
             return await component_store.page(

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -17,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from sluice import errors, ids
 from sluice.domain import text
+from sluice.domain.accounts import Account, KeyInfo
 from sluice.storage.tables import accounts, api_keys
 
 KEY_PREFIX = "slk"
@@ -25,17 +25,6 @@ KEY_PREFIX = "slk"
 #: as it; not counted as a user.
 SYSTEM_ID = "u_sluice"
 SYSTEM_USERNAME = "sluice"
-
-
-@dataclass(frozen=True)
-class Account:
-    id: str
-    username: str
-    email: str | None
-    is_admin: bool
-    created_at: int
-    #: The address was proven the account's (``engine/auth/email_verification.py``).
-    email_verified: bool = False
 
 
 def from_row(row: Any) -> Account:
@@ -210,17 +199,6 @@ async def find_login(conn: AsyncConnection, identifier: str) -> tuple[Account, s
         )
     ).first()
     return (from_row(row), row.password_hash) if row else None
-
-
-@dataclass(frozen=True)
-class KeyInfo:
-    """An API key as the keys page lists it: never its secret."""
-
-    id: str
-    name: str | None
-    created_at: int
-    last_used_at: int | None
-    revoked_at: int | None
 
 
 async def name_key(conn: AsyncConnection, account_id: str, key_id: str, name: str) -> None:

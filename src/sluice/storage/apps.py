@@ -15,23 +15,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from sluice import ids
 from sluice.crypto import Cipher
+from sluice.domain.apps import ConnectedAccount
 from sluice.storage.tables import connected_accounts as t
-
-
-@dataclass(frozen=True)
-class ConnectedAccount:
-    id: str
-    owner_id: str
-    app: str
-    name: str | None
-    credential_keys: list[str]
-    created_at: int
-    updated_at: int
-    #: OAuth: the provider's id of the user, when the access token expires (epoch ms; None:
-    #: never), and why the account must be reconnected (None: it need not be).
-    provider_uid: str | None = None
-    expires_at_ms: int | None = None
-    reconnect_reason: str | None = None
 
 
 @dataclass(frozen=True)

@@ -2,42 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from sluice.domain.components import SavedComponent, User
+from sluice.domain.paging import Page
 from sluice.storage import paging
-from sluice.storage.paging import Page
 from sluice.storage.tables import deployed_components, workflows
 from sluice.storage.tables import saved_components as t
-
-
-@dataclass(frozen=True)
-class SavedComponent:
-    id: str
-    owner_id: str
-    key: str | None
-    name: str
-    version: str
-    component_type: str
-    description: str | None
-    entry_path: str
-    files: dict[str, str]
-    code_hash: str
-    dependencies: dict[str, str]
-    component_url: str | None
-    shape: dict[str, Any]
-    configurable_props: list[dict[str, Any]]
-    registry: bool
-    created_at: int
-    updated_at: int
-
-    @property
-    def code(self) -> str:
-        return self.files[self.entry_path]
-
 
 _COLUMNS = [c.name for c in t.columns]
 
@@ -70,15 +44,6 @@ async def find_by_hash(
         )
     ).first()
     return _row(row) if row else None
-
-
-@dataclass(frozen=True)
-class User:
-    """A deployment of the account that runs a component: a source, or a workflow's step."""
-
-    kind: str  #: ``source`` or ``workflow``
-    id: str
-    name: str
 
 
 async def users(conn: AsyncConnection, owner_id: str) -> dict[str, list[User]]:

@@ -9,7 +9,6 @@ limit. Expired records are never read.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -17,18 +16,9 @@ from sqlalchemy.engine import Connection
 
 from sluice import errors
 from sluice.domain import data_stores as rules
+from sluice.domain.data_stores import DataStore
 from sluice.storage.tables import data_store_records as r
 from sluice.storage.tables import data_stores as t
-
-
-@dataclass(frozen=True)
-class DataStore:
-    id: str
-    owner_id: str
-    name: str
-    created_at: int
-    record_count: int = 0
-    size: int = 0
 
 
 def _live(now_ms: int) -> sa.ColumnElement[bool]:

@@ -19,25 +19,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from sluice.domain.deliveries import DeliveryState
+from sluice.domain.deliveries import Delivery, DeliveryState
 from sluice.storage.tables import deliveries as t
-
-
-@dataclass(frozen=True)
-class Delivery:
-    id: str
-    webhook_id: str
-    owner_id: str
-    payload: Any
-    status: str
-    attempts: int
-    claims: int
-    next_ms: int
-    since_ms: int
-    created_ms: int
-    finished_ms: int | None
-    last_status: int | None
-    last_error: str | None
 
 
 def _of(row: Any) -> Delivery:

@@ -6,7 +6,6 @@ millisecond as the previous one (or an earlier one, after a clock step back) con
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -15,31 +14,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from sluice import ids
 from sluice.domain import states
+from sluice.domain.events import Event, LogLine
+from sluice.domain.paging import Page
 from sluice.storage import database, sources
-from sluice.storage.paging import Page
 from sluice.storage.tables import events as t
 from sluice.storage.tables import logs as lt
-
-
-@dataclass(frozen=True)
-class Event:
-    id: str
-    emitter_id: str
-    ts_ms: int
-    channel: str
-    emit_id: str
-    payload: Any
-    meta: dict[str, Any]
-
-    @property
-    def position(self) -> tuple[int, int]:
-        return position(self.id)
-
-
-def position(event_id: str) -> tuple[int, int]:
-    """Where an event id sorts: ``"1606370816223-4"`` → ``(1606370816223, 4)``."""
-    return ids.parse_event_id(event_id) or (0, 0)
-
 
 #: The emitter's newest position, and the insert: built once (a run's hot path).
 _LAST = (
@@ -279,16 +258,6 @@ async def any_stored(conn: AsyncConnection, emitter_id: str) -> bool:
 async def delete_all(conn: AsyncConnection, emitter_id: str) -> None:
     await conn.execute(t.delete().where(t.c.emitter_id == emitter_id))
     await conn.execute(lt.delete().where(lt.c.emitter_id == emitter_id))
-
-
-@dataclass(frozen=True)
-class LogLine:
-    pk: int
-    emitter_id: str
-    ts_ms: int
-    level: str
-    msg: str
-    invocation_id: str | None
 
 
 def _log(row: Any) -> LogLine:

@@ -10,37 +10,29 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from sluice.domain.accounts import Account
+from sluice.domain.oauth_clients import OAuthClient
 from sluice.storage import accounts as account_store
-from sluice.storage.accounts import Account
 from sluice.storage.tables import accounts, oauth_clients, oauth_tokens
 
 #: The prefix of an OAuth access token (an API key's is ``slk``).
 TOKEN_PREFIX = "slo"  # noqa: S105 - a prefix, not a secret
 
 
-@dataclass(frozen=True)
-class Client:
-    id: str
-    account_id: str
-    name: str
-    created_at: int
-
-
 def digest(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-def _client(row: Any) -> Client:
-    return Client(row.id, row.account_id, row.name, int(row.created_at))
+def _client(row: Any) -> OAuthClient:
+    return OAuthClient(row.id, row.account_id, row.name, int(row.created_at))
 
 
-def create_sync(conn: Connection, client: Client, secret: str) -> None:
+def create_sync(conn: Connection, client: OAuthClient, secret: str) -> None:
     conn.execute(
         oauth_clients.insert().values(
             id=client.id,
@@ -52,7 +44,7 @@ def create_sync(conn: Connection, client: Client, secret: str) -> None:
     )
 
 
-def list_sync(conn: Connection, account_id: str) -> list[Client]:
+def list_sync(conn: Connection, account_id: str) -> list[OAuthClient]:
     rows = conn.execute(
         sa.select(oauth_clients)
         .where(oauth_clients.c.account_id == account_id)
@@ -72,7 +64,7 @@ def delete_sync(conn: Connection, account_id: str, client_id: str) -> bool:
     return True
 
 
-def check_sync(conn: Connection, client_id: str, secret: str) -> Client | None:
+def check_sync(conn: Connection, client_id: str, secret: str) -> OAuthClient | None:
     """The client these credentials are, or None (unknown id, wrong secret: not told apart)."""
     row = conn.execute(sa.select(oauth_clients).where(oauth_clients.c.id == client_id)).first()
     if row is None or not hmac.compare_digest(row.secret_hash, digest(secret)):

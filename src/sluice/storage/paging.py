@@ -8,22 +8,10 @@ read so comes back as a ``Page`` of its items (events, deployments, components).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
-
-T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Page(Generic[T]):
-    """One page of a list, and how many items the whole list holds (the API's
-    ``page_info.total_count``)."""
-
-    items: list[T]
-    total_count: int
 
 
 async def newest_first(

@@ -8,7 +8,6 @@ performs it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
@@ -17,32 +16,12 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from sluice.domain import text
+from sluice.domain.runs import Run
 from sluice.domain.states import SendStatus
 from sluice.storage import database
 from sluice.storage.tables import accounts, mail_throttle, step_state
 from sluice.storage.tables import run_sends as st
 from sluice.storage.tables import runs as t
-
-
-@dataclass
-class Run:
-    id: str
-    owner_id: str
-    workflow_id: str
-    deployment_id: str
-    status: str
-    event: Any
-    context: dict[str, Any]
-    steps: list[dict[str, Any]]
-    error: dict[str, Any] | None
-    flow_exit: dict[str, Any] | None
-    response: dict[str, Any] | None
-    started_ms: int
-    duration_ms: float
-    replay_of: str | None = None
-    sends: list[dict[str, Any]] = field(default_factory=list)
-    #: While paused by a step's ``$.flow``: its wait (``domain.flow.Pause`` as JSON).
-    pause: dict[str, Any] | None = None
 
 
 def _row(row: Any) -> Run:

@@ -8,6 +8,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from sluice import ids
+from sluice.domain.accounts import Account
 from sluice.storage import accounts
 from sluice.storage.tables import accounts as accounts_table
 from sluice.storage.tables import browser_sessions as t
@@ -30,7 +31,7 @@ async def create(conn: AsyncConnection, account_id: str, *, now_s: int, ttl_s: i
     return token
 
 
-async def account(conn: AsyncConnection, token: str, *, now_s: int) -> accounts.Account | None:
+async def account(conn: AsyncConnection, token: str, *, now_s: int) -> Account | None:
     """The account of a live session, or None (unknown, expired or logged out)."""
     row = (
         await conn.execute(

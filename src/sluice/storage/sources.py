@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import sqlalchemy as sa
@@ -13,33 +13,12 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from sluice import errors
+from sluice.domain.deployments import Deployment
+from sluice.domain.paging import Page
 from sluice.storage import database, paging
-from sluice.storage.paging import Page
 from sluice.storage.tables import component_state, saved_components
 from sluice.storage.tables import deployed_components as t
 from sluice.storage.tables import timers as timers_table
-
-
-@dataclass(frozen=True)
-class Deployment:
-    id: str
-    owner_id: str
-    component_id: str
-    name: str
-    name_slug: str
-    configured_props: dict[str, Any]
-    secret_props: dict[str, str]
-    active: bool
-    endpoint_id: str | None
-    dedupe_state: dict[str, Any] | None
-    created_at: int
-    updated_at: int
-    #: The workflow whose builder deployed it as that workflow's trigger, if one did.
-    builder_workflow_id: str | None = None
-
-    def with_changes(self, **changes: Any) -> Deployment:
-        return replace(self, **changes)
-
 
 _COLUMNS = [c.name for c in t.columns]
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -11,24 +10,10 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from sluice import ids
-from sluice.domain.routing import Link
+from sluice.domain.routing import AutoSubscription, Link, Subscription
 from sluice.storage import database
 from sluice.storage.tables import auto_subscriptions as at
 from sluice.storage.tables import subscriptions as t
-
-
-@dataclass(frozen=True)
-class Subscription:
-    id: str
-    owner_id: str
-    emitter_id: str
-    listener_id: str
-    event_name: str
-    created_at: int
-
-    @property
-    def link(self) -> Link:
-        return Link(self.emitter_id, self.listener_id, self.event_name)
 
 
 def _row(row: Any) -> Subscription:
@@ -115,14 +100,6 @@ async def delete_for_source(conn: AsyncConnection, deployment_id: str) -> None:
 
 
 # ---- auto-subscriptions: every workflow created later is subscribed to the listener ----------
-
-
-@dataclass(frozen=True)
-class AutoSubscription:
-    id: str
-    listener_id: str
-    event_name: str
-    created_at: int
 
 
 async def create_auto(

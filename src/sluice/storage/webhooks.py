@@ -3,26 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from sluice.domain.deliveries import Webhook
 from sluice.storage.tables import webhooks as t
-
-
-@dataclass(frozen=True)
-class Webhook:
-    id: str
-    owner_id: str
-    url: str
-    name: str | None
-    description: str | None
-    active: bool
-    created_at: int
-    updated_at: int
 
 
 def _of(row: Any) -> Webhook:

@@ -7,7 +7,6 @@ workflow has an ``endpoint_id``, in the same namespace as the endpoints of sourc
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -15,30 +14,11 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from sluice.domain.workflows import Workflow
 from sluice.storage import database, paging
 from sluice.storage.tables import accounts
 from sluice.storage.tables import timers as timers_table
 from sluice.storage.tables import workflows as t
-
-
-@dataclass(frozen=True)
-class Workflow:
-    id: str
-    owner_id: str
-    name: str
-    active: bool
-    trigger: dict[str, Any]
-    steps: list[dict[str, Any]]
-    deployment_id: str
-    endpoint_id: str | None
-    created_at: int
-    updated_at: int
-    #: Its errors go to the account's global error workflow.
-    global_errors: bool = True
-
-    @property
-    def trigger_type(self) -> str:
-        return str(self.trigger.get("type"))
 
 
 def _row(row: Any) -> Workflow:

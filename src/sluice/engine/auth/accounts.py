@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from sluice.domain.accounts import Account
 from sluice.engine.auth.error_workflows import create_default_error_workflow
 from sluice.storage import accounts
-from sluice.storage.accounts import Account
 
 
 @dataclass(frozen=True)

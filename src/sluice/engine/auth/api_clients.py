@@ -17,10 +17,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sluice import errors, ids
 from sluice.clock import Clock
+from sluice.domain.accounts import Account
+from sluice.domain.oauth_clients import OAuthClient
 from sluice.storage import database
 from sluice.storage import oauth_clients as store
-from sluice.storage.accounts import Account
-from sluice.storage.oauth_clients import Client
 
 #: The client secret's prefix: a leaked one is recognisable in a secret scanner.
 SECRET_PREFIX = "slcs"  # noqa: S105 - a prefix, not a secret
@@ -43,7 +43,7 @@ class ApiClients:
         self.clock = clock
         self.ttl_seconds = max(1, ttl_seconds)
 
-    async def create(self, account_id: str, name: object) -> tuple[Client, str]:
+    async def create(self, account_id: str, name: object) -> tuple[OAuthClient, str]:
         """A new client of the account and its secret (shown this once)."""
         if name is None or name == "":
             name = "OAuth client"
@@ -51,13 +51,15 @@ class ApiClients:
             raise errors.InvalidRequest(
                 f"name must be a string of at most {MAX_NAME} characters", field="name"
             )
-        client = Client("oc_" + ids.random_token(24), account_id, name, self.clock.now_ms() // 1000)
+        client = OAuthClient(
+            "oc_" + ids.random_token(24), account_id, name, self.clock.now_ms() // 1000
+        )
         secret = f"{SECRET_PREFIX}_{ids.random_token(40)}"
         async with self.db.begin() as conn:
             await conn.run_sync(lambda c: store.create_sync(c, client, secret))
         return client, secret
 
-    async def all(self, account_id: str) -> list[Client]:
+    async def all(self, account_id: str) -> list[OAuthClient]:
         return await self.reader(lambda c: store.list_sync(c, account_id))
 
     async def delete(self, account_id: str, client_id: str) -> None:

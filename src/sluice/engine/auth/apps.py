@@ -10,9 +10,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sluice.clock import Clock
 from sluice.crypto import Cipher
 from sluice.domain import apps as app_rules
+from sluice.domain.apps import ConnectedAccount
 from sluice.engine.auth.app_catalog import AppCatalog
 from sluice.storage import apps
-from sluice.storage.apps import ConnectedAccount
 
 
 class Apps:

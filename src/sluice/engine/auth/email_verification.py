@@ -22,10 +22,10 @@ from sluice import errors
 from sluice.clock import Clock
 from sluice.config import Settings
 from sluice.crypto import Cipher
+from sluice.domain.accounts import Account
 from sluice.engine.outbound.mailer import Mailer
 from sluice.engine.state.commit import Commit
 from sluice.storage import accounts, runs
-from sluice.storage.accounts import Account
 
 log = logging.getLogger(__name__)
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from sluice.domain import error_workflow
+from sluice.domain.workflows import Workflow
 from sluice.storage import workflows as store
-from sluice.storage.workflows import Workflow
 
 
 def default_error_workflow(owner_id: str, *, base_url: str, now_s: int) -> Workflow:

@@ -12,9 +12,9 @@ from sluice import errors, passwords
 from sluice.clock import Clock
 from sluice.config import Settings
 from sluice.domain import http_events
+from sluice.domain.accounts import Account, KeyInfo
 from sluice.domain.http_events import Bucket
 from sluice.storage import accounts, sessions
-from sluice.storage.accounts import Account, KeyInfo
 
 #: How long a browser stays logged in without logging in again.
 SESSION_TTL_S = 14 * 24 * 3600

@@ -34,11 +34,10 @@ from sluice import errors, ids
 from sluice.clock import Clock
 from sluice.crypto import Cipher
 from sluice.domain import oauth
-from sluice.domain.apps import App, OAuthConfig
+from sluice.domain.apps import App, ConnectedAccount, OAuthConfig
 from sluice.engine.auth import providers
 from sluice.engine.auth.app_catalog import AppCatalog
 from sluice.storage import accounts, apps, oauth_states
-from sluice.storage.apps import ConnectedAccount
 
 
 @dataclass(frozen=True)

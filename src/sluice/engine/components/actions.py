@@ -15,6 +15,7 @@ from sluice import errors, ids
 from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain import props as prop_rules
+from sluice.domain.components import SavedComponent
 from sluice.engine.auth.credentials import Credentials
 from sluice.engine.components import invocations
 from sluice.engine.components.components import Components, scrub_paths
@@ -23,7 +24,6 @@ from sluice.engine.state.data_stores import DataStores
 from sluice.runtime import protocol
 from sluice.runtime.port import Runner
 from sluice.runtime.protocol import Response, Result
-from sluice.storage.components import SavedComponent
 
 
 @dataclass

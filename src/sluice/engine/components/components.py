@@ -31,6 +31,7 @@ from sluice.domain import component_files as files_rules
 from sluice.domain import components as rules
 from sluice.domain import imports
 from sluice.domain import registry as registry_rules
+from sluice.domain.components import SavedComponent, User
 from sluice.engine.components import fetch, invocations
 from sluice.engine.outbound import http_clients
 from sluice.runtime import protocol
@@ -38,7 +39,6 @@ from sluice.runtime.deps import DependencyStore
 from sluice.runtime.port import Runner
 from sluice.runtime.sandbox import JS_DIR
 from sluice.storage import components as store
-from sluice.storage.components import SavedComponent
 
 log = logging.getLogger(__name__)
 
@@ -265,7 +265,7 @@ class Components:
         files[entry_path] = source.code or ""
         return entry_path, files
 
-    async def users(self, owner_id: str) -> dict[str, list[store.User]]:
+    async def users(self, owner_id: str) -> dict[str, list[User]]:
         """Who runs each of the account's components (``{sc_ id: [source or workflow]}``)."""
         async with self.db.connect() as conn:
             return await store.users(conn, owner_id)

@@ -17,13 +17,13 @@ from typing import Any
 from sluice import errors
 from sluice.config import Settings
 from sluice.domain import components as rules
+from sluice.domain.components import SavedComponent
 from sluice.engine.auth.credentials import Credentials
 from sluice.engine.components import invocations
 from sluice.engine.components.components import Components, load_error, scrub_paths
 from sluice.engine.components.options import node_values
 from sluice.runtime import protocol
 from sluice.runtime.port import Runner
-from sluice.storage.components import SavedComponent
 
 #: Interface props take no user value; Node builds them itself.
 _NOT_PASSED = frozenset({rules.HTTP, rules.DB, rules.APPHOOK, "alert"})

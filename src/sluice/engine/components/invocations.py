@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from sluice.config import Settings
+from sluice.domain.components import SavedComponent
+from sluice.domain.deployments import Deployment
 from sluice.runtime.port import Invocation, StoreCallback
-from sluice.storage.components import SavedComponent
-from sluice.storage.sources import Deployment
 
 
 def component_key(component: SavedComponent) -> str:

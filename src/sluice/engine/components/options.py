@@ -16,13 +16,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sluice import errors
 from sluice.config import Settings
 from sluice.crypto import Cipher
+from sluice.domain.components import SavedComponent
 from sluice.engine.auth.credentials import Credentials
 from sluice.engine.components import invocations
 from sluice.engine.components.components import Components, load_error, scrub_paths
 from sluice.engine.state.data_stores import DataStores
 from sluice.runtime import protocol
 from sluice.runtime.port import Runner
-from sluice.storage.components import SavedComponent
 
 
 @dataclass(frozen=True)

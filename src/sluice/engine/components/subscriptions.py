@@ -11,9 +11,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from sluice import errors
 from sluice.domain import routing, states
-from sluice.domain.routing import Link
+from sluice.domain.routing import AutoSubscription, Link, Subscription
 from sluice.storage import sources, subscriptions, webhooks, workflows
-from sluice.storage.subscriptions import Subscription
 
 
 async def _must_exist(conn: AsyncConnection, owner_id: str, field: str, value: str) -> None:
@@ -44,7 +43,7 @@ class Subscriptions:
 
     async def create_auto(
         self, owner_id: str, listener_id: str, event_name: str, *, now_s: int
-    ) -> subscriptions.AutoSubscription:
+    ) -> AutoSubscription:
         """Subscribe ``listener_id`` to ``event_name`` of every workflow and source created
         from now on."""
         routing.check_link(routing.WORKFLOWS_GLOB, listener_id, event_name)
@@ -60,7 +59,7 @@ class Subscriptions:
                 conn, owner_id, listener_id, event_name, now_s=now_s
             )
 
-    async def list_auto(self, owner_id: str) -> list[subscriptions.AutoSubscription]:
+    async def list_auto(self, owner_id: str) -> list[AutoSubscription]:
         async with self.db.connect() as conn:
             return await subscriptions.list_auto(conn, owner_id)
 

@@ -27,11 +27,11 @@ from sluice.domain import components as rules
 from sluice.domain import props as prop_rules
 from sluice.domain import registry as registry_rules
 from sluice.domain import schedules, text
+from sluice.domain.components import SavedComponent
 from sluice.engine.components.components import ComponentInput, Components
 from sluice.engine.components.dynamic_props import DynamicProps
 from sluice.storage import apps, sources
 from sluice.storage import components as component_store
-from sluice.storage.components import SavedComponent
 
 TRIGGER_TYPES = ("http", "timer", "source", "manual")
 STEP_NAME = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$]{0,63}$")

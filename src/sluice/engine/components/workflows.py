@@ -23,6 +23,7 @@ from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain import error_workflow, tokens
 from sluice.domain.routing import Link
+from sluice.domain.workflows import Workflow
 from sluice.engine.auth.credentials import CREDENTIAL_ERRORS, Credentials
 from sluice.engine.components.components import ComponentInput, Components
 from sluice.engine.components.dynamic_props import DynamicProps
@@ -36,7 +37,6 @@ from sluice.engine.components.workflow_input import (
 )
 from sluice.storage import database, runs, subscriptions, timers
 from sluice.storage import workflows as store
-from sluice.storage.workflows import Workflow
 
 
 class Workflows:

@@ -20,13 +20,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sluice.clock import iso_ms
 from sluice.domain import flow
 from sluice.domain.jobs import ResumeJob
+from sluice.domain.runs import Run
 from sluice.domain.states import RunStatus
 from sluice.engine.queue.jobs import Finish
 from sluice.engine.runs.executor import Executor
 from sluice.engine.runs.pauses import Resumed
 from sluice.storage import runs
 from sluice.storage.jobs import Job
-from sluice.storage.runs import Run
 
 log = logging.getLogger(__name__)
 

@@ -33,12 +33,11 @@ from sluice import errors, metrics
 from sluice.clock import Clock
 from sluice.config import Settings
 from sluice.domain import deliveries as decide
-from sluice.domain.deliveries import DeliveryState, RetryPolicy
+from sluice.domain.deliveries import Delivery, DeliveryState, RetryPolicy, Webhook
 from sluice.engine.outbound.webhooks import Attempt, Webhooks
 from sluice.storage import database, deliveries
 from sluice.storage import webhooks as hooks
-from sluice.storage.deliveries import AttemptOutcome, Delivery
-from sluice.storage.webhooks import Webhook
+from sluice.storage.deliveries import AttemptOutcome
 
 log = logging.getLogger(__name__)
 

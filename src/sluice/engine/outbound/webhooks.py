@@ -26,13 +26,12 @@ from sluice import errors, ids
 from sluice.clock import Clock
 from sluice.config import Settings
 from sluice.domain import text
-from sluice.domain.deliveries import DeliveryState
+from sluice.domain.deliveries import Delivery, DeliveryState, Webhook
 from sluice.engine.outbound import http_clients
 from sluice.storage import deliveries, subscriptions
 from sluice.storage import webhooks as store
-from sluice.storage.deliveries import Delivery, NewDelivery
+from sluice.storage.deliveries import NewDelivery
 from sluice.storage.jobs import Job
-from sluice.storage.webhooks import Webhook
 
 log = logging.getLogger(__name__)
 

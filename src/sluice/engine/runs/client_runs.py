@@ -30,7 +30,9 @@ from typing import Any
 
 from sluice import errors, ids
 from sluice.domain.jobs import WorkflowJob
+from sluice.domain.runs import Run
 from sluice.domain.states import JobKind, Unanswered
+from sluice.domain.workflows import Workflow
 from sluice.engine.queue.enqueuer import Enqueuer
 from sluice.engine.queue.jobs import JobWorker
 from sluice.engine.runs.executor import Executor, StoredRun
@@ -38,8 +40,6 @@ from sluice.engine.state.broker import Ended, Settlement
 from sluice.runtime.protocol import Response
 from sluice.storage import jobs
 from sluice.storage.jobs import NewJob
-from sluice.storage.runs import Run
-from sluice.storage.workflows import Workflow
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,9 @@ from sluice.clock import Clock, iso_ms
 from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain import flow, outcomes
+from sluice.domain.runs import Run
 from sluice.domain.states import RunStatus, SendStatus
+from sluice.domain.workflows import Workflow
 from sluice.engine.auth.credentials import CREDENTIAL_ERRORS
 from sluice.engine.components import invocations
 from sluice.engine.components.workflows import Workflows
@@ -41,8 +43,6 @@ from sluice.engine.state.scratch_stores import ScratchStores
 from sluice.runtime.port import Invocation, Runner
 from sluice.runtime.protocol import Response, Result
 from sluice.storage import database, runs
-from sluice.storage.runs import Run
-from sluice.storage.workflows import Workflow
 
 log = logging.getLogger(__name__)
 

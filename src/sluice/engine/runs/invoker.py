@@ -27,6 +27,8 @@ from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain import components as rules
 from sluice.domain import error_events, limits, states, text
+from sluice.domain.components import SavedComponent
+from sluice.domain.deployments import Deployment
 from sluice.domain.outcomes import SourceResults, SourceStored
 from sluice.engine.auth.credentials import CREDENTIAL_ERRORS, Credentials
 from sluice.engine.components import invocations
@@ -38,8 +40,6 @@ from sluice.runtime import protocol
 from sluice.runtime.port import Invocation, RespondCallback, Runner
 from sluice.runtime.protocol import Result
 from sluice.storage import database, sources
-from sluice.storage.components import SavedComponent
-from sluice.storage.sources import Deployment
 
 log = logging.getLogger(__name__)
 

@@ -21,10 +21,10 @@ from sluice import errors, ids
 from sluice.clock import Clock
 from sluice.domain import flow
 from sluice.domain.jobs import ResumeJob
+from sluice.domain.runs import Run
 from sluice.engine.state import broker
 from sluice.engine.state.commit import Commit
 from sluice.storage import pauses, runs
-from sluice.storage.runs import Run
 
 log = logging.getLogger(__name__)
 

@@ -19,11 +19,11 @@ from sluice import errors
 from sluice.crypto import Cipher
 from sluice.domain import components as rules
 from sluice.domain import props as prop_rules
+from sluice.domain.components import SavedComponent
+from sluice.domain.deployments import Deployment
 from sluice.engine.components.dynamic_props import is_dynamic
 from sluice.engine.runs.invoker import secret_aad
 from sluice.storage import apps
-from sluice.storage.components import SavedComponent
-from sluice.storage.sources import Deployment
 
 
 def has_http(props: list[dict[str, Any]]) -> bool:

@@ -21,6 +21,9 @@ from sluice.domain import components as rules
 from sluice.domain import props as prop_rules
 from sluice.domain import registry as registry_rules
 from sluice.domain import schedules, text
+from sluice.domain.components import SavedComponent
+from sluice.domain.deployments import Deployment
+from sluice.domain.paging import Page
 from sluice.engine.components import dynamic_props
 from sluice.engine.components.components import ComponentInput, Components
 from sluice.engine.components.directory import EndpointDirectory
@@ -31,9 +34,6 @@ from sluice.engine.runs.invoker import InvocationOutcome, Invoker, secret_aad
 from sluice.runtime.port import Runner
 from sluice.storage import components as component_store
 from sluice.storage import database, events, sources, subscriptions, timers
-from sluice.storage.components import SavedComponent
-from sluice.storage.paging import Page
-from sluice.storage.sources import Deployment
 
 log = logging.getLogger(__name__)
 
@@ -312,7 +312,7 @@ class Sources:
 
     async def list(
         self, owner_id: str, *, limit: int, before: str | None, after: str | None
-    ) -> Page[sources.Deployment]:
+    ) -> Page[Deployment]:
         async with self.db.connect() as conn:
             return await sources.page(conn, owner_id, limit=limit, before=before, after=after)
 

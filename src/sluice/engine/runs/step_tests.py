@@ -10,11 +10,11 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sluice.clock import Clock
+from sluice.domain.runs import Run
+from sluice.domain.workflows import Workflow
 from sluice.engine.runs.executor import Executor
 from sluice.engine.state.commit import Commit
 from sluice.storage import step_tests as store
-from sluice.storage.runs import Run
-from sluice.storage.workflows import Workflow
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,10 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sluice import ids
+from sluice.domain.runs import Run
+from sluice.domain.workflows import Workflow
 from sluice.engine.runs.client_runs import ClientRuns
 from sluice.storage import runs
-from sluice.storage.runs import Run
-from sluice.storage.workflows import Workflow
 
 
 class Runs:

@@ -37,8 +37,11 @@ from sluice.domain import (
     states,
     text,
 )
+from sluice.domain.deployments import Deployment
+from sluice.domain.events import Event, LogLine
 from sluice.domain.jobs import EmitJob, Listener, ReleaseJob, ResumeJob, SendJob
 from sluice.domain.outcomes import Item, SourceResults, SourceStored
+from sluice.domain.runs import Run
 from sluice.domain.states import JobKind, RunStatus
 from sluice.engine.outbound import webhooks
 from sluice.engine.queue.jobs import Finish, FinishMany
@@ -47,8 +50,6 @@ from sluice.engine.state.broker import Broker
 from sluice.storage import database, deliveries, events, jobs, runs, sources, subscriptions
 from sluice.storage import workflows as workflow_store
 from sluice.storage.deliveries import NewDelivery
-from sluice.storage.runs import Run
-from sluice.storage.sources import Deployment
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +73,8 @@ class _Batch:
     ) -> None:
         self.conn, self.owner_id, self.emitter_id, self.now_ms = conn, owner_id, emitter_id, now_ms
         self.chain, self.max_hops = chain, max_hops
-        self.stored: list[events.Event] = []
-        self.log_lines: list[events.LogLine] = []
+        self.stored: list[Event] = []
+        self.log_lines: list[LogLine] = []
         self.queued = 0
         #: Deliveries to webhooks stored (``engine/outbound/deliveries.py`` posts them).
         self.deliveries = 0

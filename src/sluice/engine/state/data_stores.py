@@ -21,10 +21,10 @@ from sluice import errors, ids
 from sluice.clock import Clock
 from sluice.config import Settings
 from sluice.domain import data_stores as rules
+from sluice.domain.data_stores import DataStore
 from sluice.engine.state import quotas
 from sluice.engine.state.commit import Commit
 from sluice.storage import data_stores as store
-from sluice.storage.data_stores import DataStore
 
 T = TypeVar("T")
 #: Answers one ``store`` request of an invocation (``runtime/port.StoreCallback``).
