@@ -2,7 +2,7 @@
 
 ``RunnerPool`` (``pool.py``) is the real one: Node processes, one per account, each in its
 jail. ``FakeRunner`` answers from a function, for tests of the engine that need no Node (as
-httpx ships ``MockTransport``). A runner that dies during an invocation is raised as
+httpx ships ``httpx.MockTransport``). A runner that dies during an invocation is raised as
 ``errors.RunnerCrashed`` here, once, where the runtime's answer enters the engine: callers never
 re-check a result for a crash.
 

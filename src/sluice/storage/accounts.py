@@ -168,7 +168,7 @@ async def count(conn: AsyncConnection) -> int:
 
 async def ensure_system(conn: AsyncConnection, *, now_s: int) -> None:
     """Create the system account if it is not there yet (the caller's transaction; a
-    process racing another one gets an ``IntegrityError``, and may ignore it)."""
+    process racing another one gets an ``sa.exc.IntegrityError``, and may ignore it)."""
     found = await conn.execute(sa.select(accounts.c.id).where(accounts.c.id == SYSTEM_ID))
     if found.first() is None:
         await conn.execute(
@@ -239,7 +239,7 @@ async def jail_uid(db: AsyncEngine, account_id: str, base: int) -> int | None:
     """The uid ``account_id``'s jails run under, assigned and stored on first need (None when
     there is no such account): a hash of the id, then the next free one. Unique in the
     database, so no two accounts share one in any process; a process racing another for the
-    same uid gets an ``IntegrityError`` and looks again."""
+    same uid gets an ``sa.exc.IntegrityError`` and looks again."""
     start = int.from_bytes(hashlib.sha256(account_id.encode()).digest()[:4], "big") % JAIL_UIDS
     for _ in range(16):
         try:

@@ -5,7 +5,7 @@ lines, runs, ``$.service.db`` stores, data store records, stored files): one ``U
 row, never a ``SUM`` per request. Trims and deletes do not count down; a *recount*
 (``recount_sync``: the exact sum, by the characters of each stored value's JSON) replaces the
 figure when the counter says the account is over its quota, at most once per
-``domain/quotas.RECOUNT_MS``, so what
+``engine/state/quotas.RECOUNT_MS``, so what
 retention freed is found before anything is refused.
 """
 
