@@ -109,15 +109,14 @@ class Listener:
 def _store(
     data_dir: Path, sandbox: Sandbox | None, npm: Path | str, **kw: float
 ) -> DependencyStore:
-    store = DependencyStore(data_dir / "store", npm=str(npm), **kw)  # type: ignore[arg-type]
+    async def uid_of(owner_id: str) -> int:
+        assert owner_id == "acct-evil"
+        return ACCOUNT_UID
+
+    jail = None
     if sandbox is not None:
-
-        async def uid_of(owner_id: str) -> int:
-            assert owner_id == "acct-evil"
-            return ACCOUNT_UID
-
-        store.jail = NpmJail(sandbox, uid_of=uid_of, registry="https://registry.npmjs.org/")
-    return store
+        jail = NpmJail(sandbox, uid_of=uid_of, registry="https://registry.npmjs.org/")
+    return DependencyStore(data_dir / "store", npm=str(npm), jail=jail, **kw)  # type: ignore[arg-type]
 
 
 async def test_code_in_the_install_process_cannot_touch_the_host(

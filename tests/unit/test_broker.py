@@ -24,9 +24,8 @@ async def test_publish_reaches_each_subscriber_of_the_topic() -> None:
 
 
 async def test_callbacks_and_empty_publications() -> None:
-    hub = Broker()
     seen: list[object] = []
-    hub.on("jobs", seen.extend)
+    hub = Broker(callbacks={"jobs": [seen.extend]})
     hub.publish("jobs", [])
     hub.publish("jobs", [2])
     assert seen == [2]

@@ -1,5 +1,6 @@
-"""The composition root: opens storage, the Node pool and the engine, gives each service what it
-uses, builds the job worker's table of handlers; closes everything in reverse.
+"""The composition root: opens storage, the Node pool and the outbound clients, builds every
+engine service with what it uses (the job worker with its table of handlers), then opens what
+the services hold; closes everything in reverse.
 
 async with Platform.open(settings) as platform:
     await platform.sources.run(owner_id, "dc_…")
@@ -11,7 +12,6 @@ import contextlib
 import functools
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -94,13 +94,15 @@ class Platform(Services):
         """Open everything; ``background`` starts the loops (job worker, scheduler). Tests
         leave it off and drive them step by step (``platform.jobs.drain()``).
 
-        Built, then opened: each resource goes on one exit stack as it is opened, so they
-        close in the reverse order, every one of them even when another fails to close:
-        the loops stop first (the ingress, the scheduler, the deliveries, the job worker:
-        the last two finish what they hold within ``shutdown_grace_seconds``), then the
-        writers, then the upkeep (the admission's reads, the WAL's checkpointer: the WAL is
-        checkpointed until the job worker has stopped, the SMTP listener), the Node runners,
-        the outbound clients and last the database."""
+        Built, then opened: the resources every service needs (the database, the outbound
+        clients, the Node runners) are opened first, then every service is built, each given
+        what it uses (``_assemble``), then what has something to open is opened. Each goes on
+        one exit stack as it is opened, so they close in the reverse order, every one of them
+        even when another fails to close: the loops stop first (the ingress, the scheduler,
+        the deliveries, the job worker: the last two finish what they hold within
+        ``shutdown_grace_seconds``), then the writers, then the upkeep (the admission's reads,
+        the WAL's checkpointer: the WAL is checkpointed until the job worker has stopped, the
+        SMTP listener), the Node runners, the outbound clients and last the database."""
         clock = clock or SystemClock()
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         cipher = Cipher.load(settings.secret_key, settings.data_dir)
@@ -133,22 +135,14 @@ class Platform(Services):
                     functools.partial(accounts.jail_uid, db, base=SandboxConfig.uid_base),
                 )
             )
-            platform = cls._assemble(settings, clock, db, reader, cipher, pool, clients)
+            platform = cls._assemble(
+                settings, clock, db, reader, cipher, pool, clients, background=background
+            )
             # Before any request: a fresh install's registry has its triggers and actions.
             await CoreComponents(db, platform.components, clock).seed()
-            if settings.smtp_inbound_port:
-                platform.mail_in = await stack.enter_async_context(
-                    MailIn(
-                        settings,
-                        reader,
-                        platform.enqueuer,
-                        platform.jobs,
-                        admission=platform.admission,
-                        quota=platform.commit.quota,
-                    )
-                )
+            if platform.mail_in is not None:
+                await stack.enter_async_context(platform.mail_in)
             if background:
-                platform.checkpointer = _checkpointer(settings, reader)
                 if platform.checkpointer is not None:
                     await stack.enter_async_context(platform.checkpointer)
                 await stack.enter_async_context(platform.admission)
@@ -158,8 +152,8 @@ class Platform(Services):
             stack.push_async_callback(platform.deliveries.stop, settings.shutdown_grace_seconds)
             stack.push_async_callback(platform.scheduler.stop)
             stack.push_async_callback(platform.ingress.close)
-            if database.is_postgres(db):
-                platform.notifications = platform._listen(settings)
+            if platform.notifications is not None:
+                platform.notifications.start()
                 stack.push_async_callback(platform.notifications.close)
             if background:
                 await platform.jobs.start()
@@ -177,178 +171,32 @@ class Platform(Services):
         cipher: Cipher,
         pool: RunnerPool,
         clients: http_clients.Clients,
+        *,
+        background: bool,
     ) -> Platform:
-        """Every engine service, each given what it uses (the ones that run user code and
-        store what it did first: ``_Running``)."""
-        run = _Running.build(settings, clock, db, reader, cipher, pool, clients)
-        deps, components, credentials = run.deps, run.components, run.credentials
-        return cls(
-            settings=settings,
-            clock=clock,
-            db=db,
-            reader=reader,
-            cipher=cipher,
-            pool=pool,
-            deps=deps,
-            components=components,
-            invoker=run.invoker,
-            commit=run.commit,
-            sources=run.sources,
-            actions=run.actions,
-            dynamic_props=run.dynamic,
-            options=Options(
-                db, pool, components, cipher, settings, credentials=credentials, stores=run.stores
-            ),
-            registry_imports=RegistryImports(
-                db,
-                components,
-                PackageFetcher(settings.npm_store_dir / ".packages", deps),
-                run.catalog,
-            ),
-            apps=Apps(db, cipher, clock, run.catalog),
-            catalog=run.catalog,
-            oauth=OAuthConnect(
-                db, cipher, clock, run.catalog, lambda: settings.resolved_public_url
-            ),
-            credentials=credentials,
-            events=Events(db),
-            subscriptions=Subscriptions(db),
-            runs=Runs(db, run.client_runs),
-            jobs=run.worker,
-            scheduler=Scheduler(db, clock, notify=run.worker.notify),
-            ingress=run.ingress,
-            workflows=run.workflows,
-            executor=run.executor,
-            enqueuer=run.enqueuer,
-            sends=run.sends,
-            email_verification=EmailVerification(
-                db, cipher, run.sends.mailer, settings, clock, run.commit
-            ),
-            logins=Logins(db, settings, clock),
-            pauses=Pauses(run.commit, clock),
-            data_stores=run.stores,
-            files=run.files,
-            api_clients=ApiClients(db, reader, clock, settings.oauth_token_ttl_seconds),
-            webhooks=run.webhooks,
-            deliveries=run.deliveries,
-            admission=run.ingress.admission,
-            step_tests=StepTests(db, run.executor, run.commit, clock),
-        )
-
-    @staticmethod
-    def _handlers(
-        settings: Settings,
-        reader: database.Reader,
-        invoker: Invoker,
-        executor: Executor,
-        waiters: Waiters,
-        sends: SendJobs,
-        webhooks: Webhooks,
-    ) -> dict[str, Handler]:
-        """The job worker's table: one handler per job kind (``engine/handlers/``)."""
-        return {
-            JobKind.HTTP: HttpJobs(
-                reader, invoker, waiters, run_timeout_seconds=settings.http_source_timeout_seconds
-            ),
-            JobKind.TIMER: TimerJobs(reader, invoker, executor),
-            JobKind.EMIT: EmitJobs(invoker, executor, webhooks),
-            JobKind.WORKFLOW: WorkflowJobs(executor, waiters),
-            JobKind.SEND: sends,
-            JobKind.RESUME: ResumeJobs(executor.db, executor),
-            JobKind.RELEASE: ReleaseJobs(invoker.commit),
-            JobKind.EMAIL: EmailJobs(reader, invoker),
-        }
-
-    @staticmethod
-    def _worker(
-        db: AsyncEngine,
-        clock: Clock,
-        settings: Settings,
-        enqueuer: Enqueuer,
-        admission: Admission,
-        handlers: dict[str, Handler],
-    ) -> JobWorker:
-        """The job worker with its table of handlers, one per job kind."""
-        return JobWorker(
-            db,
-            clock,
-            WorkerConfig(
-                lease_ms=int(settings.job_lease_seconds * 1000),
-                poll_seconds=settings.job_poll_seconds,
-                retention_ms=settings.job_retention_seconds * 1000,
-                account_share=settings.account_max_concurrency,
-            ),
-            handlers,
-            # Requests first: the background loop yields while the endpoints are saturated,
-            # unless a backlog grows toward the shedding bound (it could not be run in it so).
-            pressure=(lambda: enqueuer.pressed() and not admission.backlogged())
-            if settings.requests_first
-            else None,
-        )
-
-    def _listen(self, settings: Settings) -> Notifications:
-        """Commits of other processes, pushed here: a new job wakes the job worker, a stored
-        event or log line the live streams of its emitter (``engine/notifications.py``)."""
-        hub = self.commit.broker
-
-        def stored(emitter_id: str) -> None:
-            topic = broker.stored_topic(emitter_id)
-            if hub.subscribers(topic):
-                hub.publish(topic, [emitter_id])
-
-        def jobs(owner_id: str | None, due_now: bool) -> None:
-            self.jobs.notify(owner_id, due_now=due_now)
-
-        listener = Notifications(settings.resolved_database_url, jobs, stored)
-        listener.start()
-        return listener
-
-
-@dataclass
-class _Running:
-    """The services that take requests, run user code and store what it did, and the job
-    worker with its table of handlers (``engine/handlers/``), one per job kind."""
-
-    deps: DependencyStore
-    components: Components
-    commit: Commit
-    catalog: AppCatalog
-    credentials: Credentials
-    stores: DataStores
-    invoker: Invoker
-    directory: EndpointDirectory
-    workflows: Workflows
-    executor: Executor
-    enqueuer: Enqueuer
-    sends: SendJobs
-    dynamic: DynamicProps
-    worker: JobWorker
-    client_runs: ClientRuns
-    ingress: Ingress
-    sources: Sources
-    actions: Actions
-    webhooks: Webhooks
-    deliveries: DeliveryWorker
-    files: Files
-
-    @classmethod
-    def build(
-        cls,
-        settings: Settings,
-        clock: Clock,
-        db: AsyncEngine,
-        reader: database.Reader,
-        cipher: Cipher,
-        pool: RunnerPool,
-        clients: http_clients.Clients,
-    ) -> _Running:
+        """Every engine service, each given what it uses when it is made; nothing is opened
+        or started here (``open`` does it)."""
         deps = DependencyStore(
-            settings.npm_store_dir, npm=settings.npm, quota_bytes=settings.npm_quota_mb << 20
+            settings.npm_store_dir,
+            npm=settings.npm,
+            quota_bytes=settings.npm_quota_mb << 20,
+            # Installs run jailed, under the account's uid (none without a sandbox).
+            jail=NpmJail(pool.sandbox, uid_of=pool.uid_of) if pool.sandbox is not None else None,
         )
-        if pool.sandbox is not None:  # installs run jailed, under the account's uid
-            deps.jail = NpmJail(pool.sandbox, uid_of=pool.uid_of)
         components = Components(db, pool, deps, settings, clock)
-        commit = Commit(db, settings, clock, Broker())
+        webhooks = Webhooks(db, settings, clock, clients)
+        # Webhook deliveries: slots of their own, apart from the job worker's.
+        deliveries = DeliveryWorker(db, clock, webhooks, DeliveryConfig.of(settings))
+        # What a commit stores wakes this process's loops: its deliveries the delivery worker,
+        # the jobs it enqueued (emits, sends) the job worker. The job worker is made below,
+        # from handlers that store through this commit: the callback finds it when called.
+        hub = Broker(
+            callbacks={
+                broker.DELIVERIES: [lambda _items: deliveries.notify()],
+                broker.JOBS: [lambda _items: worker.notify()],
+            }
+        )
+        commit = Commit(db, settings, clock, hub)
         catalog = AppCatalog(db, cipher, clock)
         credentials = Credentials(db, cipher, clock, catalog)
         stores = DataStores(db, commit, settings, clock)
@@ -362,11 +210,6 @@ class _Running:
         executor = Executor(db, pool, workflows, commit, settings, clock, reader, stores=stores)
         waiters, enqueuer = Waiters(), Enqueuer(db, clock)
         sends = SendJobs(db, cipher, Mailer(settings), settings, clock, commit, clients)
-        webhooks = Webhooks(db, settings, clock, clients)
-        # Webhook deliveries: slots of their own, apart from the job worker's.
-        deliveries = DeliveryWorker(db, clock, webhooks, DeliveryConfig.of(settings))
-        commit.broker.on(broker.DELIVERIES, lambda _items: deliveries.notify())
-        table = Platform._handlers(settings, reader, invoker, executor, waiters, sends, webhooks)
         admission = Admission(
             reader,
             clock,
@@ -375,7 +218,8 @@ class _Running:
                 reserve_bytes=settings.disk_reserve_mb << 20,
             ),
         )
-        worker = Platform._worker(db, clock, settings, enqueuer, admission, table)
+        handlers = handler_table(settings, reader, invoker, executor, waiters, sends, webhooks)
+        worker = job_worker(db, clock, settings, enqueuer, admission, handlers)
         directory = EndpointDirectory(reader, components)
         client_runs = ClientRuns(executor, enqueuer, worker)
         files = Files(db, commit, settings.http_file_ttl_seconds, clock)
@@ -384,21 +228,142 @@ class _Running:
             waiters=waiters, client_runs=client_runs, admission=admission, quota=commit.quota,
             files=files,
         )  # fmt: skip
-        # Jobs this process enqueues with a run's results (emits, sends) wake its worker now.
-        commit.broker.on(broker.JOBS, lambda _items: worker.notify())
         dynamic = DynamicProps(components, settings, credentials=credentials)
-        sources = Sources(
-            db, reader, pool, components, invoker, cipher, settings, clock, directory, dynamic
-        )  # fmt: skip
-        actions = Actions(
-            db, pool, components, cipher, settings,
-            credentials=credentials, stores=stores, dynamic=dynamic,
-        )  # fmt: skip
+        mail_in = (
+            MailIn(settings, reader, enqueuer, worker, admission=admission, quota=commit.quota)
+            if settings.smtp_inbound_port
+            else None
+        )
         return cls(
-            deps, components, commit, catalog, credentials, stores, invoker, directory,
-            workflows, executor, enqueuer, sends, dynamic, worker, client_runs, ingress, sources,
-            actions, webhooks, deliveries, files,
-        )  # fmt: skip
+            settings=settings,
+            clock=clock,
+            db=db,
+            reader=reader,
+            cipher=cipher,
+            pool=pool,
+            deps=deps,
+            components=components,
+            invoker=invoker,
+            commit=commit,
+            sources=Sources(
+                db, reader, pool, components, invoker, cipher, settings, clock, directory, dynamic
+            ),
+            actions=Actions(
+                db,
+                pool,
+                components,
+                cipher,
+                settings,
+                credentials=credentials,
+                stores=stores,
+                dynamic=dynamic,
+            ),
+            dynamic_props=dynamic,
+            options=Options(
+                db, pool, components, cipher, settings, credentials=credentials, stores=stores
+            ),
+            registry_imports=RegistryImports(
+                db,
+                components,
+                PackageFetcher(settings.npm_store_dir / ".packages", deps),
+                catalog,
+            ),
+            apps=Apps(db, cipher, clock, catalog),
+            catalog=catalog,
+            oauth=OAuthConnect(db, cipher, clock, catalog, lambda: settings.resolved_public_url),
+            credentials=credentials,
+            events=Events(db),
+            subscriptions=Subscriptions(db),
+            runs=Runs(db, client_runs),
+            jobs=worker,
+            scheduler=Scheduler(db, clock, notify=worker.notify),
+            ingress=ingress,
+            workflows=workflows,
+            executor=executor,
+            enqueuer=enqueuer,
+            sends=sends,
+            email_verification=EmailVerification(db, cipher, sends.mailer, settings, clock, commit),
+            logins=Logins(db, settings, clock),
+            pauses=Pauses(commit, clock),
+            data_stores=stores,
+            files=files,
+            api_clients=ApiClients(db, reader, clock, settings.oauth_token_ttl_seconds),
+            webhooks=webhooks,
+            deliveries=deliveries,
+            admission=admission,
+            step_tests=StepTests(db, executor, commit, clock),
+            mail_in=mail_in,
+            notifications=(
+                _notifications(settings, hub, worker) if database.is_postgres(db) else None
+            ),
+            checkpointer=_checkpointer(settings, reader) if background else None,
+        )
+
+
+def handler_table(
+    settings: Settings,
+    reader: database.Reader,
+    invoker: Invoker,
+    executor: Executor,
+    waiters: Waiters,
+    sends: SendJobs,
+    webhooks: Webhooks,
+) -> dict[str, Handler]:
+    """The job worker's table: one handler per job kind (``engine/handlers/``)."""
+    return {
+        JobKind.HTTP: HttpJobs(
+            reader, invoker, waiters, run_timeout_seconds=settings.http_source_timeout_seconds
+        ),
+        JobKind.TIMER: TimerJobs(reader, invoker, executor),
+        JobKind.EMIT: EmitJobs(invoker, executor, webhooks),
+        JobKind.WORKFLOW: WorkflowJobs(executor, waiters),
+        JobKind.SEND: sends,
+        JobKind.RESUME: ResumeJobs(executor.db, executor),
+        JobKind.RELEASE: ReleaseJobs(invoker.commit),
+        JobKind.EMAIL: EmailJobs(reader, invoker),
+    }
+
+
+def job_worker(
+    db: AsyncEngine,
+    clock: Clock,
+    settings: Settings,
+    enqueuer: Enqueuer,
+    admission: Admission,
+    handlers: dict[str, Handler],
+) -> JobWorker:
+    """The job worker with its table of handlers, one per job kind."""
+    return JobWorker(
+        db,
+        clock,
+        WorkerConfig(
+            lease_ms=int(settings.job_lease_seconds * 1000),
+            poll_seconds=settings.job_poll_seconds,
+            retention_ms=settings.job_retention_seconds * 1000,
+            account_share=settings.account_max_concurrency,
+        ),
+        handlers,
+        # Requests first: the background loop yields while the endpoints are saturated,
+        # unless a backlog grows toward the shedding bound (it could not be run in it so).
+        pressure=(lambda: enqueuer.pressed() and not admission.backlogged())
+        if settings.requests_first
+        else None,
+    )
+
+
+def _notifications(settings: Settings, hub: Broker, worker: JobWorker) -> Notifications:
+    """Commits of other processes, pushed here (PostgreSQL): a new job wakes the job worker, a
+    stored event or log line the live streams of its emitter (``engine/notifications.py``)."""
+
+    def stored(emitter_id: str) -> None:
+        topic = broker.stored_topic(emitter_id)
+        if hub.subscribers(topic):
+            hub.publish(topic, [emitter_id])
+
+    def jobs(owner_id: str | None, due_now: bool) -> None:
+        worker.notify(owner_id, due_now=due_now)
+
+    return Notifications(settings.resolved_database_url, jobs, stored)
 
 
 async def create_account_offline(

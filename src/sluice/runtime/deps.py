@@ -105,6 +105,7 @@ class DependencyStore:
         quota_bytes: int = 0,
         registry: str | None = None,
         cache_dir: Path | None = None,
+        jail: NpmJail | None = None,
     ) -> None:
         self.root = Path(root)
         self.npm = npm
@@ -118,7 +119,7 @@ class DependencyStore:
         # would park a worker thread each.
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         #: The jail installs run in; None runs npm as the server's user (no sandbox).
-        self.jail: NpmJail | None = None
+        self.jail = jail
         self._owner_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
             weakref.WeakValueDictionary()
         )

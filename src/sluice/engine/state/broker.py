@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -37,7 +37,7 @@ T = TypeVar("T")
 #: How many recent items ``follow`` remembers to drop duplicates.
 _SEEN = 4096
 
-#: Topic of "deliveries were enqueued" (items: the number of jobs).
+#: Topic of "jobs were enqueued" (items: the number of jobs).
 JOBS = "jobs"
 #: Topic of "deliveries to webhooks were stored" (items: their number).
 DELIVERIES = "deliveries"
@@ -103,20 +103,25 @@ class Subscription:
             self._ready.set()
 
 
+#: What a publication to a topic calls, with its items; it must not block.
+Callback = Callable[[Sequence[Any]], None]
+
+
 class Broker:
-    def __init__(self, maxsize: int = 1000) -> None:
+    """Live readers subscribe and unsubscribe as they come; the process's own loops are told
+    through ``callbacks``, given once: ``{topic: [callback(items), ...]}``."""
+
+    def __init__(
+        self, maxsize: int = 1000, *, callbacks: Mapping[str, Sequence[Callback]] | None = None
+    ) -> None:
         self.maxsize = maxsize
         self._subscribers: dict[str, set[Subscription]] = {}
-        self._callbacks: dict[str, list[Callable[[Sequence[Any]], None]]] = {}
+        self._callbacks = {topic: tuple(calls) for topic, calls in (callbacks or {}).items()}
 
     def subscribe(self, topic: str) -> Subscription:
         sub = Subscription(self, topic, self.maxsize)
         self._subscribers.setdefault(topic, set()).add(sub)
         return sub
-
-    def on(self, topic: str, callback: Callable[[Sequence[Any]], None]) -> None:
-        """Call ``callback(items)`` on every publication to ``topic`` (it must not block)."""
-        self._callbacks.setdefault(topic, []).append(callback)
 
     def publish(self, topic: str, items: Sequence[Any]) -> None:
         if not items:
