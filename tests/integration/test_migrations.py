@@ -86,7 +86,7 @@ async def test_the_default_error_step_of_an_earlier_sluice_is_upgraded(
     import sqlalchemy as sa
     from alembic import command
 
-    from sluice.domain import error_workflow
+    from sluice.domain import default_error_workflow
     from sluice.storage import database
     from tests.conftest import SKIP_PG, _create_pg_database, _drop_pg_database
 
@@ -96,7 +96,7 @@ async def test_the_default_error_step_of_an_earlier_sluice_is_upgraded(
             pytest.skip("SLUICE_TEST_SKIP_POSTGRES=1")
         url = await _create_pg_database()
     engine = database.create_engine(url)
-    (old_hash,) = error_workflow.PREVIOUS_CODE_HASHES
+    (old_hash,) = default_error_workflow.PREVIOUS_CODE_HASHES
     default = {"id": "c_1", "name": "email", "type": "code", "code": "// old",
                "entry_path": "error-email.mjs", "code_hash": old_hash, "props": {}}  # fmt: skip
     edited = {**default, "id": "c_2", "code": "// mine", "code_hash": "f" * 64}
@@ -142,8 +142,8 @@ async def test_the_default_error_step_of_an_earlier_sluice_is_upgraded(
         return json.loads(raw) if isinstance(raw, str) else raw
 
     (upgraded,) = steps(rows["p_default"].steps)
-    assert upgraded["code"] == error_workflow.STEP_CODE and upgraded["id"] == "c_1"
-    assert upgraded["code_hash"] == error_workflow.DEFAULT_CODE_HASH
+    assert upgraded["code"] == default_error_workflow.STEP_CODE and upgraded["id"] == "c_1"
+    assert upgraded["code_hash"] == default_error_workflow.DEFAULT_CODE_HASH
     assert rows["p_default"].deployment_id != "d_old"
     assert steps(rows["p_edited"].steps) == [edited]
     assert rows["p_edited"].deployment_id == "d_old"

@@ -7,20 +7,20 @@ import json
 import logging
 
 from sluice import logs
-from sluice.domain import error_workflow
+from sluice.domain import default_error_workflow
 
 
 def test_error_workflow_doctests() -> None:
-    assert doctest.testmod(error_workflow).failed == 0
+    assert doctest.testmod(default_error_workflow).failed == 0
 
 
 def test_the_default_error_step_links_to_the_public_url_of_the_moment() -> None:
-    made = error_workflow.fields("u_1", base_url="http://127.0.0.1:8000", now_s=0)
+    made = default_error_workflow.fields("u_1", base_url="http://127.0.0.1:8000", now_s=0)
     step = made["steps"][0]
-    props = error_workflow.run_props(step, step["props"], "https://sluice.example.com/")
+    props = default_error_workflow.run_props(step, step["props"], "https://sluice.example.com/")
     assert props == {"base_url": "https://sluice.example.com"}
     edited = {**step, "code_hash": "0" * 64}  # the user changed its code: their values stand
-    assert error_workflow.run_props(edited, step["props"], "https://x") == step["props"]
+    assert default_error_workflow.run_props(edited, step["props"], "https://x") == step["props"]
 
 
 def test_a_json_record_carries_the_ids_logged_with_it() -> None:

@@ -1,5 +1,8 @@
 """A new account, whole: its row, its default error workflow (every account has a global
-error workflow from its first moment), and, as asked, its first API key and its password hash.
+error workflow from its first moment: one code step that e-mails a summary of each error,
+``domain/default_error_workflow.py``, its id in ``accounts.error_workflow_id``; stored without
+running Node, its code step is laid out on disk at its first run), and, as asked, its first API
+key and its password hash.
 
 One function, used by every way an account is made: ``Services.create_account`` (the API and
 the tests), ``Services.create_owner`` (a fresh install's first visitor) and
@@ -13,9 +16,10 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from sluice.domain import default_error_workflow
 from sluice.domain.accounts import Account
-from sluice.engine.auth.error_workflows import create_default_error_workflow
-from sluice.storage import accounts
+from sluice.domain.workflows import Workflow
+from sluice.storage import accounts, workflows
 
 
 @dataclass(frozen=True)
@@ -42,7 +46,11 @@ async def create(
         conn, username=username, email=email, now_s=now_s, is_admin=is_admin
     )
     key = await accounts.create_key(conn, account.id, now_s=now_s) if with_key else None
-    await create_default_error_workflow(conn, account.id, base_url=base_url, now_s=now_s)
+    errors_to = Workflow(
+        **default_error_workflow.fields(account.id, base_url=base_url, now_s=now_s)
+    )
+    await workflows.insert(conn, errors_to)
+    await workflows.set_error_workflow_id(conn, account.id, errors_to.id)
     if password_hash is not None:
         await accounts.set_password_hash(conn, account.id, password_hash)
     return NewAccount(account, key)

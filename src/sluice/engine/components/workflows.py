@@ -5,7 +5,7 @@ needs of them (each step's module on disk and its props, whether the trigger wai
 A workflow is a trigger and ordered steps, checked by ``engine/components/workflow_input.py``.
 A change of the trigger or of the steps makes a new deployment (``d_``); timers and source
 subscriptions follow the trigger. The global error workflow an account starts with is
-``engine/auth/error_workflows.py``'s.
+``engine/auth/accounts.py``'s (``domain/default_error_workflow.py``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from sluice import errors, ids
 from sluice.clock import Clock
 from sluice.config import Settings
 from sluice.crypto import Cipher
-from sluice.domain import error_workflow, tokens
+from sluice.domain import default_error_workflow, tokens
 from sluice.domain.routing import Link
 from sluice.domain.workflows import Workflow
 from sluice.engine.auth.credentials import CREDENTIAL_ERRORS, Credentials
@@ -320,6 +320,6 @@ class Workflows:
                     exc.details["step"] = step["id"]  # the run's failed step (executor.py)
                     raise
                 values[name] = {"$auth": found[1] if found else {}}
-        return error_workflow.run_props(
+        return default_error_workflow.run_props(
             step, values, self.settings.public_url_for(workflow.owner_id)
         )

@@ -141,7 +141,7 @@ def _error_workflows_for_existing_accounts() -> None:
     import os
     import time
 
-    from sluice.domain import error_workflow
+    from sluice.domain import default_error_workflow
 
     base_url = (os.environ.get("SLUICE_PUBLIC_URL") or "http://127.0.0.1:8000").rstrip("/")
     conn = op.get_bind()
@@ -161,7 +161,7 @@ def _error_workflows_for_existing_accounts() -> None:
     )
     now_s = int(time.time())
     for (account_id,) in conn.execute(sa.select(accounts.c.id)).all():
-        w = error_workflow.fields(account_id, base_url=base_url, now_s=now_s)
+        w = default_error_workflow.fields(account_id, base_url=base_url, now_s=now_s)
         conn.execute(workflows.insert().values(**w))
         conn.execute(
             accounts.update().where(accounts.c.id == account_id).values(error_workflow_id=w["id"])

@@ -1,6 +1,6 @@
 """The default global error workflow's e-mail links to the UI's run page and the workflow's
 page (it linked to the API's JSON) and no longer reads "Error: Error: …": every account's
-unedited default step gets this version's code (``domain/error_workflow.py``).
+unedited default step gets this version's code (``domain/default_error_workflow.py``).
 
 Revision ID: 0017
 Revises: 0016
@@ -11,7 +11,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 from sluice import ids
-from sluice.domain import error_workflow
+from sluice.domain import default_error_workflow
 
 revision = "0017"
 down_revision = "0016"
@@ -31,7 +31,7 @@ def upgrade() -> None:
     )
     for row in conn.execute(sa.select(workflows.c.id, workflows.c.steps)).all():
         steps = list(row.steps or [])
-        new = [error_workflow.upgraded_step(s) or s for s in steps]
+        new = [default_error_workflow.upgraded_step(s) or s for s in steps]
         if new != steps:
             conn.execute(
                 workflows.update()
