@@ -76,7 +76,9 @@ async def import_(admin: httpx.AsyncClient, *specs: str) -> list[dict[str, Any]]
     return packages
 
 
-async def test_every_component_of_the_packages_loads(admin: httpx.AsyncClient) -> None:
+async def test_every_component_of_the_packages_loads(
+    platform: Platform, admin: httpx.AsyncClient
+) -> None:
     # An older helper_functions first: the newer package then adds one version.
     (older,) = await import_(admin, "@pipedream/helper_functions@0.3.12")
     assert older["counts"]["loaded"] == older["counts"]["found"] == 24, older
@@ -104,6 +106,11 @@ async def test_every_component_of_the_packages_loads(admin: httpx.AsyncClient) -
         if app in SPREAD_APPS:
             assert report["app"]["auth_type"] == SPREAD_APPS[app], report["app"]
     assert figures["helper_functions"] == {"found": 24, "loaded": 1, "skipped": 23, "failed": 0}
+    # Each package's components were read in one realm, ended with its import.
+    workers = await platform.pool.stats()
+    assert workers and not any(
+        k.startswith("inspect:") for w in workers.values() for k in w["keys"]
+    ), workers
     newer = await admin.get("/v1/components/registry/helper_functions-convert-currency")
     assert newer.json()["data"]["versions"] == ["0.1.1", "0.2.0"], newer.text
     for app, counts in figures.items():

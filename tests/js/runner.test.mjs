@@ -165,6 +165,26 @@ describe("loading", () => {
 });
 
 describe("inspect", () => {
+  test("shared: a package's components in one realm; a failing one fails alone; evict ends it", async () => {
+    const shared = (entry) => runner.invoke("inspect:realm-test", entry, { kind: "inspect", shared: true });
+    const a = ok(await shared(fixture("realm/a.mjs")));
+    const b = ok(await shared(fixture("realm/b.mjs")));
+    // One realm: b's module saw a's, and their common module was evaluated once.
+    assert.deepEqual([a.key, a.description, b.key, b.description], [
+      "realm-a", "seen 1, common loaded 1", "realm-b", "seen 2, common loaded 1",
+    ]);
+    assert.equal((await shared(fixture("not-a-component.mjs"))).error.code, "NOT_A_COMPONENT");
+    assert.equal((await shared(fixture("does-not-exist.mjs"))).error.code, "LOAD_FAILED");
+    const cjs = ok(await shared(fixture("cjs/legacy-source.js")));
+    assert.equal(cjs.format, "cjs");
+    assert.equal(ok(await shared(fixture("no-run.mjs"))).format, "esm");
+    assert.ok(ok(await runner.request({ type: "stats" })).keys.includes("inspect:realm-test"));
+    assert.deepEqual(ok(await runner.request({ type: "evict", worker_key: "inspect:realm-test" })), { evicted: true });
+    // Alone (the default), each inspection has a realm of its own.
+    const alone = [ok(await inspect(fixture("realm/a.mjs"))), ok(await inspect(fixture("realm/b.mjs")))];
+    assert.deepEqual(alone.map((v) => v.description), ["seen 1, common loaded 1", "seen 1, common loaded 1"]);
+  });
+
   test("describes a registry-style source, props in order", async () => {
     const value = ok(await inspect(fixture("slackish/sources/new-message/new-message.mjs")));
     assert.deepEqual(value.props.map((p) => p.name), [

@@ -13,6 +13,7 @@ names is ``specifiers``'; its public names are re-exported here for callers. Eve
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Mapping
@@ -103,7 +104,16 @@ def find_imports(source: str) -> list[ImportRef]:
     ``require("x")``. Comments, strings, templates and regex literals are skipped. Literals
     containing a backslash are ignored: their text is not their value, and real specifiers
     never need escapes.
+
+    Remembered for the last files scanned: a package's components share their common files
+    and app file, and a registry import lays each component out with them (the scan of one
+    package's files was 6.5 of 17 s of CPU importing ``@pipedream/slack``).
     """
+    return list(_scanned(source))
+
+
+@functools.lru_cache(maxsize=256)
+def _scanned(source: str) -> tuple[ImportRef, ...]:
     toks = tokens.tokenize(source)
     found: dict[int, ImportRef] = {}
 
@@ -134,7 +144,7 @@ def find_imports(source: str) -> list[ImportRef]:
         elif not _is_punct(nxt, ".") and not (nxt is not None and nxt.text == "default"):
             # import/export <clause> from "x"; not import.meta, not export default
             add(_clause_source(toks, i + 1), "import")
-    return [found[k] for k in sorted(found)]
+    return tuple(found[k] for k in sorted(found))
 
 
 # --------------------------------------------------------------------------------------------

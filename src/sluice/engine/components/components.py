@@ -156,16 +156,18 @@ class Components:
         *,
         registry: bool = False,
         compat: bool | None = None,
+        realm: str | None = None,
     ) -> Checked:
         """Lay the component out, load it in Node and apply the authoring rules (nothing
         stored): the spec's, or with ``compat`` the compatibility rules, whose waivers end
-        up in ``shape.warnings``."""
+        up in ``shape.warnings``. ``realm``: loaded beside the other components of its
+        package (``inspect``)."""
         compat = self.settings.compat_rules if compat is None else compat
         url = source.url
         if source.code is None:
             source = await self._fetch(source)
         prepared = await self.prepare(source, owner_id)
-        info = await self.inspect(owner_id, prepared)
+        info = await self.inspect(owner_id, prepared, realm=realm)
         shape = rules.validate_shape(info, compat=compat)
         if registry:
             app_slugs = [
@@ -342,10 +344,19 @@ class Components:
         prepared = await self.prepare(source)
         return prepared.entry
 
-    async def inspect(self, owner_id: str, prepared: Prepared) -> dict[str, Any]:
+    async def inspect(
+        self, owner_id: str, prepared: Prepared, *, realm: str | None = None
+    ) -> dict[str, Any]:
+        """Load the code in Node and describe it (``invocations.of_inspection``: in a worker
+        of its own, or in ``realm`` beside the other components of its package)."""
         result = await self.pool.invoke(
             invocations.of_inspection(
-                self.settings, owner_id, prepared.code_hash, prepared.entry, ids.random_token(8)
+                self.settings,
+                owner_id,
+                prepared.code_hash,
+                prepared.entry,
+                ids.random_token(8),
+                realm=realm,
             )
         )
         if not result.ok or not isinstance(result.value, dict):
@@ -359,6 +370,10 @@ class Components:
                     error["stack"] = f"{where}\n{error.get('stack') or ''}"
             raise load_error(result, prepared.directory)
         return result.value
+
+    async def end_realm(self, owner_id: str, realm: str) -> None:
+        """Stop the worker of an inspection ``realm`` (its package's import is over)."""
+        await self.pool.evict(owner_id, invocations.realm_key(realm))
 
     async def _syntax_location(self, entry: Path) -> str | None:
         """``/…/file.mjs:2`` for the first syntax error of ``entry``'s own file, if any."""

@@ -21,7 +21,7 @@ from typing import Literal
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from sluice import errors
+from sluice import errors, ids
 from sluice.domain import app_files
 from sluice.domain import packages as layout_rules
 from sluice.domain import registry as registry_rules
@@ -118,13 +118,18 @@ class RegistryImports:
         found = layout_rules.layout(list(package.files))
         app = await self._import_app(package.name, package.version, package.files)
         gate = asyncio.Semaphore(_CONCURRENCY)
+        # The package's components load in one realm: the modules they share load once.
+        realm = f"import-{ids.random_token(8)}"
 
         async def one(entry: str) -> ComponentReport:
             async with gate:
                 files = layout_rules.component_files(package.files, entry)
-                return await self._import_component(owner_id, entry, files)
+                return await self._import_component(owner_id, entry, files, realm)
 
-        reports = await asyncio.gather(*(one(entry) for entry in found.components))
+        try:
+            reports = await asyncio.gather(*(one(entry) for entry in found.components))
+        finally:
+            await self.components.end_realm(owner_id, realm)
         log.info(
             "package imported",
             extra={
@@ -149,12 +154,14 @@ class RegistryImports:
         return AppReport(found.name_slug, found.name, found.auth_type, status, reason)
 
     async def _import_component(
-        self, owner_id: str, entry: str, files: dict[str, str]
+        self, owner_id: str, entry: str, files: dict[str, str], realm: str
     ) -> ComponentReport:
         code = files.pop(entry)
         source = ComponentInput(code=code, entry_path=entry, files=files)
         try:
-            checked = await self.components.check(owner_id, source, registry=True, compat=True)
+            checked = await self.components.check(
+                owner_id, source, registry=True, compat=True, realm=realm
+            )
         except errors.SluiceError as exc:
             return ComponentReport(entry, "failed", reason=exc.message)
         async with self._lock:

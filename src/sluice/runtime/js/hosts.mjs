@@ -202,7 +202,10 @@ export class HostPool {
 
   /** The worker for `call` (started if need be), with the key moved to the LRU's end. */
   place(call, memoryMb) {
-    if (call.request.call.kind === "inspect") return new Host(this, { memoryMb, transient: true });
+    const { kind, shared } = call.request.call;
+    // An inspection gets a realm of its own, ended after it; a shared one (a package's
+    // components, `shared: true`) goes to its key's worker as other calls do.
+    if (kind === "inspect" && !shared) return new Host(this, { memoryMb, transient: true });
     const key = call.key;
     let host = this.byKey.get(key);
     this.byKey.delete(key);

@@ -168,8 +168,17 @@ function handleCall({ seq, key, entry, env, call }) {
     let component;
     let mine;
     try {
-      mine = slotFor(key, entry);
-      component = await mine.loading;
+      if (call.kind === "inspect" && call.shared) {
+        // A package's components inspected in one realm (a registry import): each entry is
+        // imported beside the others, sharing the modules they import.
+        slot ??= { key, format: "esm", modules: new Map() };
+        if (slot.key !== key) throw new Error(`this worker holds ${slot.key}, not ${key}`);
+        component = await importFor(entry);
+        mine = { ...slot, format: isCommonJs(entry) ? "cjs" : "esm" };
+      } else {
+        mine = slotFor(key, entry);
+        component = await mine.loading;
+      }
     } catch (err) {
       inv.fail(err, LOAD_FAILED);
       return;
