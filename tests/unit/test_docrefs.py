@@ -73,4 +73,3 @@ def test_a_stale_reference_is_reported(docrefs: ModuleType, index: object, ref: 
     ix: Any = index
     mod = ix.modules["sluice.engine.queue.jobs"]
     assert docrefs.check_ref(ix, mod, mod.path.parent, ref, markdown=False) is not None
-
