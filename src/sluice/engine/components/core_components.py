@@ -22,7 +22,7 @@ from typing import Literal, get_args
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from sluice import errors
+from sluice import errors, ids
 from sluice.clock import Clock
 from sluice.domain import component_files as files_rules
 from sluice.domain import packages as layout_rules
@@ -105,22 +105,29 @@ class CoreComponents:
                 )
             )
             present = {r.code_hash for r in rows}
-        # A fresh install loads every component in Node: a few at a time, each in a worker
-        # thread of its own, so the first start waits for the slowest few, not for the sum.
+        # A fresh install loads every component in Node, a few at a time, in one realm (they
+        # are Sluice's own; the modules they share load once), ended when all are read.
         gate = asyncio.Semaphore(PUBLISH_CONCURRENCY)
+        realm = f"core-{ids.random_token(8)}"
 
         async def publish(path: str, entry: str, files: dict[str, str]) -> Seeded:
             async with gate:
-                return await self._publish(path, entry, files)
+                return await self._publish(path, entry, files, realm)
 
-        report = list(
-            await asyncio.gather(
-                *(
-                    publish(path, entry, files) if hashes[path] not in present else _present(path)
-                    for path, (entry, files) in tree.items()
+        try:
+            report = list(
+                await asyncio.gather(
+                    *(
+                        publish(path, entry, files)
+                        if hashes[path] not in present
+                        else _present(path)
+                        for path, (entry, files) in tree.items()
+                    )
                 )
             )
-        )
+        finally:
+            if len(present) < len(tree):
+                await self.components.end_realm(accounts.SYSTEM_ID, realm)
         counts = {o: sum(1 for r in report if r.outcome == o) for o in get_args(SeedOutcome)}
         log.info("core components checked", extra={"action": "core_components", **counts})
         for r in report:
@@ -133,12 +140,12 @@ class CoreComponents:
                 )
         return report
 
-    async def _publish(self, path: str, entry: str, files: dict[str, str]) -> Seeded:
+    async def _publish(self, path: str, entry: str, files: dict[str, str], realm: str) -> Seeded:
         others = dict(files)
         source = ComponentInput(code=others.pop(entry), entry_path=entry, files=others)
         try:
             checked = await self.components.check(
-                accounts.SYSTEM_ID, source, registry=True, compat=False
+                accounts.SYSTEM_ID, source, registry=True, compat=False, realm=realm
             )
         except errors.SluiceError as exc:
             return Seeded(path, "failed", reason=exc.message)
