@@ -15,6 +15,8 @@ backlog). Each body carries its sequence number. After the window the bench wait
   ok        p99 lag <= 1 s, every acked request stored once, and nothing still queued
   stored/s  events stored for the rate, over its window and its drain (the run rate when the
             rate is above it: PostgreSQL's drain)
+  drained/s events stored after the window, over the drain (the worker's rate with no
+            requests to take: requests first holds it back during the window)
 
 The goal (issue 15): the highest rate that is ok, held 60 s, at least 5,000 events/s.
 
@@ -165,7 +167,7 @@ def measure_rate(
 ) -> dict[str, Any]:
     db = server.data_dir / "sluice.db"
     load = asyncio.run(drive(server.port, path, rate, args.seconds, first, args.connections))
-    drained_at = time.monotonic()
+    drained_at, window_end_ms = time.monotonic(), time.time() * 1000
     left = wait_drained(db, args.drain)
     drain_s = time.monotonic() - drained_at
     events = {seq: ts for seq, ts in stored(db, source_id) if seq in load.scheduled}
@@ -190,6 +192,12 @@ def measure_rate(
         "drain_s": round(drain_s, 1),
         # Runs stored a second, from the first request to the end of the drain.
         "stored_per_s": round(len(seqs) / (args.seconds + drain_s), 1),
+        # ... and after the load's window only (the worker alone, no requests to take).
+        "drained_per_s": round(
+            sum(1 for s in load.acked if events.get(s, 0) > window_end_ms) / drain_s, 1
+        )
+        if drain_s
+        else None,
         "still_queued": still,
         "ok": bool(lags) and p99 <= 1000 and missing == 0 and still == 0 and not load.errors,
     }
@@ -243,7 +251,8 @@ def _main(args: argparse.Namespace) -> int:
             rows.append(row)
             print(json.dumps(row), flush=True)
     keys = ["rate", "acked", "stored", "missing", "doubled", "lag_p50_ms", "lag_p99_ms",
-            "lag_max_ms", "drain_s", "stored_per_s", "still_queued", "ok"]  # fmt: skip
+            "lag_max_ms", "drain_s", "stored_per_s", "drained_per_s", "still_queued",
+            "ok"]  # fmt: skip
     print(table(keys, [[row[k] for k in keys] for row in rows]))
     passed = [row["rate"] for row in rows if row["ok"]]
     print(
