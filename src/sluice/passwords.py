@@ -8,6 +8,8 @@ recommended set). Beside the layers, as ``crypto.py``: the engine and the CLI bo
 
 from __future__ import annotations
 
+import functools
+
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
@@ -39,5 +41,10 @@ def problem(password: str) -> str | None:
     return None
 
 
-#: Checked against when no account matches, so a login takes as long either way.
-DUMMY_HASH = hash_password("not a password of anyone")
+@functools.cache
+def dummy_hash() -> str:
+    """Checked against when no account matches, so a login takes as long either way. Made at
+    the first login (known account or not; a hash costs ~0.35 s of CPU), not when the module
+    is imported, as it was: every process importing the platform paid it (a CLI command, each
+    test process, a server's start)."""
+    return hash_password("not a password of anyone")

@@ -73,8 +73,10 @@ class Logins:
             )
         async with self.db.connect() as conn:
             found = await accounts.find_login(conn, identifier.strip())
-        # The same work whether or not the account exists: no timing oracle for usernames.
-        stored = found[1] if found else passwords.DUMMY_HASH
+        # The same work whether or not the account exists: no timing oracle for usernames
+        # (the dummy hash is made at the first login of either kind).
+        dummy = await asyncio.to_thread(passwords.dummy_hash)
+        stored = found[1] if found else dummy
         ok = await asyncio.to_thread(passwords.verify, stored, password[: passwords.MAX_LENGTH])
         if found is None or not ok:
             self._remember(key, taken, now_ms)
