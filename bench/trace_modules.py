@@ -1,19 +1,26 @@
-"""How many Sluice modules one webhook request crosses, from ``/e/<id>`` to its stored event.
+"""How many Sluice modules a request crosses, on two walks:
 
-What it counts: an in-process platform (SQLite, the sandbox as configured) with one HTTP
-source (``this.$emit(event.body)``). One request is POSTed to its endpoint through the ASGI app,
-then the job worker runs its job. A profiler hook (``sys.setprofile``) records every Python
-function call whose code lives under ``src/sluice/``, in order; the figures are:
+  webhook   one request to an HTTP source's endpoint ``/e/<id>``, to its stored event: an
+            in-process platform (SQLite, the sandbox as configured) with one HTTP source
+            (``this.$emit(event.body)``); the request is POSTed through the ASGI app, then the
+            job worker runs its job.
+  failing   a workflow run that fails: ``POST /v1/workflows/<id>/runs`` of a workflow whose
+            one code step throws, then every job that follows (the error forwarded to the
+            account's global error workflow, that workflow's run and its e-mail summary).
 
-  modules   distinct ``sluice.*`` modules entered (the request's path plus the job's)
+A profiler hook (``sys.setprofile``) records every Python function call whose code lives under
+``src/sluice/``, in order; the figures are:
+
+  modules   distinct ``sluice.*`` modules entered
+  edges     distinct (caller module, callee module) pairs of calls between two modules
   climbs    calls from a lower layer into a higher one (``domain`` 0, ``storage``/``runtime`` 1,
             ``engine`` 2, ``platform`` 3, ``api`` 4; others are not ranked), counted once per
             (caller module, callee module) pair
 
-Only the request and the job are traced, not the deploy. Module-level code (imports) is
-excluded: everything is imported before tracing starts.
+Only the walk is traced, not the set-up (a deploy, a warm-up request). Module-level code
+(imports) is excluded: everything is imported before tracing starts.
 
-Run:  .venv/bin/python bench/trace_modules.py [--list]
+Run:  .venv/bin/python bench/trace_modules.py [--walk webhook|failing|both] [--list]
 """
 
 from __future__ import annotations
@@ -31,6 +38,9 @@ SOURCE = (
     'export default { name: "t", version: "1", props: { http: "$.interface.http" },\n'
     "  async run(event) { this.$emit(event.body); } };\n"
 )
+THROWS = (
+    "export default defineComponent({ async run({ steps }) { return steps.trigger.event.x.y; } });"
+)
 RANK = {"domain": 0, "storage": 1, "runtime": 1, "engine": 2, "platform": 3, "api": 4}
 
 
@@ -46,7 +56,10 @@ def _rank(module: str) -> int | None:
     return RANK.get(parts[1]) if len(parts) > 1 else None
 
 
-async def _trace() -> tuple[list[str], set[tuple[str, str]], dict[str, list[str]]]:
+Walk = tuple[list[str], set[tuple[str, str]], set[tuple[str, str]], dict[str, list[str]]]
+
+
+async def _trace(walk: str) -> Walk:
     import httpx
 
     from sluice.api.app import create_app
@@ -54,6 +67,7 @@ async def _trace() -> tuple[list[str], set[tuple[str, str]], dict[str, list[str]
     from sluice.platform import Platform
 
     order: list[str] = []
+    edges: set[tuple[str, str]] = set()
     climbs: set[tuple[str, str]] = set()
     functions: dict[str, list[str]] = {}
 
@@ -73,6 +87,7 @@ async def _trace() -> tuple[list[str], set[tuple[str, str]], dict[str, list[str]
             back = back.f_back
         caller = _module(back.f_code.co_filename) if back is not None else None
         if caller and caller != callee:
+            edges.add((caller, callee))
             low, high = _rank(caller), _rank(callee)
             if low is not None and high is not None and high > low:
                 climbs.add((caller, callee))
@@ -85,44 +100,76 @@ async def _trace() -> tuple[list[str], set[tuple[str, str]], dict[str, list[str]
             transport = httpx.ASGITransport(app=app)
             headers = {"Authorization": f"Bearer {key}"}
             async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
-                made = await client.post(
-                    "/v1/sources", json={"component_code": SOURCE}, headers=headers
-                )
-                source = made.json()["data"]
-                path = "/e/" + source["endpoint_url"].rsplit("/", 1)[1]
-                # Warm: the first request loads the worker and caches the endpoint.
-                await client.post(path, json={"warm": True})
-                await platform.jobs.drain()
-                sys.setprofile(hook)
-                try:
-                    answer = await client.post(path, json={"n": 1})
-                    ran = await platform.jobs.drain()
-                finally:
-                    sys.setprofile(None)
-                assert answer.status_code == 200 and ran == 1, (answer.status_code, ran)
-                events = await client.get(
-                    f"/v1/sources/{source['id']}/event_summaries?expand=event", headers=headers
-                )
-                assert {"n": 1} in [e.get("event") for e in events.json()["data"]], events.text
-    return order, climbs, functions
+                if walk == "webhook":
+                    await _webhook(client, platform, headers, hook)
+                else:
+                    await _failing(client, platform, headers, hook)
+    return order, edges, climbs, functions
+
+
+async def _webhook(client: Any, platform: Any, headers: dict[str, str], hook: Any) -> None:
+    made = await client.post("/v1/sources", json={"component_code": SOURCE}, headers=headers)
+    source = made.json()["data"]
+    path = "/e/" + source["endpoint_url"].rsplit("/", 1)[1]
+    # Warm: the first request loads the worker and caches the endpoint.
+    await client.post(path, json={"warm": True})
+    await platform.jobs.drain()
+    sys.setprofile(hook)
+    try:
+        answer = await client.post(path, json={"n": 1})
+        ran = await platform.jobs.drain()
+    finally:
+        sys.setprofile(None)
+    assert answer.status_code == 200 and ran == 1, (answer.status_code, ran)
+    events = await client.get(
+        f"/v1/sources/{source['id']}/event_summaries?expand=event", headers=headers
+    )
+    assert {"n": 1} in [e.get("event") for e in events.json()["data"]], events.text
+
+
+async def _failing(client: Any, platform: Any, headers: dict[str, str], hook: Any) -> None:
+    body = {
+        "name": "fails",
+        "trigger": {"type": "manual"},
+        "steps": [{"name": "boom", "code": THROWS}],
+    }
+    made = await client.post("/v1/workflows", json=body, headers=headers)
+    assert made.status_code == 200, made.text
+    runs = f"/v1/workflows/{made.json()['data']['id']}/runs"
+    # Warm: the first run loads the workers (the workflow's and the error workflow's).
+    await client.post(runs, json={"event": {"warm": True}}, headers=headers)
+    await platform.jobs.drain()
+    sys.setprofile(hook)
+    try:
+        answer = await client.post(runs, json={"event": {"n": 1}}, headers=headers)
+        ran = await platform.jobs.drain()
+    finally:
+        sys.setprofile(None)
+    assert answer.status_code == 200 and answer.json()["data"]["status"] == "error", answer.text
+    assert ran >= 1, ran  # at least the error's forward to the global error workflow
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--walk", choices=["webhook", "failing", "both"], default="both")
     parser.add_argument("--list", action="store_true", help="print the modules and climbs")
     parser.add_argument(
         "--functions", action="store_true", help="with --list: the functions called in each"
     )
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "src"))
-    order, climbs, functions = asyncio.run(_trace())
-    print(f"modules crossed: {len(order)}; climbs back up: {len(climbs)}")
-    if args.list:
-        for module in order:
-            called = f": {', '.join(functions[module])}" if args.functions else ""
-            print(f"  {module}{called}")
-        print("climbs:")
-        print("\n".join(f"  {a} -> {b}" for a, b in sorted(climbs)))
+    for walk in ["webhook", "failing"] if args.walk == "both" else [args.walk]:
+        order, edges, climbs, functions = asyncio.run(_trace(walk))
+        print(
+            f"{walk}: modules crossed: {len(order)}; edges: {len(edges)}; "
+            f"climbs back up: {len(climbs)}"
+        )
+        if args.list:
+            for module in order:
+                called = f": {', '.join(functions[module])}" if args.functions else ""
+                print(f"  {module}{called}")
+            print("climbs:")
+            print("\n".join(f"  {a} -> {b}" for a, b in sorted(climbs)))
     return 0
 
 
