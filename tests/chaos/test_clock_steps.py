@@ -7,19 +7,23 @@ step moves the wall clock alone, as these do; the database and the job worker ar
 from __future__ import annotations
 
 import asyncio
-import secrets
 
+import pytest
+
+from sluice.domain.states import JobKind
 from sluice.engine.queue.jobs import Finish, JobWorker, WorkerConfig
 from sluice.platform import Platform
 from sluice.storage import jobs
 from sluice.storage.jobs import Job
 from tests.unit.test_clock import Sources
 
+pytestmark = pytest.mark.usefixtures("empty_queue")  # the queue to itself: real kinds claimed
+
 
 async def test_a_stepped_wall_clock_neither_doubles_runs_nor_ends_delays_early(
     platform: Platform,
 ) -> None:
-    kind = f"test-{secrets.token_hex(4)}"
+    kind = JobKind.WORKFLOW
     sources = Sources()
     system = sources.system_clock()
     held = JobWorker(platform.db, system, WorkerConfig(lease_ms=30_000))

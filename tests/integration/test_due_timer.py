@@ -5,13 +5,17 @@ test waits for the worker's timer to be armed, then moves the clock."""
 from __future__ import annotations
 
 import asyncio
-import secrets
+
+import pytest
 
 from sluice.clock import FakeClock
+from sluice.domain.states import JobKind
 from sluice.engine.queue.jobs import Finish, JobWorker, WorkerConfig
 from sluice.platform import Platform
 from sluice.storage import jobs
 from sluice.storage.jobs import Job
+
+pytestmark = pytest.mark.usefixtures("empty_queue")  # the queue to itself: real kinds claimed
 
 #: Far longer than any test waits: a job that runs did not wait for a poll.
 HOUR = WorkerConfig(poll_seconds=3600)
@@ -19,7 +23,7 @@ HOUR = WorkerConfig(poll_seconds=3600)
 PATIENCE = 20
 
 
-async def enqueue(platform: Platform, kind: str, now_ms: int, run_after_ms: int) -> int:
+async def enqueue(platform: Platform, kind: JobKind, now_ms: int, run_after_ms: int) -> int:
     async with platform.db.begin() as conn:
         return await jobs.enqueue(
             conn,
@@ -33,7 +37,7 @@ async def enqueue(platform: Platform, kind: str, now_ms: int, run_after_ms: int)
 
 
 async def test_a_delayed_job_runs_when_the_clock_reaches_its_time(platform: Platform) -> None:
-    clock, kind = FakeClock(), f"due_{secrets.token_hex(3)}"
+    clock, kind = FakeClock(), JobKind.WORKFLOW
     start = clock.now_ms()
     ran: asyncio.Queue[tuple[int, int]] = asyncio.Queue()
 
@@ -68,7 +72,7 @@ async def test_a_delayed_job_runs_when_the_clock_reaches_its_time(platform: Plat
 
 
 async def test_a_retry_backoff_wakes_the_worker_too(platform: Platform) -> None:
-    clock, kind = FakeClock(), f"due_{secrets.token_hex(3)}"
+    clock, kind = FakeClock(), JobKind.WORKFLOW
     attempts: asyncio.Queue[int] = asyncio.Queue()
 
     async def flaky(job: Job, finish: Finish) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import secrets
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -15,6 +14,7 @@ import pytest_asyncio
 import sqlalchemy as sa
 
 from sluice.domain import text
+from sluice.domain.states import JobKind
 from sluice.engine.queue.enqueuer import Enqueuer
 from sluice.platform import Platform
 from sluice.storage import jobs
@@ -29,12 +29,15 @@ async def enqueuer(platform: Platform) -> AsyncIterator[Enqueuer]:
     await e.close()
 
 
+pytestmark = pytest.mark.usefixtures("empty_queue")  # jobs no drain here claims, then deleted
+
+
 @pytest.fixture
-def kind() -> str:
-    return f"test-{secrets.token_hex(4)}"  # never claimed by a registered handler
+def kind() -> JobKind:
+    return JobKind.WORKFLOW
 
 
-async def _payloads(platform: Platform, kind: str) -> dict[int, Any]:
+async def _payloads(platform: Platform, kind: JobKind) -> dict[int, Any]:
     async with platform.db.connect() as conn:
         rows = await conn.execute(
             sa.select(jobs_table.c.id, jobs_table.c.payload).where(jobs_table.c.kind == kind)
@@ -43,7 +46,7 @@ async def _payloads(platform: Platform, kind: str) -> dict[int, Any]:
 
 
 async def test_concurrent_jobs_share_commits_and_get_their_ids(
-    platform: Platform, enqueuer: Enqueuer, kind: str
+    platform: Platform, enqueuer: Enqueuer, kind: JobKind
 ) -> None:
     seen: list[int] = []
     results = await asyncio.gather(
@@ -65,7 +68,7 @@ async def test_concurrent_jobs_share_commits_and_get_their_ids(
 
 
 async def test_a_failed_transaction_fails_its_callers_only(
-    platform: Platform, enqueuer: Enqueuer, kind: str
+    platform: Platform, enqueuer: Enqueuer, kind: JobKind
 ) -> None:
     # SQLAlchemy's JSON bind fails on PostgreSQL; on SQLite the batch is serialized by hand.
     with pytest.raises((sa.exc.StatementError, TypeError)):
@@ -76,7 +79,7 @@ async def test_a_failed_transaction_fails_its_callers_only(
 
 
 async def test_a_write_lock_held_elsewhere_is_waited_for(
-    platform: Platform, enqueuer: Enqueuer, kind: str
+    platform: Platform, enqueuer: Enqueuer, kind: JobKind
 ) -> None:
     async with platform.db.begin() as conn:
         # This transaction writes first (on SQLite it now holds the one write lock).
@@ -91,7 +94,7 @@ async def test_a_write_lock_held_elsewhere_is_waited_for(
     assert sorted(p["n"] for p in (await _payloads(platform, kind)).values()) == [1, 2]
 
 
-async def test_large_group_commits_mean_pressure(enqueuer: Enqueuer, kind: str) -> None:
+async def test_large_group_commits_mean_pressure(enqueuer: Enqueuer, kind: JobKind) -> None:
     """A lone request is no pressure; many sharing a commit are (the job worker yields)."""
     await enqueuer.enqueue(NewJob(kind, "u_x", "dc_x", {"i": 0}))
     assert not enqueuer.pressed()
@@ -102,7 +105,7 @@ async def test_large_group_commits_mean_pressure(enqueuer: Enqueuer, kind: str) 
 
 
 async def test_one_caller_after_another_is_never_left_waiting(
-    enqueuer: Enqueuer, platform: Platform, kind: str
+    enqueuer: Enqueuer, platform: Platform, kind: JobKind
 ) -> None:
     """Each caller resumes before its flusher's task has ended: the next job must still get a
     flush (a done-callback clearing the flusher comes a turn too late)."""
@@ -112,7 +115,7 @@ async def test_one_caller_after_another_is_never_left_waiting(
 
 
 async def test_a_batch_keeps_awkward_payloads_whole(
-    platform: Platform, enqueuer: Enqueuer, kind: str
+    platform: Platform, enqueuer: Enqueuer, kind: JobKind
 ) -> None:
     """Many jobs in one flush (one statement of arrays on PostgreSQL): NUL, a lone surrogate,
     non-ASCII text and deep values come back as given, each in its own job."""

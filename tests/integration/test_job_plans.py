@@ -13,12 +13,13 @@ import pytest_asyncio
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from sluice.domain.states import JobKind
 from sluice.storage import database, jobs
 from sluice.storage.jobs import NewJob
 from tests.conftest import _create_pg_database, _drop_pg_database
 
 QUEUED = 3000
-KIND = "test-plans"
+KIND = JobKind.WORKFLOW
 
 
 @pytest_asyncio.fixture(loop_scope="session")

@@ -66,16 +66,19 @@ async def test_each_job_runs_once_and_is_done_with_its_results(
     clock = FakeClock()
     worker = JobWorker(platform.db, clock)
     seen: list[int] = []
+    kinds: set[object] = set()
 
     async def handler(job: Job, finish: Finish) -> None:
         async with platform.db.begin() as conn:
             seen.append(job.payload["i"])
+            kinds.add(type(job.kind))
             await conn.run_sync(finish)
 
     worker.handlers[kind] = handler
     ids = await _enqueue(platform, clock, kind, 5)
     assert await worker.drain() == 5
     assert sorted(seen) == [0, 1, 2, 3, 4]
+    assert kinds == {JobKind}  # a claimed job's kind is typed, not the column's str
     assert [await _status(platform, i) for i in ids] == [("done", 1)] * 5
     assert await worker.drain() == 0
 

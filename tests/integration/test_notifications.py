@@ -12,6 +12,7 @@ import pytest_asyncio
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sluice.clock import FakeClock
+from sluice.domain.states import JobKind
 from sluice.engine import streams
 from sluice.engine.notifications import Notifications
 from sluice.engine.queue.jobs import Finish, JobWorker, WorkerConfig
@@ -46,7 +47,7 @@ async def test_an_added_or_requeued_job_wakes_a_worker(
 ) -> None:
     url, db = postgres
     clock = FakeClock()
-    kind = f"test-{secrets.token_hex(4)}"
+    kind = JobKind.WORKFLOW  # a database of its own: no other test claims it
     worker = JobWorker(db, clock, WorkerConfig(poll_seconds=HOUR))
     ran: asyncio.Queue[int] = asyncio.Queue()
 

@@ -308,7 +308,7 @@ def handler_table(
     waiters: Waiters,
     sends: SendJobs,
     webhooks: Webhooks,
-) -> dict[str, Handler]:
+) -> dict[JobKind, Handler]:
     """The job worker's table: one handler per job kind (``engine/handlers/``)."""
     return {
         JobKind.HTTP: HttpJobs(
@@ -330,7 +330,7 @@ def job_worker(
     settings: Settings,
     enqueuer: Enqueuer,
     admission: Admission,
-    handlers: dict[str, Handler],
+    handlers: dict[JobKind, Handler],
 ) -> JobWorker:
     """The job worker with its table of handlers, one per job kind."""
     return JobWorker(

@@ -29,7 +29,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from sluice.domain import text
-from sluice.domain.states import JobState
+from sluice.domain.states import JobKind, JobState
 from sluice.storage import database
 from sluice.storage.tables import jobs as t
 
@@ -37,7 +37,7 @@ from sluice.storage.tables import jobs as t
 @dataclass(frozen=True)
 class Job:
     id: int
-    kind: str
+    kind: JobKind
     owner_id: str
     target_id: str
     payload: Any
@@ -50,7 +50,7 @@ class Job:
 def _job(row: Any) -> Job:
     return Job(
         row.id,
-        row.kind,
+        JobKind(row.kind),
         row.owner_id,
         row.target_id,
         row.payload,
@@ -71,7 +71,7 @@ def _held(held: list[Job]) -> sa.ColumnElement[bool]:
 def enqueue_sync(
     conn: Connection,
     *,
-    kind: str,
+    kind: JobKind,
     owner_id: str,
     target_id: str,
     payload: Any,
@@ -98,7 +98,7 @@ def enqueue_sync(
 async def enqueue(
     conn: AsyncConnection,
     *,
-    kind: str,
+    kind: JobKind,
     owner_id: str,
     target_id: str,
     payload: Any,
@@ -131,7 +131,7 @@ def claim_sync(
     now_ms: int,
     lease_ms: int,
     limit: int,
-    kinds: tuple[str, ...] | None = None,
+    kinds: tuple[JobKind, ...] | None = None,
     expired: bool = True,
     skip_owners: tuple[str, ...] = (),
 ) -> list[Job]:
@@ -176,7 +176,7 @@ def _claim_args(
     limit: int,
     until_ms: int,
     worker_id: str,
-    kinds: tuple[str, ...] | None,
+    kinds: tuple[JobKind, ...] | None,
     skip_owners: tuple[str, ...],
 ) -> list[Any]:
     return [expired, now_ms, limit, until_ms, worker_id, list(kinds) if kinds else None,
@@ -185,7 +185,7 @@ def _claim_args(
 
 def _job_pg(row: Any) -> Job:
     payload = None if row[4] is None else text.from_stored(json.loads(row[4]))
-    return Job(row[0], row[1], row[2], row[3], payload, row[5], row[6], row[7])
+    return Job(row[0], JobKind(row[1]), row[2], row[3], payload, row[5], row[6], row[7])
 
 
 async def claim_asyncpg(
@@ -195,7 +195,7 @@ async def claim_asyncpg(
     now_ms: int,
     lease_ms: int,
     limit: int,
-    kinds: tuple[str, ...] | None = None,
+    kinds: tuple[JobKind, ...] | None = None,
     expired: bool = True,
     skip_owners: tuple[str, ...] = (),
 ) -> list[Job]:
@@ -256,7 +256,7 @@ def _take(
     expired: bool,
     now_ms: int,
     limit: int,
-    kinds: tuple[str, ...] | None,
+    kinds: tuple[JobKind, ...] | None,
     worker_id: str,
     locked_until_ms: int,
     skip_owners: tuple[str, ...] = (),
@@ -339,7 +339,7 @@ def prune_sync(conn: Connection, *, finished_before_ms: int, limit: int) -> int:
     return int(conn.execute(t.delete().where(t.c.id.in_(old.scalar_subquery()))).rowcount)
 
 
-def next_due_sync(conn: Connection, *, now_ms: int, kinds: tuple[str, ...]) -> int | None:
+def next_due_sync(conn: Connection, *, now_ms: int, kinds: tuple[JobKind, ...]) -> int | None:
     """The earliest ``run_after_ms`` after ``now_ms`` of the queued jobs of ``kinds``: when the
     next of them becomes ready (a ``$.flow`` pause, a retry's backoff): jobs made due later
     than their creation, one probe of their partial index however long the queue."""
@@ -362,7 +362,7 @@ async def claim(
     now_ms: int,
     lease_ms: int,
     limit: int,
-    kinds: tuple[str, ...] | None = None,
+    kinds: tuple[JobKind, ...] | None = None,
 ) -> list[Job]:
     return await conn.run_sync(
         claim_sync, worker_id=worker_id, now_ms=now_ms, lease_ms=lease_ms, limit=limit, kinds=kinds
@@ -459,7 +459,7 @@ async def delete_for(conn: AsyncConnection, target_id: str) -> None:
 
 @dataclass(frozen=True)
 class NewJob:
-    kind: str
+    kind: JobKind
     owner_id: str
     target_id: str
     payload: Any

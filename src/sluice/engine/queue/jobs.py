@@ -71,6 +71,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sluice import errors, ids
 from sluice.clock import Clock
 from sluice.domain import shares
+from sluice.domain.states import JobKind
 from sluice.storage import database, jobs
 from sluice.storage.jobs import Job
 
@@ -292,7 +293,7 @@ class DueTimer:
         self,
         db: AsyncEngine,
         clock: Clock,
-        kinds: Collection[str],
+        kinds: Collection[JobKind],
         wake: Callable[[], None],
         recheck_ms: int,
     ) -> None:
@@ -377,7 +378,7 @@ class JobWorker:
         db: AsyncEngine,
         clock: Clock,
         config: WorkerConfig | None = None,
-        handlers: Mapping[str, Handler] | None = None,
+        handlers: Mapping[JobKind, Handler] | None = None,
         *,
         pressure: Callable[[], bool] | None = None,
     ) -> None:
@@ -388,7 +389,7 @@ class JobWorker:
         # Claims and "done" marks: inline on SQLite, no per-statement thread hand-offs.
         self.writer = database.Writer(db)
         self._postgres = database.is_postgres(db)
-        self.handlers: dict[str, Handler] = dict(handlers or {})
+        self.handlers: dict[JobKind, Handler] = dict(handlers or {})
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._running: set[asyncio.Task[bool]] = set()
@@ -544,7 +545,7 @@ class JobWorker:
         every other job alone. Units are in the order of their first job."""
         size = self.config.run_batch
         units: list[list[int]] = []
-        open_units: dict[tuple[str, str], list[int]] = {}
+        open_units: dict[tuple[JobKind, str], list[int]] = {}
         for position, job in enumerate(claimed):
             if size > 1 and isinstance(self.handlers.get(job.kind), BatchHandler):
                 key = (job.kind, job.target_id)
