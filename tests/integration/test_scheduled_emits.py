@@ -11,11 +11,14 @@ import dataclasses
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
 import pytest_asyncio
 
 from sluice.clock import FakeClock, SystemClock
 from sluice.platform import Platform
 from tests.conftest import Api, account_client
+
+pytestmark = pytest.mark.usefixtures("empty_queue")  # the queue to itself: every job counted
 
 TASKS = """
 export default {
@@ -82,9 +85,7 @@ async def test_a_scheduled_emit_waits_in_in_until_its_time(env: Env) -> None:
     assert [e["metadata"]["id"] for e in queued] == ["t2", "t1"], queued
     assert queued[0]["metadata"]["delivery_ts"] == now + 60_000
     assert await events(env, source_id) == []  # not emitted yet, nor listed
-    # Nothing of them is due yet (the count would include other tests' jobs: the platform's
-    # queue is shared by the session).
-    await env.platform.jobs.drain()
+    assert await env.platform.jobs.drain() == 0  # nothing of them is due yet
     assert len(await events(env, source_id, "$in")) == 2
     assert await events(env, source_id) == []
     # Cancelled as Pipedream's source does: deleted from $in by its id.
