@@ -23,6 +23,8 @@ from tests.conftest import Api
 from tests.integration.test_api_basics import assert_error
 from tests.integration.test_sources_api import deploy
 
+pytestmark = pytest.mark.usefixtures("empty_queue")  # every due timer and job is this test's
+
 TICKER = """
 export default {
   name: "Ticker",
@@ -48,7 +50,6 @@ class Rig:
             self.clock,
             SchedulerConfig(batch=batch),
             notify=self.worker.notify,
-            only=self.ids,
         )
 
     async def timer(self, deployment_id: str) -> timers.Timer | None:
@@ -191,7 +192,7 @@ async def test_concurrent_claims_take_disjoint_timers(api: Api, rig: Rig) -> Non
 
     async def claim() -> list[str]:
         async with rig.platform.db.begin() as conn:
-            ticks = await timers.claim_due(conn, now_ms=latest, limit=3, deployment_ids=rig.ids)
+            ticks = await timers.claim_due(conn, now_ms=latest, limit=3)
             if postgres:
                 await asyncio.wait_for(barrier.wait(), 10)
         return [t.deployment_id for t in ticks]

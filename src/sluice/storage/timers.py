@@ -11,7 +11,6 @@ CASCADE``).
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,15 +106,11 @@ async def claim_due(
     *,
     now_ms: int,
     limit: int,
-    deployment_ids: Collection[str] | None = None,
 ) -> list[Tick]:
     """Fire up to ``limit`` due timers, earliest first: for each, enqueue a ``timer`` job whose
     payload is the tick's event and move ``next_run_ms`` past ``now_ms`` (after downtime the
-    first missed tick fires once, see ``schedules.due``). Three statements whatever the batch.
-    ``deployment_ids`` narrows the claim (tests sharing a database)."""
+    first missed tick fires once, see ``schedules.due``). Three statements whatever the batch."""
     query = sa.select(t).where(t.c.next_run_ms <= now_ms).order_by(t.c.next_run_ms).limit(limit)
-    if deployment_ids is not None:
-        query = query.where(t.c.deployment_id.in_(list(deployment_ids)))
     if conn.dialect.name == "postgresql":
         # The rows stay locked until the commit: a second scheduler skips them, and by the time
         # it could see them again their next_run_ms has moved.
@@ -152,12 +147,8 @@ async def claim_due(
     return ticks
 
 
-async def next_due_ms(
-    conn: AsyncConnection, deployment_ids: Collection[str] | None = None
-) -> int | None:
+async def next_due_ms(conn: AsyncConnection) -> int | None:
     """The earliest ``next_run_ms`` of all timers (None without timers)."""
     query = sa.select(sa.func.min(t.c.next_run_ms))
-    if deployment_ids is not None:
-        query = query.where(t.c.deployment_id.in_(list(deployment_ids)))
     value = (await conn.execute(query)).scalar_one_or_none()
     return int(value) if value is not None else None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -39,15 +39,12 @@ class Scheduler:
         config: SchedulerConfig | None = None,
         *,
         notify: Callable[[], None] | None = None,
-        only: Collection[str] | None = None,
     ) -> None:
         """``notify`` wakes the job worker when ticks are enqueued (else it finds them at its
-        next poll); ``only`` limits the scheduler to these deployments (tests sharing a
-        database)."""
+        next poll)."""
         self.db = db
         self.clock = clock
         self.config = config or SchedulerConfig()
-        self.only = only
         self.on_enqueued = notify
         self._task: asyncio.Task[None] | None = None
 
@@ -57,9 +54,7 @@ class Scheduler:
         while True:
             now_ms = self.clock.now_ms()
             async with self.db.begin() as conn:
-                fired = await timers.claim_due(
-                    conn, now_ms=now_ms, limit=self.config.batch, deployment_ids=self.only
-                )
+                fired = await timers.claim_due(conn, now_ms=now_ms, limit=self.config.batch)
             total += len(fired)
             if fired:
                 log.debug(
@@ -74,7 +69,7 @@ class Scheduler:
 
     async def _sleep_seconds(self) -> float:
         async with self.db.connect() as conn:
-            next_ms = await timers.next_due_ms(conn, self.only)
+            next_ms = await timers.next_due_ms(conn)
         longest = self.config.max_sleep_seconds
         if next_ms is None:
             return longest
