@@ -9,8 +9,11 @@ import { readdirSync, readFileSync } from "node:fs";
 export function reapIfIdle(busy) {
   if (busy()) return;
   // A process being created as /proc is read can be missed: pass again until nothing but
-  // zombies (already dead, waiting to be collected) is left. Bounded.
-  for (let pass = 0; pass < 20; pass++) {
+  // zombies (already dead, waiting to be collected) is left. A killed process is not dead
+  // at once: the kernel runs its exit after the signal is sent, so from the second pass each
+  // waits a moment for the ones still dying (20 quick passes could all end before a killed
+  // sleeper did, and the next invocation saw it alive). Bounded: 50 passes, ~100 ms.
+  for (let pass = 0; pass < 50; pass++) {
     const others = jailProcesses();
     if (others.length === 0) return;
     for (const pid of others) {
@@ -20,8 +23,11 @@ export function reapIfIdle(busy) {
         // already gone
       }
     }
+    Atomics.wait(PAUSE, 0, 0, pass === 0 ? 0 : 2);
   }
 }
+
+const PAUSE = new Int32Array(new SharedArrayBuffer(4));
 
 /** Live processes of the jail other than its init and this runner. */
 function jailProcesses() {
