@@ -4,15 +4,16 @@ Node runner pool, the ASGI app in process, and a fresh account per test.
 ``platform`` is shared by the tests of one process (one per dialect), and so is its job queue.
 A module whose tests own the queue (count every job, drain it and expect only their own, run a
 scheduler over every due timer) asks for ``empty_queue``
-(``pytestmark = pytest.mark.usefixtures("empty_queue")``): each test starts with no job and no
-timer, and its own are deleted after it. Safe because a process runs one test at a time with the
-background loops off, and the module-scoped fixtures of other files are gone by then (pytest
-tears them down at the module's end); not for a module whose own module-scoped fixtures leave
-jobs or timers (a deployed source's) for its tests. Not a database per test from a template
-(issue 28): measured on this 2-core machine under load, a platform on a copy costs ~0.45 s on
-SQLite and ~1.9 s on PostgreSQL (creating and dropping the database ~1.5 s, the sandbox's start
-~0.3 s), and made ``tests/integration/test_jobs.py`` 76 s instead of 19 s
-(notes/issue-28-testdb.md).
+(``pytestmark = pytest.mark.usefixtures("empty_queue")``): each test starts with no job, timer
+or webhook delivery, and its own are deleted after it. Safe because a process runs one test at
+a time with the background loops off, and the module-scoped fixtures of other files are gone by
+then (pytest tears them down at the module's end); not for a module whose own module-scoped
+fixtures leave jobs, timers or deliveries (a deployed source's) for its tests.
+
+Not a database per test from a template (issue 28): measured on this 2-core machine under load,
+a platform on a copy costs ~0.45 s on SQLite and ~1.9 s on PostgreSQL (creating and dropping the
+database ~1.5 s, the sandbox's start ~0.3 s), and made ``tests/integration/test_jobs.py`` 76 s
+instead of 19 s (notes/issue-28-testdb.md).
 
 PostgreSQL is expected at ``SLUICE_TEST_POSTGRES`` (default 127.0.0.1:5432, trust auth). When it
 cannot be reached the PostgreSQL half of the suite FAILS, unless ``SLUICE_TEST_SKIP_POSTGRES=1``
@@ -142,8 +143,8 @@ async def platform(request: pytest.FixtureRequest, _platforms: _Platforms) -> Pl
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def empty_queue(platform: Platform) -> AsyncIterator[None]:
-    """The test's job queue and timers to itself: every job and timer of the tests before it
-    deleted, and its own deleted after it (jobs of a real kind that no later test's drain
+    """The test's job queue, timers and webhook deliveries to itself: every one of the tests
+    before it deleted, and its own deleted after it (jobs of a real kind that no later test's drain
     should run)."""
     await _empty_queue(platform)
     yield
@@ -154,6 +155,7 @@ async def _empty_queue(platform: Platform) -> None:
     async with platform.db.begin() as conn:
         await conn.execute(tables.jobs.delete())
         await conn.execute(tables.timers.delete())
+        await conn.execute(tables.deliveries.delete())
 
 
 @dataclass
