@@ -232,34 +232,3 @@ async def test_a_batch_whose_claim_was_lost_stores_nothing(
     assert await _jobs(platform, source_id) == [("done", 2)] * 4
     stalled.writer.dispose()
     other.writer.dispose()
-
-
-async def test_the_batches_of_a_group_commit_insert_their_events_in_one_statement(
-    api: Api, statements: list[str]
-) -> None:
-    """Two batches of one source whose transactions share a group commit
-    (``database.GroupWriter``): their events in one insert and their quota charge in one
-    upsert, at the end of the transaction (``database.at_commit``), not one of each per
-    batch; each batch's runs stored once."""
-    platform = api.platform
-    source_id, _path = await deploy(api, THROWS_ON_2)
-    deployment = await platform.sources.get(api.account_id, source_id)
-
-    def runs(first: int) -> list[tuple[SourceResults, Finish | None]]:
-        return [
-            (SourceResults(f"inv{i}", [{"event": {"i": i}, "meta": {}}], {}, [], [], None), None)
-            for i in range(first, first + 3)
-        ]
-
-    statements.clear()
-    # Both asked for before the group's flush starts: one transaction.
-    answers = await asyncio.gather(
-        platform.commit.sources(deployment, None, runs(0)),
-        platform.commit.sources(deployment, None, runs(3)),
-    )
-    assert [len(one.event_ids) for batch in answers for one in batch] == [1] * 6  # type: ignore[union-attr]
-    assert sorted(e["i"] for e in (await _events(platform, source_id))[""]) == list(range(6))
-    inserts = [s for s in statements if s.lstrip().upper().startswith("INSERT INTO EVENTS")]
-    assert len(inserts) == 1, inserts
-    charges = [s for s in statements if "INTO account_usage" in s]
-    assert len(charges) == (1 if platform.commit.quota.enabled else 0), charges

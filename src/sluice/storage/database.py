@@ -342,7 +342,7 @@ class Writer:
     async def __call__(self, fn: Callable[[Connection], T]) -> T:
         started = time.monotonic()
         try:
-            return await self._write(_ended(fn), started)
+            return await self._write(fn, started)
         except Exception as exc:  # the driver's own cursor's errors too
             faults.raise_if_unavailable(exc)
             if self._sync is not None:
@@ -479,37 +479,3 @@ def memo(conn: Connection) -> dict[Any, Any]:
         held = conn.info["sluice_memo"] = (tx, {})
     result: dict[Any, Any] = held[1]
     return result
-
-
-#: ``memo``'s key of the steps left for the end of a transaction (``at_commit``).
-_AT_COMMIT = ("sluice", "at_commit")
-
-
-def at_commit(conn: Connection, key: Any, step: Callable[[Connection], None]) -> None:
-    """Run ``step`` once at the end of ``conn``'s transaction (a ``Writer``'s: after its
-    function, or every function of a group commit, before the commit), however many of them
-    ask for it under ``key``: what they left for it (a group's source batches' events, their
-    quota charge) written once, in one statement, where each batch paid one (a round trip
-    each on PostgreSQL). A step that raises fails the transaction, as a statement would."""
-    steps: dict[Any, Callable[[Connection], None]] = memo(conn).setdefault(_AT_COMMIT, {})
-    steps.setdefault(key, step)
-
-
-def _ending(conn: Connection) -> None:
-    """The steps ``at_commit`` left for this transaction, in the order asked (a step may ask
-    for another)."""
-    held = memo(conn)
-    while steps := held.pop(_AT_COMMIT, None):
-        for step in steps.values():
-            step(conn)
-
-
-def _ended(fn: Callable[[Connection], T]) -> Callable[[Connection], T]:
-    """``fn``, then the steps it left for the end of its transaction."""
-
-    def transaction(conn: Connection) -> T:
-        result = fn(conn)
-        _ending(conn)
-        return result
-
-    return transaction

@@ -110,30 +110,6 @@ def insert_rows_sync(conn: Connection, rows: list[dict[str, Any]]) -> None:
         conn.execute(_INSERT, rows)
 
 
-#: ``database.memo``'s key of the rows left for the end of the transaction.
-_AT_END = ("events", "at_commit")
-
-
-def rows_at_commit(conn: Connection) -> list[dict[str, Any]]:
-    """A list for ``append_events_sync``'s ``deferred`` rows whose insert waits for the end
-    of ``conn``'s transaction (``database.at_commit``): the source batches of a group commit
-    insert their events in one statement (``flush_sync`` inserts them earlier)."""
-    held = database.memo(conn)
-    rows: list[dict[str, Any]] | None = held.get(_AT_END)
-    if rows is None:
-        rows = held[_AT_END] = []
-        database.at_commit(conn, _AT_END, flush_sync)
-    return rows
-
-
-def flush_sync(conn: Connection) -> None:
-    """Insert now the rows left for the end of the transaction (``rows_at_commit``)."""
-    rows: list[dict[str, Any]] | None = database.memo(conn).get(_AT_END)
-    if rows:
-        insert_rows_sync(conn, rows)
-        rows.clear()  # the same list: appends go on into it
-
-
 async def append(
     conn: AsyncConnection,
     *,

@@ -79,20 +79,19 @@ class _Batch:
         #: Deliveries to webhooks stored (``engine/outbound/deliveries.py`` posts them).
         self.deliveries = 0
         self._links: list[routing.Link] | None = None
-        #: Event rows not inserted yet (``defer``): inserted at the end of the transaction.
+        #: Event rows not inserted yet (``defer``): one statement for a batch's events.
         self._deferred: list[dict[str, Any]] | None = None
         #: Bytes stored for the account, charged once (``Commit._sources_transaction``).
         self.charge = 0
 
     def defer(self) -> None:
-        """From now on, events are inserted at the end of the transaction, in one statement
-        with those of the other batches of its group commit (``events.rows_at_commit``), or
-        by ``flush``."""
-        self._deferred = events.rows_at_commit(self.conn)
+        """From now on, events are inserted by ``flush``, all at once."""
+        self._deferred = []
 
     def flush(self) -> None:
-        if self._deferred is not None:
-            events.flush_sync(self.conn)
+        if self._deferred:
+            events.insert_rows_sync(self.conn, self._deferred)
+            self._deferred = []
 
     def append(self, items: list[Item]) -> list[str]:
         """Store events of the emitter; their ids."""
@@ -260,9 +259,8 @@ class Commit:
         """Store the results of many invocations of one source (the batch path: a claim's
         queued events of one source) in one transaction, in order: one lock of its row, one
         read of its subscribers, dedupe and the db limit applied run after run, their events
-        inserted in one statement and their bytes charged to the quota once, at the end of the
-        transaction, with those of the other batches of its group commit (whose batches may
-        pass the quota by their own size before the next is refused). Each result's ``mark_done``
+        inserted in one statement and their bytes charged to the quota once (a batch may pass
+        the quota by its own size before the next is refused). Each result's ``mark_done``
         (its job's done mark) runs in the same transaction; or ``finish_many`` marks them all
         in one statement first, and a run whose claim was not current any more is stored
         not at all (``errors.LeaseLost`` in its place).
@@ -350,9 +348,9 @@ class Commit:
                 except Exception as exc:
                     failed[position] = exc
                     raise
-            # The events and the quota charge at the end of the transaction: one insert and
-            # one upsert for every batch of the group commit.
-            self.quota.charge_at_commit(conn, deployment.owner_id, batch.charge, now_ms)
+            batch.flush()
+            if batch.charge:
+                self.quota.charge_sync(conn, deployment.owner_id, batch.charge, now_ms)
             return stored
 
         return transaction

@@ -104,21 +104,6 @@ class StorageQuota:
                 extra={"action": "storage_quota", "owner_id": owner_id},
             )
 
-    def charge_at_commit(self, conn: Connection, owner_id: str, n: int, now_ms: int) -> None:
-        """``charge_sync`` at the end of the transaction (``database.at_commit``), once for every
-        charge of the account asked for in it: the batches of a group commit, one upsert."""
-        if not self.enabled or n <= 0:
-            return
-        held, key = database.memo(conn), ("quota", owner_id)
-        if key not in held:
-            held[key] = 0
-
-            def charge(at_end: Connection) -> None:
-                self.charge_sync(at_end, owner_id, database.memo(at_end).pop(key), now_ms)
-
-            database.at_commit(conn, key, charge)
-        held[key] += n
-
     def _note(self, owner_id: str, figure: int, now_ms: int) -> None:
         if self.enabled and figure >= self.quota_bytes:
             self._over[owner_id] = now_ms
