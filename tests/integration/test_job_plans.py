@@ -65,30 +65,6 @@ async def test_a_claim_walks_the_queue_in_order_and_stops(queue: AsyncEngine) ->
     assert read < 50, f"the claim read {read} index entries for 4 jobs"
 
 
-async def test_the_workers_claim_is_one_statement_in_order(queue: AsyncEngine) -> None:
-    """The job worker's claim (``claim_asyncpg``): one statement outside a transaction (no
-    BEGIN, ``SET LOCAL`` or COMMIT), the function the test above walks the index with."""
-    sent: list[str] = []
-
-    def log(record: Any) -> None:
-        sent.append(record.query)
-
-    async def claim(pg: Any) -> list[int]:
-        pg.add_query_logger(log)
-        try:
-            taken = await jobs.claim_asyncpg(
-                pg, worker_id="w", now_ms=2_000, lease_ms=60_000, limit=4, kinds=(KIND,),
-                expired=False,
-            )  # fmt: skip
-        finally:
-            pg.remove_query_logger(log)
-        return [job.payload["i"] for job in taken]
-
-    taken = await database.on_asyncpg(queue, claim)
-    assert taken == [0, 1, 2, 3]  # the oldest first
-    assert len(sent) == 1 and "sluice_claim_jobs" in sent[0], sent
-
-
 async def test_the_next_due_job_is_one_probe_of_the_deferred(queue: AsyncEngine) -> None:
     def look(conn: Connection) -> tuple[int | None, int]:
         due = jobs.next_due_sync(conn, now_ms=2_000, kinds=(KIND,))

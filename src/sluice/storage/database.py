@@ -8,11 +8,10 @@ nothing holds one across a Node invocation). PostgreSQL is the store for several
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -162,24 +161,6 @@ async def open_database(url: str, *, idle_tx_ms: int = IDLE_TX_MS) -> AsyncEngin
         await engine.dispose()
         raise
     return engine
-
-
-async def on_asyncpg(engine: AsyncEngine, fn: Callable[[Any], Awaitable[T]]) -> T:
-    """``fn`` of a pooled connection's own asyncpg connection (PostgreSQL), outside any
-    transaction: each statement commits alone, in one round trip, where through SQLAlchemy's
-    adapter each is a greenlet hand-off and a transaction adds BEGIN and COMMIT (the job
-    worker's claims). SQLAlchemy's hook does not see the driver's own errors: those that mean
-    the store is unavailable become ``errors.StorageUnavailable`` here; the connection of any
-    failure (a cancel mid-statement too) is dropped, never lent again."""
-    async with engine.connect() as conn:
-        raw = await conn.get_raw_connection()
-        try:
-            return await fn(raw.driver_connection)
-        except BaseException as exc:
-            with contextlib.suppress(Exception):
-                await conn.invalidate()
-            faults.raise_if_unavailable(exc)
-            raise
 
 
 #: "Busy" as SQLAlchemy raises it, and as SQLite's own cursor does (the hot paths use it).

@@ -20,7 +20,6 @@ waiting request as a job in one statement per batch, on the driver's own cursor
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -140,90 +139,30 @@ def claim_sync(
     Each pick walks the ``(status, id)`` index from the oldest job of that status and stops at
     ``limit``: the cost does not grow with the done jobs kept, nor with the queue behind (but
     it walks past the jobs of ``skip_owners``, the accounts at their share, which stay queued).
-    On PostgreSQL a pick is ``sluice_claim_jobs`` (migration 0024; ``claim_asyncpg`` calls it
-    outside any transaction, one round trip)."""
+    """
     claimed: list[Job] = []
     until = now_ms + lease_ms
-    postgres = conn.dialect.name == "postgresql"
-    picks = [True, False] if expired else [False]
-    for pick_expired in picks:
-        if len(claimed) >= limit:
-            break
-        left = limit - len(claimed)
-        if postgres:
-            args = _claim_args(pick_expired, now_ms, left, until, worker_id, kinds, skip_owners)
-            rows = conn.exec_driver_sql(_CLAIM_PG, tuple(args))
-            claimed += [_job_pg(row) for row in rows]
-        else:
-            claimed += _take(conn, pick_expired, now_ms, left, kinds, worker_id, until, skip_owners)
-    return sorted(claimed, key=lambda j: j.id)
-
-
-#: A pick on PostgreSQL: the function of migration 0024, whose ``SET enable_sort = off`` holds
-#: while its statement is planned: never "read every job of the status, then sort" (with
-#: statistics older than a burst, autovacuum analyzing a minute late, PostgreSQL thought the
-#: queue held 2 jobs and sorted all 64,000 for each claim: 32 ms). The payload as text: the
-#: same on SQLAlchemy's connection and on asyncpg's, whatever JSON codecs are set.
-_CLAIM_PG = (
-    "SELECT id, kind, owner_id, target_id, payload::text AS payload, attempts, created_ms, "
-    "claim FROM sluice_claim_jobs($1, $2, $3, $4, $5, $6, $7)"
-)
-
-
-def _claim_args(
-    expired: bool,
-    now_ms: int,
-    limit: int,
-    until_ms: int,
-    worker_id: str,
-    kinds: tuple[JobKind, ...] | None,
-    skip_owners: tuple[str, ...],
-) -> list[Any]:
-    return [expired, now_ms, limit, until_ms, worker_id, list(kinds) if kinds else None,
-            list(skip_owners)]  # fmt: skip
-
-
-def _job_pg(row: Any) -> Job:
-    payload = None if row[4] is None else text.from_stored(json.loads(row[4]))
-    return Job(row[0], JobKind(row[1]), row[2], row[3], payload, row[5], row[6], row[7])
-
-
-async def claim_asyncpg(
-    conn: Any,
-    *,
-    worker_id: str,
-    now_ms: int,
-    lease_ms: int,
-    limit: int,
-    kinds: tuple[JobKind, ...] | None = None,
-    expired: bool = True,
-    skip_owners: tuple[str, ...] = (),
-) -> list[Job]:
-    """``claim_sync`` on an asyncpg connection (PostgreSQL, ``database.on_asyncpg``), each pick
-    one statement outside any transaction: one round trip for the usual claim (the expired
-    pick comes every eighth of a lease), where BEGIN, the planner setting, the statement and
-    COMMIT through SQLAlchemy's adapter were four, each a greenlet hand-off. A pick commits
-    alone: a process that dies between the two leaves the first's jobs to their leases, as
-    one that dies after a claim does."""
-    claimed: list[Job] = []
-    until = now_ms + lease_ms
-    for pick_expired in [True, False] if expired else [False]:
-        if len(claimed) >= limit:
-            break
-        args = _claim_args(
-            pick_expired, now_ms, limit - len(claimed), until, worker_id, kinds, skip_owners
+    if conn.dialect.name == "postgresql":
+        # Never "read every job of the status, then sort": with statistics older than a burst
+        # (autovacuum analyzes a minute late), PostgreSQL thought the queue held 2 jobs and
+        # sorted all 64,000 for each claim (32 ms). Without a sort, the index walk in id order.
+        conn.exec_driver_sql("SET LOCAL enable_sort = off")
+    if expired:
+        claimed = _take(conn, True, now_ms, limit, kinds, worker_id, until, skip_owners)
+    if len(claimed) < limit:
+        claimed += _take(
+            conn, False, now_ms, limit - len(claimed), kinds, worker_id, until, skip_owners
         )
-        claimed += [_job_pg(row) for row in await conn.fetch(_CLAIM_PG, *args)]
     return sorted(claimed, key=lambda j: j.id)
 
 
-#: Claim statements on SQLite, built once per (expired?, kinds?, skipped owners?): building one
+#: Claim statements, built once per (expired?, kinds?, skipped owners?, dialect): building one
 #: per call was most of a claim's CPU (SQLAlchemy's expression and cache-key work).
-_TAKE: dict[tuple[bool, bool, bool], sa.Update] = {}
+_TAKE: dict[tuple[bool, bool, bool, bool], sa.Update] = {}
 
 
-def _take_statement(expired: bool, kinds: bool, skip: bool) -> sa.Update:
-    key = (expired, kinds, skip)
+def _take_statement(expired: bool, kinds: bool, skip: bool, postgres: bool) -> sa.Update:
+    key = (expired, kinds, skip, postgres)
     statement = _TAKE.get(key)
     if statement is None:
         ready = (
@@ -236,6 +175,8 @@ def _take_statement(expired: bool, kinds: bool, skip: bool) -> sa.Update:
             pick = pick.where(t.c.kind.in_(sa.bindparam("b_kinds", expanding=True)))
         if skip:
             pick = pick.where(t.c.owner_id.not_in(sa.bindparam("b_skip", expanding=True)))
+        if postgres:
+            pick = pick.with_for_update(skip_locked=True)
         statement = _TAKE[key] = (
             t.update()
             .where(t.c.id.in_(pick.scalar_subquery()))
@@ -261,7 +202,8 @@ def _take(
     locked_until_ms: int,
     skip_owners: tuple[str, ...] = (),
 ) -> list[Job]:
-    statement = _take_statement(expired, bool(kinds), bool(skip_owners))
+    postgres = conn.dialect.name == "postgresql"
+    statement = _take_statement(expired, bool(kinds), bool(skip_owners), postgres)
     params: dict[str, Any] = {
         "b_now": now_ms,
         "b_limit": limit,

@@ -48,7 +48,6 @@ import asyncio
 import collections
 import contextlib
 import enum
-import functools
 import logging
 import os
 import time
@@ -388,7 +387,6 @@ class JobWorker:
         self.worker_id = f"{os.getpid()}-{ids.random_token(6)}"
         # Claims and "done" marks: inline on SQLite, no per-statement thread hand-offs.
         self.writer = database.Writer(db)
-        self._postgres = database.is_postgres(db)
         self.handlers: dict[JobKind, Handler] = dict(handlers or {})
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -453,21 +451,18 @@ class JobWorker:
         expired = self._expired_at is None or now_ms - self._expired_at >= every
         if expired:
             self._expired_at = now_ms
-        pick: dict[str, Any] = {
-            "worker_id": self.worker_id,
-            "now_ms": now_ms,
-            "lease_ms": self.leases.hold_ms,
-            "limit": limit,
-            "kinds": kinds,
-            "expired": expired,
-            "skip_owners": skip,
-        }
-        if self._postgres:  # one statement, outside a transaction: one round trip
-            claimed = await database.on_asyncpg(
-                self.db, functools.partial(jobs.claim_asyncpg, **pick)
+        claimed = await self.writer(
+            lambda conn: jobs.claim_sync(
+                conn,
+                worker_id=self.worker_id,
+                now_ms=now_ms,
+                lease_ms=self.leases.hold_ms,
+                limit=limit,
+                kinds=kinds,
+                expired=expired,
+                skip_owners=skip,
             )
-        else:
-            claimed = await self.writer(functools.partial(jobs.claim_sync, **pick))
+        )
         if skip:  # a claim without skipped accounts says nothing of the others' queue
             self._missed, self._missed_at = (None, 0) if claimed else (skip, now_ms)
         self.leases.claimed(claimed, now_ms)
