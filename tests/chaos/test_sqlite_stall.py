@@ -135,7 +135,8 @@ async def _stall(data: Path) -> None:
                 n += 1
                 await asyncio.sleep(0.1)
             for n in range(3000, 3020):
-                assert (await send(http, n)).status_code == 200
+                answer = await send(http, n)
+                assert answer.status_code == 200, (n, answer.text, server.tail())
         assert set(statuses) <= {200, 503}, f"answers other than 200 and 503: {statuses}"
         assert slowest < ANSWER_S, slowest
 
