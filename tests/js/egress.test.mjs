@@ -82,6 +82,7 @@ after(async () => {
   const dispatcher = globalThis[Symbol.for("undici.globalDispatcher.1")];
   await dispatcher.close();
   globalThis[Symbol.for("undici.globalDispatcher.1")] = previous.dispatcher;
+  globalThis.fetch = previous.fetch;
   for (const server of [plain, secure, proxy]) {
     server.closeAllConnections?.();
     await new Promise((resolve) => server.close(resolve));
@@ -167,4 +168,62 @@ test("installEgress works in a worker thread", async () => {
   ]);
   await worker.terminate();
   assert.equal(message, `egress.test:${plainPort} /w`);
+});
+
+
+/** Runs `code` (an ES module) in a worker with `workerData`; resolves its first message. */
+async function inWorker(code, workerData) {
+  const worker = new Worker(new URL(`data:text/javascript,${encodeURIComponent(code)}`), {
+    workerData: { egress: new URL(`file://${EGRESS}`).href, socketPath, ...workerData },
+  });
+  try {
+    return await Promise.race([
+      new Promise((resolve, reject) => {
+        worker.once("message", resolve);
+        worker.once("error", reject);
+      }),
+      new Promise((_, reject) => setTimeout(() => reject(new Error("worker timed out")), 10_000).unref()),
+    ]);
+  } finally {
+    await worker.terminate();
+  }
+}
+
+test("installEgress leaves fetch's undici unloaded until the thread's first fetch()", async () => {
+  // Undici costs a worker ~4 MB and ~35 ms: most deployments never fetch.
+  const message = await inWorker(`
+    import { workerData, parentPort } from "node:worker_threads";
+    const { installEgress } = await import(workerData.egress);
+    const key = Symbol.for("undici.globalDispatcher.1");
+    installEgress(workerData.socketPath);
+    const before = typeof globalThis[key];
+    const res = await fetch(workerData.url);
+    parentPort.postMessage({ before, after: typeof globalThis[key], text: await res.text() });
+    await globalThis[key].close();
+  `, { url: `http://egress.test:${plainPort}/lazy` });
+  assert.deepEqual(message, { before: "undefined", after: "object", text: `egress.test:${plainPort} /lazy` });
+});
+
+test("fetch() goes through the tunnel when undici was loaded first, or its dispatcher replaced", async () => {
+  // Reading Response (or Request, Headers, FormData) loads undici and its direct dispatcher
+  // before any fetch(); code may set a dispatcher of its own before it too: the thread's first
+  // fetch() still leaves through the proxy (egress.test resolves nowhere else).
+  const code = (setOwn) => `
+    import { workerData, parentPort } from "node:worker_threads";
+    const { installEgress } = await import(workerData.egress);
+    const key = Symbol.for("undici.globalDispatcher.1");
+    installEgress(workerData.socketPath);
+    new Response("touched");
+    const direct = globalThis[key];
+    ${setOwn ? "globalThis[key] = new direct.constructor();" : ""}
+    const before = globalThis[key];
+    const text = await (await fetch(workerData.url)).text();
+    parentPort.postMessage({ text, replaced: globalThis[key] !== before });
+    await Promise.all([globalThis[key].close(), direct.close(), before.close()]);
+  `;
+  const url = `http://egress.test:${plainPort}/touched`;
+  for (const setOwn of [false, true]) {
+    const message = await inWorker(code(setOwn), { url });
+    assert.deepEqual(message, { text: `egress.test:${plainPort} /touched`, replaced: true }, `setOwn=${setOwn}`);
+  }
 });
