@@ -232,3 +232,48 @@ async def test_webhook_jobs_become_deliveries(tmp_path: Any, dialect: str) -> No
         await engine.dispose()
         if dialect == "postgresql":
             await _drop_pg_database(url)
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
+async def test_timers_get_their_kind_from_their_targets_id(tmp_path: Any, dialect: str) -> None:
+    """0024: a timer says what it ticks for; existing ones get it from their target's id."""
+    import sqlalchemy as sa
+    from alembic import command
+
+    from sluice.storage import database
+    from tests.conftest import SKIP_PG, _create_pg_database, _drop_pg_database
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    if dialect == "postgresql":
+        if SKIP_PG:
+            pytest.skip("SLUICE_TEST_SKIP_POSTGRES=1")
+        url = await _create_pg_database()
+    engine = database.create_engine(url)
+    try:
+
+        def to(revision: str) -> Any:
+            def run(sync_conn: Any) -> None:
+                command.upgrade(database.alembic_config(sync_conn), revision)
+
+            return run
+
+        async with engine.begin() as conn:
+            await conn.run_sync(to("0023"))
+            for target in ("p_flow", "dc_source", "dc_p_lookalike"):
+                await conn.execute(
+                    sa.text(
+                        "INSERT INTO timers (deployment_id, owner_id, interval_seconds,"
+                        " next_run_ms) VALUES (:target, 'u_old', 60, 1000)"
+                    ),
+                    {"target": target},
+                )
+        async with engine.begin() as conn:
+            await conn.run_sync(to("head"))
+            kinds = dict(
+                (await conn.execute(sa.text("SELECT deployment_id, kind FROM timers"))).all()
+            )
+        assert kinds == {"p_flow": "workflow", "dc_source": "source", "dc_p_lookalike": "source"}
+    finally:
+        await engine.dispose()
+        if dialect == "postgresql":
+            await _drop_pg_database(url)

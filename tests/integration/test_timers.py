@@ -13,7 +13,8 @@ import pytest
 import sqlalchemy as sa
 
 from sluice.clock import FakeClock, SystemClock
-from sluice.domain.states import JobKind
+from sluice.domain.jobs import Ticked, TimerJob
+from sluice.domain.states import JobKind, JobState
 from sluice.engine.queue.jobs import JobWorker
 from sluice.engine.queue.scheduler import Scheduler, SchedulerConfig
 from sluice.platform import Platform
@@ -253,6 +254,7 @@ async def test_sync_keeps_the_phase_unless_the_schedule_changes(api: Api, rig: R
                 conn,
                 deployment_id=source["id"],
                 owner_id=api.account_id,
+                ticked=Ticked.SOURCE,
                 schedule=schedule,
                 active=active,
                 now_ms=first + 7_500,
@@ -270,3 +272,72 @@ async def test_sync_keeps_the_phase_unless_the_schedule_changes(api: Api, rig: R
     assert await rig.timer(source["id"]) is None
     await sync({"intervalSeconds": 15, "cron": None})  # activated again: a new phase
     assert await rig.next_run_ms(source["id"]) == first + 7_000 + 15_000
+
+
+async def test_a_tick_says_what_it_ticks_for_and_old_ticks_still_run(api: Api, rig: Rig) -> None:
+    source = await deploy_ticker(api, rig, configured_props={"timer": {"intervalSeconds": 15}})
+    created = await api.client.post(
+        "/v1/workflows",
+        json={
+            "name": "ticks",
+            "trigger": {"type": "timer", "intervalSeconds": 15},
+            "steps": [
+                {
+                    "name": "tick",
+                    "code": "export default defineComponent({ async run({ steps }) "
+                    "{ return steps.trigger.event; } });",
+                }
+            ],
+        },
+    )
+    assert created.status_code == 200, created.text
+    workflow = created.json()["data"]
+    rig.ids.append(workflow["id"])
+    source_timer, workflow_timer = await rig.timer(source["id"]), await rig.timer(workflow["id"])
+    assert source_timer is not None and source_timer.ticked is Ticked.SOURCE
+    assert workflow_timer is not None and workflow_timer.ticked is Ticked.WORKFLOW
+
+    # A tick the scheduler enqueues carries its kind.
+    rig.clock.set(max(source_timer.next_run_ms, workflow_timer.next_run_ms))
+    assert await rig.scheduler().tick() == 2
+    async with rig.platform.db.connect() as conn:
+        payloads = {
+            row.target_id: row.payload
+            for row in await conn.execute(
+                sa.select(jobs_table.c.target_id, jobs_table.c.payload).where(
+                    jobs_table.c.kind == "timer"
+                )
+            )
+        }
+    assert TimerJob.of(payloads[source["id"]], "").ticked is Ticked.SOURCE
+    assert TimerJob.of(payloads[workflow["id"]], "").ticked is Ticked.WORKFLOW
+    assert await rig.worker.drain() == 2
+
+    # A tick queued by an earlier version (its payload the bare event) runs the same.
+    now_ms = rig.clock.now_ms()
+    async with rig.platform.db.begin() as conn:
+        await conn.execute(
+            jobs_table.insert(),
+            [
+                {
+                    "kind": JobKind.TIMER,
+                    "owner_id": api.account_id,
+                    "target_id": target,
+                    "payload": {"timestamp": 42, "interval_seconds": 15},
+                    "status": JobState.QUEUED,
+                    "attempts": 0,
+                    "run_after_ms": now_ms,
+                    "created_ms": now_ms,
+                }
+                for target in (source["id"], workflow["id"])
+            ],
+        )
+    assert await rig.worker.drain() == 2
+    events = await events_of(api, source["id"])
+    assert [e["timestamp"] for e in events] == [source_timer.next_run_ms // 1000, 42]
+    runs = (await api.client.get(f"/v1/workflows/{workflow['id']}/runs")).json()["data"]
+    assert [r["steps"][0]["return_value"]["timestamp"] for r in runs] == [
+        42,
+        workflow_timer.next_run_ms // 1000,
+    ]
+    assert {r["context"]["source_type"] for r in runs} == {"TIMER"}

@@ -3,9 +3,8 @@ fields, read from the stored JSON once (``of``) and written to it once (``to_jso
 
 The stored shapes are the ones queued jobs already have (a job enqueued by an earlier
 version runs the same): reading is as lenient as the handlers always were (a missing field
-takes its default). The ``http``, ``timer`` and ``email`` jobs carry one value, not fields
-(the request as it came, ``http_events.raw_request``; the tick's event; the parsed message),
-so they have no class here.
+takes its default). The ``http`` and ``email`` jobs carry one value, not fields (the request
+as it came, ``http_events.raw_request``; the parsed message), so they have no class here.
 
     >>> job = EmitJob("evt_1", "dc_a", "", {"n": 1}, Listener.WORKFLOW, hops=("p_x",))
     >>> EmitJob.of(job.to_json()) == job
@@ -14,6 +13,10 @@ so they have no class here.
     <Listener.WORKFLOW: 'workflow'>
     >>> SendJob.of({"run_id": "r_1"})
     SendJob(run_id='r_1', idx=0)
+    >>> TimerJob.of(TimerJob({"timestamp": 60}, Ticked.WORKFLOW).to_json(), "p_a")
+    TimerJob(event={'timestamp': 60}, ticked=<Ticked.WORKFLOW: 'workflow'>)
+    >>> TimerJob.of({"timestamp": 60}, "dc_a")   # stored before it was carried: the bare event
+    TimerJob(event={'timestamp': 60}, ticked=<Ticked.SOURCE: 'source'>)
 """
 
 from __future__ import annotations
@@ -173,3 +176,38 @@ class ReleaseJob:
     @classmethod
     def of(cls, value: Any) -> ReleaseJob:
         return cls(str(_fields(value).get("event_id") or ""))
+
+
+class Ticked(StrEnum):
+    """What a timer ticks for (``timers.kind``): a ``timer`` job's target."""
+
+    SOURCE = "source"  #: a source with a timer prop (``dc_``): its ``run`` on the tick
+    WORKFLOW = "workflow"  #: a workflow with a timer trigger (``p_``): a run on the tick
+
+    @classmethod
+    def of_id(cls, target_id: str) -> Ticked:
+        """What an id names, by its prefix: only for ticks stored before the kind was."""
+        return cls.WORKFLOW if target_id.startswith("p_") else cls.SOURCE
+
+
+@dataclass(frozen=True)
+class TimerJob:
+    """One tick of a timer (``storage/timers.claim_due`` enqueues it, ``engine/handlers/timer.py``
+    runs it): the event ``run`` gets (``schedules.tick_event``) and what it ticks for.
+
+    Stored as ``{"tick": event, "for": kind}``. A tick stored before the kind was carried is the
+    bare event, which ``schedules.tick_event`` makes and never with a ``tick`` key: its kind
+    comes from the target's id."""
+
+    event: Any
+    ticked: Ticked
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tick": self.event, "for": str(self.ticked)}
+
+    @classmethod
+    def of(cls, value: Any, target_id: str) -> TimerJob:
+        fields = _fields(value)
+        if "tick" in fields and fields.get("for") in set(Ticked):
+            return cls(fields["tick"], Ticked(fields["for"]))
+        return cls(value, Ticked.of_id(target_id))

@@ -413,6 +413,8 @@ timers = sa.Table(
     # foreign key: it references either table).
     sa.Column("deployment_id", Str(40), primary_key=True),
     sa.Column("owner_id", Str(40), nullable=False),
+    # What it ticks for (``domain.jobs.Ticked``): "source" or "workflow".
+    sa.Column("kind", Str(16), nullable=False),
     sa.Column("interval_seconds", sa.Integer),
     sa.Column("cron", Str(200)),
     sa.Column("timezone", Str(80)),

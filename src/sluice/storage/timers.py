@@ -1,4 +1,5 @@
-"""Timers: one row per deployed source with an active ``$.interface.timer`` prop.
+"""Timers: one row per deployed source with an active ``$.interface.timer`` prop, or per active
+workflow with a timer trigger (``kind`` says which).
 
 ``next_run_ms`` is the next tick to fire. ``claim_due`` moves it forward and enqueues the
 tick's job in the caller's transaction, so a tick is never lost (a crash before the commit
@@ -18,12 +19,11 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from sluice.domain import schedules
+from sluice.domain.jobs import Ticked, TimerJob
 from sluice.domain.schedules import Schedule
 from sluice.domain.states import JobKind, JobState
 from sluice.storage.tables import jobs as jobs_table
 from sluice.storage.tables import timers as t
-
-#: The job kind of a tick; its payload is the event ``run(event)`` gets.
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,7 @@ class Timer:
     schedule: Schedule
     next_run_ms: int
     last_run_ms: int | None
+    ticked: Ticked
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,7 @@ def _timer(row: Any) -> Timer:
         Schedule(row.interval_seconds, row.cron, row.timezone),
         row.next_run_ms,
         row.last_run_ms,
+        Ticked(row.kind),
     )
 
 
@@ -64,6 +66,7 @@ async def sync(
     *,
     deployment_id: str,
     owner_id: str,
+    ticked: Ticked,
     schedule: dict[str, Any] | None,
     active: bool,
     now_ms: int,
@@ -86,6 +89,7 @@ async def sync(
         return
     values = {
         "owner_id": owner_id,
+        "kind": str(ticked),
         "interval_seconds": wanted.interval_seconds,
         "cron": wanted.cron,
         "timezone": wanted.timezone,
@@ -108,8 +112,9 @@ async def claim_due(
     limit: int,
 ) -> list[Tick]:
     """Fire up to ``limit`` due timers, earliest first: for each, enqueue a ``timer`` job whose
-    payload is the tick's event and move ``next_run_ms`` past ``now_ms`` (after downtime the
-    first missed tick fires once, see ``schedules.due``). Three statements whatever the batch."""
+    payload is the tick's event and what it ticks for (``TimerJob``), and move ``next_run_ms``
+    past ``now_ms`` (after downtime the first missed tick fires once, see ``schedules.due``).
+    Three statements whatever the batch."""
     query = sa.select(t).where(t.c.next_run_ms <= now_ms).order_by(t.c.next_run_ms).limit(limit)
     if conn.dialect.name == "postgresql":
         # The rows stay locked until the commit: a second scheduler skips them, and by the time
@@ -129,7 +134,9 @@ async def claim_due(
                 "kind": JobKind.TIMER,
                 "owner_id": timer.owner_id,
                 "target_id": timer.deployment_id,
-                "payload": schedules.tick_event(timer.schedule, timer.next_run_ms),
+                "payload": TimerJob(
+                    schedules.tick_event(timer.schedule, timer.next_run_ms), timer.ticked
+                ).to_json(),
                 "status": JobState.QUEUED,
                 "attempts": 0,
                 "run_after_ms": now_ms,

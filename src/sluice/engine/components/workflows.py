@@ -22,6 +22,7 @@ from sluice.clock import Clock
 from sluice.config import Settings
 from sluice.crypto import Cipher
 from sluice.domain import default_error_workflow, tokens
+from sluice.domain.jobs import Ticked
 from sluice.domain.routing import Link
 from sluice.domain.workflows import Workflow
 from sluice.engine.auth.credentials import CREDENTIAL_ERRORS, Credentials
@@ -238,6 +239,7 @@ class Workflows:
             conn,
             deployment_id=workflow.id,
             owner_id=workflow.owner_id,
+            ticked=Ticked.WORKFLOW,
             schedule=schedule,
             active=workflow.active,
             now_ms=now_ms,

@@ -23,6 +23,7 @@ from sluice.domain import registry as registry_rules
 from sluice.domain import schedules, text
 from sluice.domain.components import SavedComponent
 from sluice.domain.deployments import Deployment
+from sluice.domain.jobs import Ticked
 from sluice.domain.paging import Page
 from sluice.engine.components import dynamic_props
 from sluice.engine.components.components import ComponentInput, Components
@@ -305,6 +306,7 @@ class Sources:
             conn,
             deployment_id=deployment.id,
             owner_id=deployment.owner_id,
+            ticked=Ticked.SOURCE,
             schedule=schedules.configured_timer(props, deployment.configured_props),
             active=deployment.active,
             now_ms=self.clock.now_ms(),
