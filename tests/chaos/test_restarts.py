@@ -29,7 +29,7 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from tests.chaos.processes import SLUICE, Postgres, Sluice, free_port, running
+from tests.chaos.processes import SLUICE, Postgres, Sluice, free_port, running, stored_sqlite
 
 SOURCE = """
 export default { name: "chaos", version: "1", props: { http: "$.interface.http" },
@@ -223,20 +223,12 @@ async def _sqlite_chaos(tmp_path: Path) -> None:
             await asyncio.to_thread(server.start)
 
         acked = await _load(base, path, [(150, kill_server)])
-        engine = sa.create_engine(f"sqlite:///{tmp_path / 'data' / 'sluice.db'}")
-
-        async def read() -> tuple[list[int], dict[str, int]]:
-            with engine.connect() as conn:
-                rows = conn.execute(
-                    sa.text("SELECT payload FROM events WHERE emitter_id = :e"), {"e": source_id}
-                ).all()
-                states = conn.execute(
-                    sa.text("SELECT status, count(*) FROM jobs GROUP BY status")
-                ).all()
-            return [json.loads(r[0])["n"] for r in rows], {s: c for s, c in states}
-
+        database = tmp_path / "data" / "sluice.db"
+        numbers, states = await _settled(
+            lambda: asyncio.to_thread(stored_sqlite, database, source_id)
+        )
+        engine = sa.create_engine(f"sqlite:///{database}")
         try:
-            numbers, states = await _settled(read)
             with engine.connect() as conn:
                 warned = conn.execute(
                     sa.text(

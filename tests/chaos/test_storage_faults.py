@@ -28,9 +28,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-import sqlalchemy as sa
 
-from tests.chaos.processes import SLUICE, Postgres, Sluice, free_port, running
+from tests.chaos.processes import SLUICE, Postgres, Sluice, free_port, running, stored_sqlite
 from tests.chaos.test_restarts import _check, _deploy, _env, _settled
 from tests.conftest import CACHE
 
@@ -175,22 +174,9 @@ async def _full_disk(disk: Path, reserve_mb: int) -> None:
         said = "down to its reserve" if reserve_mb else "SQLite: the disk is full"
         assert said in "".join(server.log), server.tail()
 
-        engine = sa.create_engine(f"sqlite:///{data / 'sluice.db'}")
-
-        async def read() -> tuple[list[int], dict[str, int]]:
-            with engine.connect() as conn:
-                rows = conn.execute(
-                    sa.text("SELECT payload FROM events WHERE emitter_id = :e"), {"e": source_id}
-                ).all()
-                states = conn.execute(
-                    sa.text("SELECT status, count(*) FROM jobs GROUP BY status")
-                ).all()
-            return [json.loads(r[0])["n"] for r in rows], {s: c for s, c in states}
-
-        try:
-            numbers, states = await _settled(read)
-        finally:
-            engine.dispose()
+        numbers, states = await _settled(
+            lambda: asyncio.to_thread(stored_sqlite, data / "sluice.db", source_id)
+        )
         _check(acked, numbers, states)
         stored_refused = sorted(refused & set(numbers))
         assert not stored_refused, f"refused (503) yet stored: {stored_refused}"
