@@ -5,7 +5,11 @@ and two ``worker`` processes. Afterwards:
 - every acknowledged request is stored exactly once: the other worker took the stalled one's
   jobs over, and what the stalled one did after it woke was refused (fencing);
 - the takeover came within the lease (plus the poll's resolution);
-- no lease renewal failed (it deadlocked with the group commit's done marks before).
+- no lease renewal failed (it deadlocked with the group commit's done marks before), but the
+  stalled worker's on its lost connection when it woke: a worker stopped in the middle of a
+  statement (between asyncpg's prepare and its execution) kept its jobs' rows locked for its
+  whole stall, beyond PostgreSQL's idle timeout, until the other worker's lease beat ended its
+  session (``Leases.end_stalled``; this test failed so under load: no takeover in 20 s).
 
 Every request goes to 127.0.0.1; the load is bounded in count and time.
 """
@@ -87,9 +91,21 @@ async def _stall(tmp_path: Path, pg: Postgres) -> None:
 
         numbers, states = await _settled(lambda: pg.stored(source_id))
         _check(acked, numbers, states)
-        print(f"takeover after {takeover[0]:.2f} s with a {LEASE_S:g} s lease")
+        ended = sum("stalled in the middle of a statement" in line for line in workers[1].log)
+        print(
+            f"takeover after {takeover[0]:.2f} s with a {LEASE_S:g} s lease; stalled sessions ended: {ended}"
+        )
         assert takeover[0] <= LEASE_S + 1.0, f"taken over after {takeover[0]:.1f} s"
         for process in (api, *workers):
             assert _stopped_gracefully(process), process.tail()
-        logs = "".join(line for process in (api, *workers) for line in process.log)
-        assert "could not renew" not in logs
+        # No renewal failed in the processes that ran on (one deadlocked with the group
+        # commit's done marks before). The stalled worker's session may have been ended while it
+        # was stopped (``Leases.end_stalled``): when it woke, a renewal could meet its lost
+        # connection, and that is all it may meet.
+        survivors = "".join(line for process in (api, workers[1]) for line in process.log)
+        assert "could not renew" not in survivors
+        woken = "".join(workers[0].log)
+        for line in woken.splitlines():
+            if "could not renew" in line:
+                assert "connection was lost" in line, line
+        assert "deadlock" not in (survivors + woken).lower()

@@ -6,6 +6,7 @@ every job in the table."""
 
 from __future__ import annotations
 
+import asyncpg
 import pytest
 import sqlalchemy as sa
 
@@ -544,6 +545,47 @@ async def test_a_worker_that_stalled_past_its_lease_stores_nothing_twice(
     assert await _results(platform) == [first, second]  # each stored once
     assert await _status(platform, first) == ("done", 2)
     assert await _status(platform, second) == ("done", 2)
+
+
+@pytest.mark.parametrize("platform", ["postgresql"], indirect=True)
+async def test_a_worker_stopped_in_the_middle_of_a_statement_is_taken_over(
+    platform: Platform, kind: JobKind
+) -> None:
+    """PostgreSQL only (SQLite has one process; its stalled lock holder is
+    tests/chaos/test_sqlite_stall.py). A worker stopped between a prepared statement and its
+    execution, in the transaction that marks its job done: the job's row stays locked and every
+    claim skips it, past its lease, and PostgreSQL's idle timeout does not end that session.
+    The other worker's heartbeat does (``Leases.end_stalled``); its next claim takes the job
+    over and stores it, once."""
+    clock = FakeClock()
+    (job_id,) = await _enqueue(platform, clock, kind)
+    async with platform.db.begin() as conn:
+        [held] = await jobs.claim(
+            conn, worker_id="stalled", now_ms=clock.now_ms(), lease_ms=1_000, limit=1,
+            kinds=(kind,),
+        )  # fmt: skip
+    stopped = await asyncpg.connect(platform.settings.database_url, timeout=5)
+    try:
+        transaction = stopped.transaction()
+        await transaction.start()
+        await stopped.execute(
+            "UPDATE jobs SET status = 'done' WHERE id = $1 AND claim = $2", held.id, held.claim
+        )
+        await stopped.prepare("SELECT now()")  # stopped here (SIGSTOP), mid-statement
+
+        clock.advance(seconds=2)  # its lease passed
+        other = JobWorker(platform.db, clock, WorkerConfig(lease_ms=30_000, stalled_session_ms=0))
+        other.handlers[kind] = _storing(platform, other)  # type: ignore[assignment]
+        assert await other.run_once() == 0  # its row is locked: the claim skips it
+        await other.heartbeat()  # ends the stopped session, whose lock goes with it
+        clock.advance(ms=WorkerConfig.expired_every_ms)  # its next look for leases
+        assert await other.run_once() == 1
+        assert await _results(platform) == [job_id]
+        assert await _status(platform, job_id) == ("done", 2)
+        with pytest.raises((asyncpg.PostgresError, asyncpg.InterfaceError, OSError)):
+            await stopped.fetch("SELECT 1")  # when it wakes: nothing of it commits
+    finally:
+        stopped.terminate()
 
 
 async def test_a_stalled_workers_failure_leaves_the_job_of_its_new_holder(

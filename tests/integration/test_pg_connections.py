@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sluice import errors
 from sluice.storage import database
-from tests.conftest import PG_URL, SKIP_PG
+from tests.conftest import PG_URL, SKIP_PG, _create_pg_database, _drop_pg_database
 
 
 @pytest_asyncio.fixture
@@ -127,3 +127,53 @@ async def test_a_transaction_left_idle_ends_within_3_8_of_a_lease() -> None:
         await conn.invalidate()
     finally:
         await made.dispose()
+
+
+async def test_a_session_stopped_between_prepare_and_execute_is_ended() -> None:
+    """asyncpg prepares with Parse, Describe and Flush, and binds after: between the two the
+    session is "active" (PostgreSQL's idle timeout does not apply), and a process stopped there
+    held its transaction's row locks for its whole stall (tests/chaos/test_stalls.py failed
+    so under load). ``end_stalled_sessions`` ends such a session, past its bound only, and no
+    session that is idle or working."""
+    if SKIP_PG:
+        pytest.skip("SLUICE_TEST_SKIP_POSTGRES=1")
+    # A database of its own: the bound below is 0, and other tests' sessions are not this one's.
+    url = await _create_pg_database()
+    made = database.create_engine(url)
+    stopped = await asyncpg.connect(url, timeout=5)
+    idle = await asyncpg.connect(url, timeout=5)
+    try:
+        await stopped.execute(
+            "CREATE TABLE locked (id int PRIMARY KEY); INSERT INTO locked VALUES (1)"
+        )
+        transaction = stopped.transaction()
+        await transaction.start()
+        await stopped.fetch("SELECT id FROM locked WHERE id = 1 FOR UPDATE")
+        await stopped.prepare("SELECT now()")  # Parse, Describe, Flush: stopped here
+        idle_transaction = idle.transaction()
+        await idle_transaction.start()
+        await idle.fetch("SELECT 1")  # idle in a transaction: PostgreSQL's own timeout's
+        pids = (stopped.get_server_pid(), idle.get_server_pid())
+        async with made.connect() as conn:
+            state = await conn.execute(
+                sa.text("SELECT pid, state FROM pg_stat_activity WHERE pid = ANY(:p)"),
+                {"p": list(pids)},
+            )
+            assert dict(state.all()) == {pids[0]: "active", pids[1]: "idle in transaction"}
+
+        assert await database.end_stalled_sessions(made, older_than_ms=60_000) == []
+        assert await database.end_stalled_sessions(made, older_than_ms=0) == [pids[0]]
+
+        # Its row lock is free: a lock that waited for it would wait forever here.
+        async with made.connect() as conn:
+            await conn.execute(sa.text("SET LOCAL lock_timeout = '5s'"))
+            row = await conn.execute(sa.text("SELECT id FROM locked WHERE id = 1 FOR UPDATE"))
+            assert row.scalar_one() == 1
+        with pytest.raises((asyncpg.PostgresError, asyncpg.InterfaceError, OSError)):
+            await stopped.fetch("SELECT 1")  # when the process wakes: its session is gone
+        assert await idle.fetchval("SELECT 2") == 2  # the idle one goes on
+    finally:
+        stopped.terminate()
+        await idle.close()
+        await made.dispose()
+        await _drop_pg_database(url)

@@ -69,6 +69,45 @@ def idle_tx_ms(lease_ms: int) -> int:
     return max(1_000, min(IDLE_TX_MS, lease_ms * 3 // 8))
 
 
+#: Sessions of this database and role that wait for their client in the middle of a statement.
+#: asyncpg prepares a statement with Parse, Describe and Flush (no Sync), then binds it: between
+#: the two the session is ``active``, not idle, so ``idle_in_transaction_session_timeout`` does
+#: not apply (nor ``statement_timeout``). A process stopped there holds its transaction's row
+#: locks for as long as it is stopped (tests/chaos/test_stalls.py, under load: its jobs' rows,
+#: skipped by every claim, and the source's row, which every commit of that source waits for).
+_STALLED_SESSIONS = sa.text(
+    "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity"
+    " WHERE datname = current_database() AND usename = current_user"
+    " AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
+    " AND state = 'active' AND wait_event_type = 'Client' AND wait_event = 'ClientRead'"
+    " AND state_change < clock_timestamp() - make_interval(secs => :seconds)"
+)
+
+
+async def end_stalled_sessions(engine: AsyncEngine, *, older_than_ms: int) -> list[int]:
+    """PostgreSQL: end the sessions (of this database and role, in any process) that have
+    waited for their client in the middle of a statement longer than ``older_than_ms``, as
+    PostgreSQL ends those idle in a transaction (``idle_tx_ms``); the ids of the backends
+    ended. A client that is running sends the rest of a statement at once: one that has not for
+    that long is stopped (SIGSTOP, a VM pause), and when it wakes its transaction fails and
+    is retried (fenced as any stalled worker's). Nothing to do on SQLite (one process)."""
+    if not is_postgres(engine):
+        return []
+    async with engine.connect() as conn:
+        rows = (await conn.execute(_STALLED_SESSIONS, {"seconds": older_than_ms / 1000})).all()
+        await conn.commit()
+    ended = [int(row[0]) for row in rows if row[1]]
+    if ended:
+        log.warning(
+            "ended %d database sessions stalled in the middle of a statement for over %d ms "
+            "(their processes stopped): their transactions' locks are free",
+            len(ended),
+            older_than_ms,
+            extra={"action": "stalled_sessions_ended", "backends": ended},
+        )
+    return ended
+
+
 def create_engine(url: str, *, idle_tx_ms: int = IDLE_TX_MS) -> AsyncEngine:
     target = async_url(url)
     if target.startswith("sqlite"):

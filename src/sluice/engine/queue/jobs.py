@@ -29,9 +29,12 @@ worker sees the account's count when it picks the next job.
 each renewal, holds the job for three quarters of it (``hold_ms``); the worker renews every
 quarter (``Leases.beat``), so a job of any length keeps it; and the other workers look for
 passed leases every eighth (``JobWorker``): a stall leaves at most 3/4 of the lease to run,
-plus 1/8 until someone looks. Jobs a worker will not run (stopping, or their account at its
-share) are released: queued again at once, their place in the queue unchanged, rather than
-after their leases.
+plus 1/8 until someone looks. That needs the stalled worker's transactions to end, or their row
+locks would hide its jobs from every claim: PostgreSQL ends a session idle in a transaction
+(``database.idle_tx_ms``), and the beat ends those stopped between a prepared statement and
+its execution, which PostgreSQL does not (``Leases.end_stalled``). Jobs a worker will not run
+(stopping, or their account at its share) are released: queued again at once, their place in
+the queue unchanged, rather than after their leases.
 
 **Due jobs.** Jobs with a run-after time (a ``$.flow.delay``/``rerun`` pause's ``resume`` job,
 a retry's backoff) are ready at that time, and no enqueue wakes the worker then, so it keeps
@@ -127,6 +130,9 @@ class WorkerConfig:
     #: The batch path: claimed jobs of one kind and target whose handler runs batches
     #: (``BatchHandler``) run together, up to this many, in one slot; 1: one at a time.
     run_batch: int = 32
+    #: PostgreSQL: a session that has waited this long for its client in the middle of a
+    #: statement is ended (``Leases.end_stalled``); None: ``database.idle_tx_ms`` of the lease.
+    stalled_session_ms: int | None = None
 
 
 async def _cancel(task: asyncio.Task[Any] | None) -> None:
@@ -214,12 +220,24 @@ class Leases:
     production never steps (``clock.SystemClock``)."""
 
     def __init__(
-        self, writer: database.Writer, clock: Clock, worker_id: str, lease_ms: int
+        self,
+        writer: database.Writer,
+        clock: Clock,
+        worker_id: str,
+        lease_ms: int,
+        *,
+        db: AsyncEngine | None = None,
+        stalled_session_ms: int | None = None,
     ) -> None:
         self.writer = writer
         self.clock = clock
         self.worker_id = worker_id
         self.lease_ms = lease_ms
+        #: PostgreSQL: the engine on which ``end_stalled`` looks (None: it does not).
+        self.db = db if db is not None and database.is_postgres(db) else None
+        self.stalled_session_ms = (
+            database.idle_tx_ms(lease_ms) if stalled_session_ms is None else stalled_session_ms
+        )
         #: How long a claim or a renewal holds a job (see the module docstring).
         self.hold_ms = lease_ms * 3 // 4
         #: Jobs started by this worker and not ended.
@@ -260,8 +278,19 @@ class Leases:
                 self._until[job_id] = until
         return len(renewed)
 
+    async def end_stalled(self) -> list[int]:
+        """PostgreSQL: end the sessions stopped in the middle of a statement for longer than
+        ``stalled_session_ms`` (``database.end_stalled_sessions``), any process's. PostgreSQL
+        ends a session left idle in a transaction itself (``database.idle_tx_ms``), but not one
+        between a prepared statement and its execution: a worker stopped there would keep its
+        jobs' rows locked, hidden from every claim, for as long as it is stopped. Ended, they
+        are taken over within the lease as any stalled worker's."""
+        if self.db is None:
+            return []
+        return await database.end_stalled_sessions(self.db, older_than_ms=self.stalled_session_ms)
+
     async def beat(self, waiting: Callable[[], Iterable[Job]]) -> None:
-        """Renew every quarter of a lease, until cancelled."""
+        """Renew every quarter of a lease, and end stalled sessions, until cancelled."""
         while True:
             await asyncio.sleep(self.lease_ms / 4000)
             try:
@@ -270,6 +299,12 @@ class Leases:
                 log.warning("could not renew the leases of the jobs in flight: %s", exc)
             except Exception:
                 log.exception("could not renew the leases of the jobs in flight")
+            try:
+                await self.end_stalled()
+            except errors.NotReady as exc:
+                log.warning("could not look for stalled database sessions: %s", exc)
+            except Exception:
+                log.exception("could not look for stalled database sessions")
 
     async def release(self, held: list[Job]) -> None:
         """Queue again jobs this worker claimed and will not finish (never raises: a job left
@@ -408,7 +443,14 @@ class JobWorker:
         self._poll_ms = int(self.config.poll_seconds * 1000)
         self.due = DueTimer(db, clock, self.handlers.keys(), self._wake.set, self._poll_ms)
         #: The leases of the jobs this worker holds (``Leases``).
-        self.leases = Leases(self.writer, clock, self.worker_id, self.config.lease_ms)
+        self.leases = Leases(
+            self.writer,
+            clock,
+            self.worker_id,
+            self.config.lease_ms,
+            db=db,
+            stalled_session_ms=self.config.stalled_session_ms,
+        )
         #: Jobs cancelled by ``stop`` before they ended: queued again at once.
         self._interrupted: list[Job] = []
         self._beat: asyncio.Task[None] | None = None
@@ -715,9 +757,12 @@ class JobWorker:
         return list(self._queue)
 
     async def heartbeat(self) -> int:
-        """Renew the leases of the jobs this worker holds (running, or claimed and waiting);
-        the number renewed."""
-        return await self.leases.renew(self._waiting())
+        """What the lease beat does once: renew the leases of the jobs this worker holds
+        (running, or claimed and waiting), and end stalled database sessions
+        (``Leases.end_stalled``); the number renewed."""
+        renewed = await self.leases.renew(self._waiting())
+        await self.leases.end_stalled()
+        return renewed
 
     async def _loop(self) -> None:
         while True:
