@@ -307,26 +307,29 @@ async def test_emit_jobs_carry_their_listeners_kind(api: Api) -> None:
             )
         ).all()
     assert [row.payload["listener"] for row in stored] == ["workflow"]
-    earlier = {
-        "event_id": "e_earlier",
-        "emitter_id": source["id"],
-        "channel": "",
-        "event": {"n": 8},
-    }
-    async with api.platform.db.begin() as conn:
-        await jobs.enqueue(
-            conn,
-            kind=JobKind.EMIT,
-            owner_id=api.account_id,
-            target_id=workflow["id"],
-            payload=earlier,
-            now_ms=api.platform.clock.now_ms(),
-        )
-    await api.platform.jobs.drain()
+    assert [row.payload["from"] for row in stored] == ["source"]  # who emitted it
+    # Jobs queued by an earlier version: no listener's kind, no emitter's; read from the ids.
+    # A workflow's $.send.emit labels its listener's run EMIT, a source's COMPONENT.
+    for n, emitter_id in ((8, source["id"]), (9, "p_earlierworkflow")):
+        earlier = {"event_id": f"e_{n}", "emitter_id": emitter_id, "channel": "", "event": {"n": n}}
+        async with api.platform.db.begin() as conn:
+            await jobs.enqueue(
+                conn,
+                kind=JobKind.EMIT,
+                owner_id=api.account_id,
+                target_id=workflow["id"],
+                payload=earlier,
+                now_ms=api.platform.clock.now_ms(),
+            )
+        await api.platform.jobs.drain()
     runs = (await api.client.get(f"/v1/workflows/{workflow['id']}/runs")).json()["data"]
-    assert [r["steps"][0]["return_value"] for r in runs] == [{"n": 8}, {"order": 7}]
-    assert runs[0]["context"]["source_type"] == "COMPONENT"
-    assert runs[0]["context"]["emitter_id"] == source["id"]
+    assert [r["steps"][0]["return_value"] for r in runs] == [{"n": 9}, {"n": 8}, {"order": 7}]
+    labels = [(r["context"]["source_type"], r["context"]["emitter_id"]) for r in runs]
+    assert labels == [
+        ("EMIT", "p_earlierworkflow"),
+        ("COMPONENT", source["id"]),
+        ("COMPONENT", source["id"]),
+    ]
 
 
 ACTION = """
@@ -524,6 +527,15 @@ async def test_sends(api: Api, loopback_sends: Any) -> None:
     runs = (await api.client.get(f"/v1/workflows/{listener['id']}/runs")).json()["data"]
     assert [r["steps"][0]["return_value"] for r in runs] == [{"order": 9}]
     assert runs[0]["context"]["source_type"] == "EMIT"
+    async with api.platform.db.connect() as conn:
+        said = (
+            await conn.execute(
+                sa.select(jobs_table.c.payload).where(
+                    jobs_table.c.kind == JobKind.EMIT, jobs_table.c.target_id == listener["id"]
+                )
+            )
+        ).all()
+    assert [row.payload["from"] for row in said] == ["workflow"]  # the label's source
 
 
 async def test_a_send_emit_to_a_channel_too_long_to_store_fails_its_step(api: Api) -> None:

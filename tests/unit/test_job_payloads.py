@@ -5,7 +5,15 @@ an earlier version still running beside it (a rolling restart)."""
 from __future__ import annotations
 
 from sluice.domain import flow
-from sluice.domain.jobs import EmitJob, Listener, ReleaseJob, ResumeJob, SendJob, WorkflowJob
+from sluice.domain.jobs import (
+    EmitJob,
+    Emitter,
+    Listener,
+    ReleaseJob,
+    ResumeJob,
+    SendJob,
+    WorkflowJob,
+)
 
 
 def test_stored_shapes_are_the_earlier_ones() -> None:
@@ -41,6 +49,9 @@ def test_stored_shapes_are_the_earlier_ones() -> None:
         "hops": ["p_b"],
     }
     assert "hops" not in EmitJob("e_1", "dc_a", "", None, Listener.WORKFLOW).to_json()
+    said = EmitJob("e_1", "p_a", "", None, Listener.SOURCE, None, Emitter.WORKFLOW).to_json()
+    assert said["from"] == "workflow"
+    assert EmitJob.of(said, "dc_b").emitted_by == Emitter.WORKFLOW
 
 
 def test_earlier_payloads_read_as_the_handlers_read_them() -> None:
@@ -48,6 +59,10 @@ def test_earlier_payloads_read_as_the_handlers_read_them() -> None:
     assert EmitJob.of({"hops": ["p_a", 3]}, "dc_x").hops == ("p_a", "3")
     assert EmitJob.of({}, "wh_x").listener == Listener.WEBHOOK
     assert EmitJob.of({"listener": "source"}, "p_x").listener == Listener.SOURCE
+    # Who emitted: stored since "from" was; before, from the emitter's id.
+    assert EmitJob.of({"emitter_id": "p_a"}).emitted_by == Emitter.WORKFLOW
+    assert EmitJob.of({"emitter_id": "dc_a"}).emitted_by == Emitter.SOURCE
+    assert EmitJob.of({"emitter_id": "p_a", "from": "source"}).emitted_by == Emitter.SOURCE
     assert ResumeJob.of({"run_id": "r", "action": ""}) == ResumeJob("r", flow.Action.DUE, None)
     assert WorkflowJob.of({"event": 1}) == WorkflowJob(1, "MANUAL", None, None)
     assert SendJob.of({"run_id": "r", "idx": "3"}) == SendJob("r", 3)

@@ -46,6 +46,19 @@ class Listener(StrEnum):
         return cls.SOURCE
 
 
+class Emitter(StrEnum):
+    """Who emitted an ``emit`` job's event: a workflow's run is labelled by it
+    (``engine/handlers/emit.py``: ``EMIT`` for a workflow's ``$.send.emit``, else ``COMPONENT``)."""
+
+    SOURCE = "source"  #: a source's ``$emit`` (or its ``$errors`` event)
+    WORKFLOW = "workflow"  #: a workflow's run: ``$.send.emit``, its ``$errors`` event
+
+    @classmethod
+    def of_id(cls, emitter_id: str) -> Emitter:
+        """What an id names, by its prefix: only for emit jobs stored before the kind was."""
+        return cls.WORKFLOW if emitter_id.startswith("p_") else cls.SOURCE
+
+
 def _fields(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
@@ -63,6 +76,13 @@ class EmitJob:
     #: The workflows the event went through (``None``: not forwarded; its emits are not
     #: chained): the listener's own emits never go back to one of them.
     hops: tuple[str, ...] | None = None
+    #: Who emitted the event; None only in jobs stored before it was carried (``emitted_by``).
+    emitter: Emitter | None = None
+
+    @property
+    def emitted_by(self) -> Emitter:
+        """Who emitted the event (from the emitter's id for a job stored before it was said)."""
+        return self.emitter if self.emitter is not None else Emitter.of_id(self.emitter_id)
 
     def to_json(self) -> dict[str, Any]:
         value: dict[str, Any] = {
@@ -74,15 +94,18 @@ class EmitJob:
         }
         if self.hops is not None:
             value["hops"] = list(self.hops)
+        if self.emitter is not None:
+            value["from"] = str(self.emitter)
         return value
 
     @classmethod
     def of(cls, value: Any, target_id: str = "") -> EmitJob:
         """The job of a stored payload; one stored without ``listener`` (before it was
-        carried) has it from its target's id."""
+        carried) has it from its target's id, one without ``from`` none (``emitted_by``)."""
         fields = _fields(value)
         listener = fields.get("listener")
         hops = fields.get("hops")
+        emitter = fields.get("from")
         return cls(
             str(fields.get("event_id") or ""),
             str(fields.get("emitter_id") or ""),
@@ -90,6 +113,7 @@ class EmitJob:
             fields.get("event"),
             Listener(listener) if listener else Listener.of_id(target_id),
             None if hops is None else tuple(str(h) for h in hops),
+            Emitter(emitter) if emitter else None,
         )
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 
 from sluice.domain import states
-from sluice.domain.jobs import EmitJob, Listener
+from sluice.domain.jobs import EmitJob, Emitter, Listener
 from sluice.engine.outbound.webhooks import Webhooks
 from sluice.engine.queue.jobs import Finish
 from sluice.engine.runs.executor import Executor
@@ -67,7 +67,7 @@ class EmitJobs:
             return
         if emit.channel == states.ERRORS:
             source_type = "ERRORS"
-        elif emit.emitter_id.startswith("p_"):  # a workflow's $.send.emit
+        elif emit.emitted_by == Emitter.WORKFLOW:  # a workflow's $.send.emit
             source_type = "EMIT"
         else:
             source_type = "COMPONENT"

@@ -39,7 +39,7 @@ from sluice.domain import (
 )
 from sluice.domain.deployments import Deployment
 from sluice.domain.events import Event, LogLine
-from sluice.domain.jobs import EmitJob, Listener, ReleaseJob, ResumeJob, SendJob
+from sluice.domain.jobs import EmitJob, Emitter, Listener, ReleaseJob, ResumeJob, SendJob
 from sluice.domain.outcomes import Item, SourceResults, SourceStored
 from sluice.domain.runs import Run
 from sluice.domain.states import JobKind, RunStatus
@@ -65,13 +65,15 @@ class _Batch:
         self,
         conn: Connection,
         owner_id: str,
-        emitter_id: str,
+        emitter: tuple[Emitter, str],
         now_ms: int,
         *,
         chain: list[str] | None = None,
         max_hops: int = 0,
     ) -> None:
-        self.conn, self.owner_id, self.emitter_id, self.now_ms = conn, owner_id, emitter_id, now_ms
+        """``emitter``: who emits, and its id."""
+        self.conn, self.owner_id, self.now_ms = conn, owner_id, now_ms
+        self.emitter, self.emitter_id = emitter
         self.chain, self.max_hops = chain, max_hops
         self.stored: list[Event] = []
         self.log_lines: list[LogLine] = []
@@ -167,7 +169,7 @@ class _Batch:
                 made.append(webhooks.new_delivery(self.owner_id, listener, payload))
                 continue
             hops = None if self.chain is None else tuple(self.chain)
-            emit = EmitJob(event_id, self.emitter_id, channel, event, kind, hops)
+            emit = EmitJob(event_id, self.emitter_id, channel, event, kind, hops, self.emitter)
             self.enqueue(JobKind.EMIT, listener, emit.to_json())
 
     def enqueue(
@@ -328,7 +330,7 @@ class Commit:
             batch = _Batch(
                 conn,
                 deployment.owner_id,
-                deployment.id,
+                (Emitter.SOURCE, deployment.id),
                 now_ms,
                 chain=chain,
                 max_hops=self.settings.max_hops,
@@ -446,7 +448,7 @@ class Commit:
             queued = events.take_sync(conn, deployment_id, event_id, states.QUEUED)
             if queued is None:
                 return False
-            batch = _Batch(conn, owner_id, deployment_id, now_ms)
+            batch = _Batch(conn, owner_id, (Emitter.SOURCE, deployment_id), now_ms)
             meta = {k: v for k, v in queued.meta.items() if k != "delivery_ts"}
             item: Item = (str(meta.get("name") or ""), queued.payload, meta)
             [emitted] = batch.append([item])
@@ -533,7 +535,12 @@ class Commit:
                 runs.trim_sync(conn, run.workflow_id, self.settings.run_retention)
                 events.trim_sync(conn, run.workflow_id, self.settings.event_retention)
             batch = _Batch(
-                conn, run.owner_id, run.workflow_id, now_ms, chain=chain, max_hops=hops_max
+                conn,
+                run.owner_id,
+                (Emitter.WORKFLOW, run.workflow_id),
+                now_ms,
+                chain=chain,
+                max_hops=hops_max,
             )
             if run.status == RunStatus.ERROR and not over:
                 self._errors(batch, run, global_errors)
