@@ -15,7 +15,7 @@ from sluice.clock import FakeClock
 from sluice.domain.states import JobKind
 from sluice.engine.queue.jobs import Finish, JobWorker, RanNow, WorkerConfig
 from sluice.platform import Platform
-from sluice.storage import jobs
+from sluice.storage import database, jobs
 from sluice.storage.jobs import Job
 from sluice.storage.tables import jobs as jobs_table
 
@@ -564,7 +564,11 @@ async def test_a_worker_stopped_in_the_middle_of_a_statement_is_taken_over(
             conn, worker_id="stalled", now_ms=clock.now_ms(), lease_ms=1_000, limit=1,
             kinds=(kind,),
         )  # fmt: skip
-    stopped = await asyncpg.connect(platform.settings.database_url, timeout=5)
+    stopped = await asyncpg.connect(
+        platform.settings.database_url,
+        timeout=5,
+        server_settings={"application_name": database.APPLICATION_NAME},  # a Sluice process's
+    )
     try:
         transaction = stopped.transaction()
         await transaction.start()

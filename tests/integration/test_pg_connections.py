@@ -140,8 +140,12 @@ async def test_a_session_stopped_between_prepare_and_execute_is_ended() -> None:
     # A database of its own: the bound below is 0, and other tests' sessions are not this one's.
     url = await _create_pg_database()
     made = database.create_engine(url)
-    stopped = await asyncpg.connect(url, timeout=5)
-    idle = await asyncpg.connect(url, timeout=5)
+    # As Sluice's own sessions are named (``database.create_engine``).
+    ours = {"application_name": database.APPLICATION_NAME}
+    stopped = await asyncpg.connect(url, timeout=5, server_settings=ours)
+    idle = await asyncpg.connect(url, timeout=5, server_settings=ours)
+    # Another application's session on the same database and role, stopped the same way.
+    other = await asyncpg.connect(url, timeout=5, server_settings={"application_name": "psql"})
     try:
         await stopped.execute(
             "CREATE TABLE locked (id int PRIMARY KEY); INSERT INTO locked VALUES (1)"
@@ -150,6 +154,9 @@ async def test_a_session_stopped_between_prepare_and_execute_is_ended() -> None:
         await transaction.start()
         await stopped.fetch("SELECT id FROM locked WHERE id = 1 FOR UPDATE")
         await stopped.prepare("SELECT now()")  # Parse, Describe, Flush: stopped here
+        other_transaction = other.transaction()
+        await other_transaction.start()
+        await other.prepare("SELECT now()")
         idle_transaction = idle.transaction()
         await idle_transaction.start()
         await idle.fetch("SELECT 1")  # idle in a transaction: PostgreSQL's own timeout's
@@ -172,8 +179,10 @@ async def test_a_session_stopped_between_prepare_and_execute_is_ended() -> None:
         with pytest.raises((asyncpg.PostgresError, asyncpg.InterfaceError, OSError)):
             await stopped.fetch("SELECT 1")  # when the process wakes: its session is gone
         assert await idle.fetchval("SELECT 2") == 2  # the idle one goes on
+        assert await other.fetchval("SELECT 3") == 3  # and the other application's
     finally:
         stopped.terminate()
         await idle.close()
+        await other.close()
         await made.dispose()
         await _drop_pg_database(url)

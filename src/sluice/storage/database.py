@@ -75,9 +75,13 @@ def idle_tx_ms(lease_ms: int) -> int:
 #: not apply (nor ``statement_timeout``). A process stopped there holds its transaction's row
 #: locks for as long as it is stopped (tests/chaos/test_stalls.py, under load: its jobs' rows,
 #: skipped by every claim, and the source's row, which every commit of that source waits for).
+#: ``application_name`` of Sluice's PostgreSQL sessions.
+APPLICATION_NAME = "sluice"
+
 _STALLED_SESSIONS = sa.text(
     "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity"
     " WHERE datname = current_database() AND usename = current_user"
+    " AND application_name = :application"
     " AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
     " AND state = 'active' AND wait_event_type = 'Client' AND wait_event = 'ClientRead'"
     " AND state_change < clock_timestamp() - make_interval(secs => :seconds)"
@@ -85,7 +89,7 @@ _STALLED_SESSIONS = sa.text(
 
 
 async def end_stalled_sessions(engine: AsyncEngine, *, older_than_ms: int) -> list[int]:
-    """PostgreSQL: end the sessions (of this database and role, in any process) that have
+    """PostgreSQL: end Sluice's sessions (of this database and role, in any process) that have
     waited for their client in the middle of a statement longer than ``older_than_ms``, as
     PostgreSQL ends those idle in a transaction (``idle_tx_ms``); the ids of the backends
     ended. A client that is running sends the rest of a statement at once: one that has not for
@@ -94,7 +98,8 @@ async def end_stalled_sessions(engine: AsyncEngine, *, older_than_ms: int) -> li
     if not is_postgres(engine):
         return []
     async with engine.connect() as conn:
-        rows = (await conn.execute(_STALLED_SESSIONS, {"seconds": older_than_ms / 1000})).all()
+        values = {"seconds": older_than_ms / 1000, "application": APPLICATION_NAME}
+        rows = (await conn.execute(_STALLED_SESSIONS, values)).all()
         await conn.commit()
     ended = [int(row[0]) for row in rows if row[1]]
     if ended:
@@ -122,7 +127,14 @@ def create_engine(url: str, *, idle_tx_ms: int = IDLE_TX_MS) -> AsyncEngine:
         target,
         pool_size=10,
         max_overflow=20,
-        connect_args={"server_settings": {"idle_in_transaction_session_timeout": str(idle_tx_ms)}},
+        connect_args={
+            "server_settings": {
+                "idle_in_transaction_session_timeout": str(idle_tx_ms),
+                # Names Sluice's sessions (pg_stat_activity): ``end_stalled_sessions`` ends
+                # only these, never another application's sharing the database and role.
+                "application_name": APPLICATION_NAME,
+            }
+        },
     )
     faults.install(engine.sync_engine)
     event.listen(engine.sync_engine, "checkin", _checked_in)
