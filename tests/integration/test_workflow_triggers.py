@@ -285,6 +285,17 @@ async def test_source_trigger(api: Api) -> None:
     assert [r["steps"][0]["return_value"] for r in vip_runs] == [{"vip": True}]
 
 
+async def _emit_payloads(api: Api, target_id: str) -> list[dict[str, Any]]:
+    """The payloads of the ``emit`` jobs for one listener (done jobs are kept an hour)."""
+    async with api.platform.db.connect() as conn:
+        rows = await conn.execute(
+            sa.select(jobs_table.c.payload).where(
+                jobs_table.c.kind == JobKind.EMIT, jobs_table.c.target_id == target_id
+            )
+        )
+        return [dict(row.payload) for row in rows]
+
+
 async def test_emit_jobs_carry_their_listeners_kind(api: Api) -> None:
     """A source's emit to a workflow is an ``emit`` job whose payload names the listener's
     kind (``domain/jobs.EmitJob``); one queued before it did (no ``listener``: an earlier
@@ -298,16 +309,9 @@ async def test_emit_jobs_carry_their_listeners_kind(api: Api) -> None:
     ran = await api.client.post(f"/v1/sources/{source['id']}/run", json={"event": {"n": 7}})
     assert ran.status_code == 200
     await api.platform.jobs.drain()
-    async with api.platform.db.connect() as conn:
-        stored = (
-            await conn.execute(
-                sa.select(jobs_table.c.payload).where(
-                    jobs_table.c.kind == JobKind.EMIT, jobs_table.c.target_id == workflow["id"]
-                )
-            )
-        ).all()
-    assert [row.payload["listener"] for row in stored] == ["workflow"]
-    assert [row.payload["from"] for row in stored] == ["source"]  # who emitted it
+    stored = await _emit_payloads(api, workflow["id"])
+    assert [payload["listener"] for payload in stored] == ["workflow"]
+    assert [payload["from"] for payload in stored] == ["source"]  # who emitted it
     # Jobs queued by an earlier version: no listener's kind, no emitter's; read from the ids.
     # A workflow's $.send.emit labels its listener's run EMIT, a source's COMPONENT.
     for n, emitter_id in ((8, source["id"]), (9, "p_earlierworkflow")):
@@ -527,15 +531,8 @@ async def test_sends(api: Api, loopback_sends: Any) -> None:
     runs = (await api.client.get(f"/v1/workflows/{listener['id']}/runs")).json()["data"]
     assert [r["steps"][0]["return_value"] for r in runs] == [{"order": 9}]
     assert runs[0]["context"]["source_type"] == "EMIT"
-    async with api.platform.db.connect() as conn:
-        said = (
-            await conn.execute(
-                sa.select(jobs_table.c.payload).where(
-                    jobs_table.c.kind == JobKind.EMIT, jobs_table.c.target_id == listener["id"]
-                )
-            )
-        ).all()
-    assert [row.payload["from"] for row in said] == ["workflow"]  # the label's source
+    said = await _emit_payloads(api, listener["id"])
+    assert [payload["from"] for payload in said] == ["workflow"]  # the label's source
 
 
 async def test_a_send_emit_to_a_channel_too_long_to_store_fails_its_step(api: Api) -> None:
