@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 #: A shed client is told to come back in at least this many seconds, at most that many.
 MIN_RETRY_S = 1
@@ -66,6 +67,60 @@ def run_rate(
     interval in which it had a backlog throughout, smoothed with the previous rate."""
     ran = max(0, queued_before + added - queued_now) / max(seconds, 1e-3)
     return ran if previous is None else previous + RATE_WEIGHT * (ran - previous)
+
+
+@dataclass(frozen=True)
+class Span:
+    """An account's backlog since its run rate was last measured: its due jobs then, the jobs
+    added since, and the seconds since."""
+
+    queued: int
+    added: int = 0
+    seconds: float = 0.0
+
+
+def measure(
+    previous: float | None, span: Span, *, added: int, queued_now: int, seconds: float
+) -> tuple[float | None, Span]:
+    """An account's run rate after one more interval of a backlog it had throughout, and the
+    span the next interval extends. The rate is measured only over a span in which some job
+    ran: until one does, the intervals add up, so a rate is what ran over the whole time it
+    took. An interval in which nothing ran was measured a rate of 0 before, which halved the
+    rate at each read (four a second): a worker that ran nothing for 10 s (a store stalled,
+    one long job) left a rate of ~1e-12 a second, and once it ran again the account's room was
+    a few jobs (CI: 503 to the 11th request after a 15 s SQLite stall had ended). A worker
+    held up for good is shed by its oldest job's age (``wait_ms``), not by its rate.
+
+    Jobs that take 2 s each, read every quarter second: 0.5 a second, not 4 and then 0.
+
+    >>> span = Span(queued=10)
+    >>> rate, span = measure(None, span, added=0, queued_now=10, seconds=0.25)
+    >>> rate, span
+    (None, Span(queued=10, added=0, seconds=0.25))
+    >>> for _ in range(6):
+    ...     rate, span = measure(rate, span, added=0, queued_now=10, seconds=0.25)
+    >>> measure(rate, span, added=0, queued_now=9, seconds=0.25)
+    (0.5, Span(queued=9, added=0, seconds=0.0))
+
+    A worker that ran 100 a second, then nothing for 10 s: the rate it had stands.
+
+    >>> span = Span(queued=500)
+    >>> for _ in range(40):
+    ...     rate, span = measure(100.0, span, added=0, queued_now=500, seconds=0.25)
+    >>> rate, span.seconds
+    (100.0, 10.0)
+    """
+    span = Span(span.queued, span.added + added, span.seconds + seconds)
+    if span.queued + span.added - queued_now <= 0:
+        return previous, span
+    rate = run_rate(
+        previous,
+        queued_before=span.queued,
+        added=span.added,
+        queued_now=queued_now,
+        seconds=span.seconds,
+    )
+    return rate, Span(queued_now)
 
 
 def capacity(

@@ -53,6 +53,8 @@ RETRY_AFTER_SECONDS = 5
 #: One warning per this many seconds at most, however many requests fail meanwhile.
 _LOG_EVERY_S = 10.0
 _logged_at = -_LOG_EVERY_S
+#: ``unavailable_count``'s count.
+_unavailable_seen = 0
 
 
 def reason(exc: BaseException) -> str | None:
@@ -122,7 +124,16 @@ def raise_if_locked(exc: BaseException) -> None:
         current = current.orig if isinstance(current, sa.exc.DBAPIError) else current.__cause__
 
 
+def unavailable_count() -> int:
+    """How many times this process found the store unavailable (``StorageUnavailable`` raised
+    where a driver error entered): a reader compares two counts to know whether the store
+    failed in between (``engine/queue/admission.py``: no run rate is measured over an outage)."""
+    return _unavailable_seen
+
+
 def _unavailable(why: str) -> errors.StorageUnavailable:
+    global _unavailable_seen
+    _unavailable_seen += 1
     _warn(why)
     return errors.StorageUnavailable(
         f"the database cannot store this now ({why}); nothing was stored: retry later",

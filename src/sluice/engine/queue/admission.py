@@ -8,9 +8,10 @@ the jobs enqueued since the last refresh (two grouped reads, off the event loop)
 SQLite, the free space of the database's file system (``statvfs``).
 
 - **Backlog.** An account whose backlog waits longer than ``shed_after_ms`` (its oldest due
-  job's age, or its queued jobs at the rate they ran since the last refresh: see
-  ``domain/admission.py``) gets 503 ``overloaded`` with ``Retry-After`` on its endpoints until
-  it is back under the bound: it is the one sending more than the workers run. Between two
+  job's age, or its queued jobs at the rate they ran: measured over the span since the last
+  read at which some ran, never across a storage outage; see ``domain/admission.py``) gets
+  503 ``overloaded`` with ``Retry-After`` on its endpoints until it is back under the bound:
+  it is the one sending more than the workers run. Between two
   reads each ``check`` counts the request, and an account is taken at most its room
   (``admission.room``: what its run rate, else the process's, gets through in a quarter of the
   bound, less its backlog), so the wait stays under the bound instead of overshooting it by
@@ -40,7 +41,7 @@ from types import TracebackType
 from sluice import errors, metrics
 from sluice.clock import Clock
 from sluice.domain import admission
-from sluice.storage import database, job_stats
+from sluice.storage import database, faults, job_stats
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,10 @@ class Admission:
         self._read_at: int | None = None
         self._queued: dict[str, int] = {}
         self._rates: dict[str, float] = {}
+        #: Each backlogged account's span since its rate was last measured (``admission.measure``).
+        self._spans: dict[str, admission.Span] = {}
+        #: ``faults.unavailable_count()`` at the last read.
+        self._faults = faults.unavailable_count()
         #: Every account's jobs run a second (``admission.capacity``: measured while there is
         #: a backlog, kept through idle spells); None until some job ran.
         self.process_rate: float | None = None
@@ -183,23 +188,28 @@ class Admission:
         """Each backlogged account's wait (``admission.wait_ms``), its run rate measured over
         the interval since the last read when it had a backlog throughout."""
         seconds = (now - self._read_at) / 1000 if self._read_at is not None else 0.0
+        # The store failed since the last read (a stalled SQLite lock holder, PostgreSQL
+        # down): what ran meanwhile says nothing of the rate; every span starts again.
+        faults_now = faults.unavailable_count()
+        outage, self._faults = faults_now != self._faults, faults_now
         rates: dict[str, float] = {}
+        spans: dict[str, admission.Span] = {}
         waits: dict[str, int] = {}
         for owner, (oldest, queued) in read.due.items():
-            before = self._queued.get(owner, 0)
             rate = self._rates.get(owner)
-            if before > 0 and seconds > 0:
-                rate = admission.run_rate(
-                    rate,
-                    queued_before=before,
-                    added=read.added.get(owner, 0),
-                    queued_now=queued,
-                    seconds=seconds,
+            span = self._spans.get(owner)
+            if span is not None and seconds > 0 and not outage:
+                rate, span = admission.measure(
+                    rate, span, added=read.added.get(owner, 0), queued_now=queued, seconds=seconds
                 )
+            else:
+                span = admission.Span(queued)
+            spans[owner] = span
             if rate is not None:
                 rates[owner] = rate
             waits[owner] = admission.wait_ms(age_ms=now - oldest, queued=queued, rate=rate)
-        if seconds > 0:
+        self._spans = spans
+        if seconds > 0 and not outage:
             self.process_rate = admission.capacity(
                 self.process_rate,
                 queued_before=sum(self._queued.values()),
