@@ -1,8 +1,8 @@
 """Load shedding's run rates (``engine/queue/admission.py``) over a real SQLite queue, read by
 the real ``Admission.refresh`` at a fake clock's quarter seconds: a pause in which nothing ran
-is not a rate of 0, jobs slower than a read are measured at their own pace, and what ran across
-a storage outage is not measured at all. Each is checked through what a client meets: how many
-requests ``take`` lets in before ``Overloaded``."""
+lowers the pace but is not measured as a rate of 0, jobs slower than a read are measured at
+their own pace, and what ran across a storage outage is not measured at all. Each is checked
+through what a client meets: how many requests ``take`` lets in before ``Overloaded``."""
 
 from __future__ import annotations
 
@@ -101,6 +101,9 @@ async def test_a_pause_with_nothing_run_keeps_the_rate_it_ran_at(
     await _tick(admission, clock)  # 20 in a quarter second: 80 a second
     for _ in range(40):  # 10 s in which nothing runs (the store stalled, say)
         await _tick(admission, clock)
+    # Meanwhile its pace fell at each read: shed, though its oldest job is only 10 s old.
+    with pytest.raises(errors.Overloaded):
+        admission.check("u_a")
     queue.run("u_a", 1)  # it starts again
     await _tick(admission, clock)
     # Measured over the span in which it ran (1 in 10.25 s), smoothed with the 80 before: 40

@@ -72,45 +72,50 @@ def run_rate(
 @dataclass(frozen=True)
 class Span:
     """An account's backlog since its run rate was last measured: its due jobs then, the jobs
-    added since, and the seconds since."""
+    added since, the seconds since, and the reads since (each one at which nothing ran)."""
 
     queued: int
     added: int = 0
     seconds: float = 0.0
+    reads: int = 0
 
 
 def measure(
     previous: float | None, span: Span, *, added: int, queued_now: int, seconds: float
 ) -> tuple[float | None, Span]:
-    """An account's run rate after one more interval of a backlog it had throughout, and the
-    span the next interval extends. The rate is measured only over a span in which some job
-    ran: until one does, the intervals add up, so a rate is what ran over the whole time it
-    took. An interval in which nothing ran was measured a rate of 0 before, which halved the
-    rate at each read (four a second): a worker that ran nothing for 10 s (a store stalled,
-    one long job) left a rate of ~1e-12 a second, and once it ran again the account's room was
-    a few jobs (CI: 503 to the 11th request after a 15 s SQLite stall had ended). A worker
-    held up for good is shed by its oldest job's age (``wait_ms``), not by its rate.
+    """An account's measured run rate after one more read of a backlog it had throughout, and
+    the span the next read extends. A rate is measured only over a span in which some job
+    ran: until one does the reads add up, and what ran is counted over the whole time it took.
+    Until then the decisions use ``pace``, which falls at each such read.
 
-    Jobs that take 2 s each, read every quarter second: 0.5 a second, not 4 and then 0.
+    Each read at which nothing ran was measured a rate of 0 before, and smoothed into the
+    rate, so after a pause the rate was what it had fallen to: a worker that ran nothing for
+    10 s (a store stalled, one long job) left ~1e-12 a second, and once it ran again the
+    account's room was a few jobs (CI: 503 to the 11th request after a 15 s SQLite stall had
+    ended). Jobs that took 2 s each, read four times a second, measured 4 a second at each
+    read that saw one end, halved at each other: ~2 a second for a pace of 0.5.
 
     >>> span = Span(queued=10)
     >>> rate, span = measure(None, span, added=0, queued_now=10, seconds=0.25)
     >>> rate, span
-    (None, Span(queued=10, added=0, seconds=0.25))
+    (None, Span(queued=10, added=0, seconds=0.25, reads=1))
     >>> for _ in range(6):
     ...     rate, span = measure(rate, span, added=0, queued_now=10, seconds=0.25)
     >>> measure(rate, span, added=0, queued_now=9, seconds=0.25)
-    (0.5, Span(queued=9, added=0, seconds=0.0))
+    (0.5, Span(queued=9, added=0, seconds=0.0, reads=0))
 
-    A worker that ran 100 a second, then nothing for 10 s: the rate it had stands.
+    A worker that ran 100 a second, then nothing for 10 s, then 10 jobs in a quarter second:
+    100 smoothed with what it ran over the whole span, not with what it had fallen to.
 
     >>> span = Span(queued=500)
     >>> for _ in range(40):
     ...     rate, span = measure(100.0, span, added=0, queued_now=500, seconds=0.25)
-    >>> rate, span.seconds
-    (100.0, 10.0)
+    >>> rate, span.seconds, pace(rate, span) < 1e-9
+    (100.0, 10.0, True)
+    >>> measure(rate, span, added=0, queued_now=490, seconds=0.25)[0]
+    50.48780487804878
     """
-    span = Span(span.queued, span.added + added, span.seconds + seconds)
+    span = Span(span.queued, span.added + added, span.seconds + seconds, span.reads + 1)
     if span.queued + span.added - queued_now <= 0:
         return previous, span
     rate = run_rate(
@@ -121,6 +126,21 @@ def measure(
         seconds=span.seconds,
     )
     return rate, Span(queued_now)
+
+
+def pace(rate: float | None, span: Span) -> float | None:
+    """The run rate an account's wait and room are reckoned at: its measured ``rate``, lowered
+    as it was at each read of ``span`` at which nothing ran (smoothed with 0), so a backlog that
+    stops moving is shed before its oldest job is old.
+
+    >>> pace(20.0, Span(queued=150, seconds=3.0, reads=3))
+    2.5
+    >>> pace(None, Span(queued=150, seconds=3.0, reads=3)) is None
+    True
+    """
+    if rate is None:
+        return None
+    return rate * (1 - RATE_WEIGHT) ** span.reads
 
 
 def capacity(

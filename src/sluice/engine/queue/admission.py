@@ -8,8 +8,8 @@ the jobs enqueued since the last refresh (two grouped reads, off the event loop)
 SQLite, the free space of the database's file system (``statvfs``).
 
 - **Backlog.** An account whose backlog waits longer than ``shed_after_ms`` (its oldest due
-  job's age, or its queued jobs at the rate they ran: measured over the span since the last
-  read at which some ran, never across a storage outage; see ``domain/admission.py``) gets
+  job's age, or its queued jobs at the pace they run: see ``domain/admission.py``; a rate is
+  never measured across a storage outage) gets
   503 ``overloaded`` with ``Retry-After`` on its endpoints until it is back under the bound:
   it is the one sending more than the workers run. Between two
   reads each ``check`` counts the request, and an account is taken at most its room
@@ -79,7 +79,9 @@ class Admission:
         self._read_at: int | None = None
         self._queued: dict[str, int] = {}
         self._rates: dict[str, float] = {}
-        #: Each backlogged account's span since its rate was last measured (``admission.measure``).
+        #: Each backlogged account's rate as last measured, and the span since
+        #: (``admission.measure``); ``_rates`` holds the pace they give (``admission.pace``).
+        self._measured: dict[str, float] = {}
         self._spans: dict[str, admission.Span] = {}
         #: ``faults.unavailable_count()`` at the last read.
         self._faults = faults.unavailable_count()
@@ -192,11 +194,12 @@ class Admission:
         # down): what ran meanwhile says nothing of the rate; every span starts again.
         faults_now = faults.unavailable_count()
         outage, self._faults = faults_now != self._faults, faults_now
+        measured: dict[str, float] = {}
         rates: dict[str, float] = {}
         spans: dict[str, admission.Span] = {}
         waits: dict[str, int] = {}
         for owner, (oldest, queued) in read.due.items():
-            rate = self._rates.get(owner)
+            rate = self._measured.get(owner)
             span = self._spans.get(owner)
             if span is not None and seconds > 0 and not outage:
                 rate, span = admission.measure(
@@ -206,9 +209,12 @@ class Admission:
                 span = admission.Span(queued)
             spans[owner] = span
             if rate is not None:
-                rates[owner] = rate
-            waits[owner] = admission.wait_ms(age_ms=now - oldest, queued=queued, rate=rate)
-        self._spans = spans
+                measured[owner] = rate
+            pace = admission.pace(rate, span)
+            if pace is not None:
+                rates[owner] = pace
+            waits[owner] = admission.wait_ms(age_ms=now - oldest, queued=queued, rate=pace)
+        self._spans, self._measured = spans, measured
         if seconds > 0 and not outage:
             self.process_rate = admission.capacity(
                 self.process_rate,
