@@ -2,7 +2,11 @@
 
 A real ``sluice serve`` on 127.0.0.1 and the ``st`` command, as a user would run them: no 5xx,
 every status and body as the document declares, ``Allow`` right on every 405. The run is
-deterministic (no random seed) and bounded by ``--max-time``.
+deterministic (no random seed) and bounded by its cases: the coverage phase's for every
+operation and 5 fuzzed ones each (2,538 cases, 77 s at a load of 1.4; the coverage phase
+alone 41 s). With ``--max-time`` as well, schemathesis fuzzes until that time is spent (as
+documented), so the run took its whole 90 s, and what it covered depended on the machine's
+speed.
 
 Not checked: ``positive_data_acceptance`` (a schema-valid request answered 400), because the
 document does not encode every rule of the API (id prefixes, component code that loads);
@@ -26,10 +30,10 @@ import pytest
 from tests.chaos.processes import SLUICE, Sluice, free_port, running
 
 ST = str(Path(sys.executable).with_name("st"))
-MAX_SECONDS = 90
+#: A hang, not a slow run.
+MAX_SECONDS = 300
 
 
-# Schemathesis runs up to MAX_SECONDS after the server starts: more than pytest's default.
 @pytest.mark.timeout(MAX_SECONDS + 150)
 def test_the_api_conforms_to_its_openapi_document(tmp_path: Path) -> None:
     env = {**os.environ, "SLUICE_DATA_DIR": str(tmp_path / "data")}
@@ -61,8 +65,6 @@ def test_the_api_conforms_to_its_openapi_document(tmp_path: Path) -> None:
                 "positive_data_acceptance",
                 "--exclude-path",
                 "/v1/components/registry",
-                "--max-time",
-                str(MAX_SECONDS),
                 "--request-timeout",
                 "30",
                 "--no-color",
@@ -71,7 +73,7 @@ def test_the_api_conforms_to_its_openapi_document(tmp_path: Path) -> None:
             cwd=tmp_path,
             capture_output=True,
             text=True,
-            timeout=MAX_SECONDS + 60,
+            timeout=MAX_SECONDS,
         )
         server.stop()
     summary = result.stdout[result.stdout.find("SUMMARY") :]
