@@ -228,15 +228,19 @@ class Bare:
 
 
 def wait_drained(db: Path, timeout: float) -> tuple[float, dict[str, int]]:
-    """Seconds until no job is queued or running, and the jobs by status then."""
+    """Seconds until no job is queued or running, and the jobs by status then (with
+    ``"backlog"``: the jobs queued or running at the first look)."""
     started = time.perf_counter()
+    backlog: int | None = None
     with sqlite3.connect(db, timeout=30) as conn:
         while True:
             counts = dict(
                 conn.execute("SELECT status, count(*) FROM jobs GROUP BY status").fetchall()
             )
-            if not counts.get("queued") and not counts.get("running"):
-                return time.perf_counter() - started, counts
+            left = counts.get("queued", 0) + counts.get("running", 0)
+            backlog = left if backlog is None else backlog
+            if not left:
+                return time.perf_counter() - started, {**counts, "backlog": backlog}
             if time.perf_counter() - started > timeout:
                 raise RuntimeError(f"the job queue did not drain in {timeout:g} s: {counts}")
             time.sleep(0.2)
@@ -256,12 +260,16 @@ def _pg(url: str, fn: Any) -> Any:
 
 
 def wait_drained_pg(url: str, timeout: float) -> tuple[float, dict[str, int]]:
+    """``wait_drained`` on PostgreSQL."""
     started = time.perf_counter()
+    backlog: int | None = None
     while True:
         rows = _pg(url, lambda c: c.fetch("SELECT status, count(*) FROM jobs GROUP BY status"))
         counts = {r[0]: r[1] for r in rows}
-        if not counts.get("queued") and not counts.get("running"):
-            return time.perf_counter() - started, counts
+        left = counts.get("queued", 0) + counts.get("running", 0)
+        backlog = left if backlog is None else backlog
+        if not left:
+            return time.perf_counter() - started, {**counts, "backlog": backlog}
         if time.perf_counter() - started > timeout:
             raise RuntimeError(f"the job queue did not drain in {timeout:g} s: {counts}")
         time.sleep(0.2)
@@ -390,12 +398,15 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                     if name == "sluice":
                         acked += warm.acked + cell.acked
                     results.append(row)
+            drain_cpu = cpu_seconds(server.pid)
             if args.database_url:
                 drain_seconds, jobs = wait_drained_pg(args.database_url, args.drain_timeout)
+                drain_cpu = cpu_seconds(server.pid) - drain_cpu
                 stored = stored_ids_pg(args.database_url, source["id"])
             else:
                 db = server.data_dir / "sluice.db"
                 drain_seconds, jobs = wait_drained(db, args.drain_timeout)
+                drain_cpu = cpu_seconds(server.pid) - drain_cpu
                 stored = stored_ids(db, source["id"])
             if worker is not None:
                 worker.terminate()
@@ -417,6 +428,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             "unacknowledged_stored": len(stored_set - set(acked)),
             "jobs": jobs,
             "drain_seconds_after_load": drain_seconds,
+            # The server's CPU (its Node runners with it) while it drained.
+            "drain_cpu_seconds": drain_cpu,
         },
     }
 
@@ -483,12 +496,20 @@ def main() -> int:
     cells = data["cells"]
     ratios = print_ratio_table(cells, env)
     d = data["durability"]
+    backlog, seconds = d["jobs"].pop("backlog", 0), d["drain_seconds_after_load"]
     print()
     print(
         f"Durability: {d['acknowledged']} acknowledged, {d['stored_events']} events stored, "
         f"{d['missing']} missing, {d['duplicates']} duplicated; jobs {d['jobs']}; the queue "
         f"drained {d['drain_seconds_after_load']:.1f} s after the load"
     )
+    if seconds > 1:  # the worker alone, no requests to take: what it drains a second
+        print(
+            f"Drain: {backlog} jobs queued at the load's end, run in {seconds:.1f} s = "
+            f"{backlog / seconds:.0f} jobs/s; the server's CPU (with its runners) "
+            f"{d['drain_cpu_seconds'] / seconds:.2f} cores, "
+            f"{1e6 * d['drain_cpu_seconds'] / max(backlog, 1):.0f} us a job"
+        )
     by = {(c["target"], c["concurrency"]): c for c in cells}
     acked_ratios = {
         c: by[("sluice", c)]["acked_rps"] / by[("bare", c)]["rps"] for c in sorted(ratios)
