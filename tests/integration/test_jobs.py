@@ -648,3 +648,37 @@ async def test_a_renewal_extends_only_the_claims_still_held(
     assert renewed == {second}
     assert await _status(platform, first) == ("running", 2)
     assert await _status(platform, second) == ("queued", 0)
+
+
+async def test_a_batch_is_marked_done_only_where_its_claim_is_still_held(
+    platform: Platform, kind: JobKind
+) -> None:
+    """``complete_many_sync`` (the batch path's done marks, one statement): a job taken over by
+    another worker, or no longer running, is not marked, whatever its place in the batch."""
+    clock = FakeClock()
+    ids = await _enqueue(platform, clock, kind, 4)
+    async with platform.db.begin() as conn:
+        held = await jobs.claim(
+            conn, worker_id="a", now_ms=clock.now_ms(), lease_ms=1_000, limit=4, kinds=(kind,)
+        )
+    assert [job.id for job in held] == ids
+    clock.advance(seconds=2)
+    async with platform.db.begin() as conn:  # "b" takes the first over
+        [taken] = await jobs.claim(
+            conn, worker_id="b", now_ms=clock.now_ms(), lease_ms=60_000, limit=1, kinds=(kind,)
+        )
+    async with platform.db.begin() as conn:  # the third was marked done alone already
+        assert await jobs.complete(conn, held[2], now_ms=clock.now_ms())
+    async with platform.db.begin() as conn:
+        done = await conn.run_sync(
+            lambda c: jobs.complete_many_sync(c, held[::-1], now_ms=clock.now_ms())
+        )
+    assert taken.id == ids[0]
+    assert done == {ids[1], ids[3]}
+    assert await _status(platform, ids[0]) == ("running", 2)
+    assert [await _status(platform, i) for i in ids[1:]] == [("done", 1)] * 3
+    async with platform.db.begin() as conn:  # its holder's mark: once, by its own claim
+        assert await conn.run_sync(lambda c: jobs.complete_many_sync(c, [taken], now_ms=0)) == {
+            ids[0]
+        }
+        assert await conn.run_sync(lambda c: jobs.complete_many_sync(c, [], now_ms=0)) == set()

@@ -348,11 +348,33 @@ def complete_sync(conn: Connection, job: Job, *, now_ms: int) -> bool:
     return bool(result.rowcount)
 
 
+#: The batch path's done marks on PostgreSQL: one statement, parsed and compiled once,
+#: whatever the batch's size (the claims as arrays). Built from the batch's ``(id, claim)``
+#: pairs as an ``IN`` list instead, SQLAlchemy compiled a new statement for each batch: 7% of
+#: the server's CPU in a profile of the drain (bench/README.md). ``id = ANY`` keeps the plan on
+#: the primary key; each row's claim is the one at its id's place in the arrays.
+_COMPLETE_MANY_PG = sa.text(
+    "UPDATE jobs SET status = :done, finished_ms = :now, locked_until_ms = NULL"
+    " WHERE id = ANY(CAST(:ids AS BIGINT[])) AND status = :running"
+    " AND claim = (CAST(:claims AS INTEGER[]))[array_position(CAST(:ids AS BIGINT[]), id)]"
+    " RETURNING id"
+)
+
+
 def complete_many_sync(conn: Connection, held: list[Job], *, now_ms: int) -> set[int]:
     """Mark done, in one statement, those of ``held`` whose claim is still current (the batch
     path); their ids. The others were taken over: their results must not commit."""
     if not held:
         return set()
+    if conn.dialect.name == "postgresql":
+        params = {
+            "done": JobState.DONE.value,
+            "running": JobState.RUNNING.value,
+            "now": now_ms,
+            "ids": [job.id for job in held],
+            "claims": [job.claim for job in held],
+        }
+        return {int(row[0]) for row in conn.execute(_COMPLETE_MANY_PG, params)}
     result = conn.execute(
         t.update()
         .where(_held(held))
