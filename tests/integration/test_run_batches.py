@@ -186,6 +186,40 @@ async def test_one_statement_marks_a_batch_done_and_a_taken_over_job_is_not_stor
     assert len(inserts) == 1  # one statement for the three runs' events
 
 
+async def test_a_batchs_events_are_stored_as_their_columns_bind_values(api: Api) -> None:
+    """The batch's one insert (on PostgreSQL arrays unnested server-side) stores what the
+    columns' types would: a NUL or a lone surrogate in a payload read back as sent, in a
+    channel replaced by U+FFFD; JSON null, non-ASCII text and the emit's meta as they were;
+    the events' positions in order."""
+    platform = api.platform
+    source_id, _path = await deploy(api, THROWS_ON_2)
+    deployment = await platform.sources.get(api.account_id, source_id)
+    sent = [
+        ({"s": "a\x00b", "t": "\ud800", "u": "h\u00e9 \u2603"}, {"name": "c\x00h", "id": "x"}),
+        (None, {"name": "c\x00h"}),
+        ([1, 2.5, True, {"k": "\x00"}], {"name": "c\x00h", "summary": "s\u00e9"}),
+    ]
+    runs = [
+        (SourceResults(f"inv{i}", [{"event": event, "meta": meta}], {}, [], [], None), None)
+        for i, (event, meta) in enumerate(sent)
+    ]
+    answers = await platform.commit.sources(deployment, None, runs)
+    assert all(len(a.event_ids) == 1 for a in answers)  # type: ignore[union-attr]
+    async with platform.db.connect() as conn:
+        rows = (
+            await conn.execute(
+                sa.select(events_table)
+                .where(events_table.c.emitter_id == source_id)
+                .order_by(events_table.c.ts_ms, events_table.c.seq)
+            )
+        ).all()
+    assert [row.payload for row in rows] == [event for event, _meta in sent]
+    assert [row.meta for row in rows] == [meta for _event, meta in sent]
+    assert {row.channel for row in rows} == {"c\ufffdh"}
+    assert [row.id for row in rows] == [a.event_ids[0] for a in answers]  # type: ignore[union-attr]
+    assert all(row.owner_id == api.account_id and len(row.emit_id) == 27 for row in rows)
+
+
 class _Stalling:
     """The ``http`` handler behind a stall (a SIGSTOP, a VM pause: no lease renewed) that
     starts once the batch is handed to it."""

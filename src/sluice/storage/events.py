@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from sluice import ids
-from sluice.domain import states
+from sluice.domain import states, text
 from sluice.domain.events import Event, LogLine
 from sluice.domain.paging import Page
 from sluice.storage import database, sources
@@ -28,6 +28,18 @@ _LAST = (
     .limit(1)
 )
 _INSERT = t.insert()
+#: A batch's events on PostgreSQL: one statement of arrays unnested server-side (one bind, one
+#: execution), where an executemany bound and executed each row. The values are what the
+#: columns' types would bind (``columns.Str``, ``columns.StoredJSON``).
+_INSERT_MANY_PG = sa.text(
+    "INSERT INTO events (emitter_id, owner_id, id, ts_ms, seq, channel, emit_id, payload, meta)"
+    " SELECT e, o, i, ts, s, c, m, CAST(p AS JSONB), CAST(mt AS JSONB) FROM unnest("
+    "CAST(:emitter_id AS TEXT[]), CAST(:owner_id AS TEXT[]), CAST(:id AS TEXT[]),"
+    " CAST(:ts_ms AS BIGINT[]), CAST(:seq AS INTEGER[]), CAST(:channel AS TEXT[]),"
+    " CAST(:emit_id AS TEXT[]), CAST(:payload AS TEXT[]), CAST(:meta AS TEXT[])"
+    ") AS r(e, o, i, ts, s, c, m, p, mt)"
+)
+_STR_COLUMNS = ("emitter_id", "owner_id", "id", "channel", "emit_id")
 
 
 def append_sync(
@@ -105,9 +117,19 @@ def append_events_sync(
 
 
 def insert_rows_sync(conn: Connection, rows: list[dict[str, Any]]) -> None:
-    """The rows ``append_events_sync`` deferred, in one statement."""
-    if rows:
+    """The rows ``append_events_sync`` deferred, in one statement (on PostgreSQL one round
+    trip, whatever their number)."""
+    if not rows:
+        return
+    if conn.dialect.name != "postgresql":
         conn.execute(_INSERT, rows)
+        return
+    columns = {name: [text.clean(row[name]) for row in rows] for name in _STR_COLUMNS}
+    columns["ts_ms"] = [row["ts_ms"] for row in rows]
+    columns["seq"] = [row["seq"] for row in rows]
+    columns["payload"] = [text.stored_json(row["payload"]) for row in rows]
+    columns["meta"] = [text.stored_json(row["meta"]) for row in rows]
+    conn.execute(_INSERT_MANY_PG, columns)
 
 
 async def append(
