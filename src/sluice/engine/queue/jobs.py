@@ -110,7 +110,10 @@ class BatchHandler(Protocol):
 class WorkerConfig:
     #: A job whose worker died or stalled is taken over within this (``Leases``).
     lease_ms: int = 30_000
-    batch: int = 32
+    #: Jobs a claim takes, at most. A batch's round trips to the database (its claim, its
+    #: source's read, its commit) are paid once for all its runs (bench/README.md, "PostgreSQL:
+    #: the drain, third round": 64 against 32).
+    batch: int = 64
     concurrency: int = 8
     poll_seconds: float = 1.0
     max_attempts: int = 5
@@ -129,7 +132,7 @@ class WorkerConfig:
     account_share: int = 0
     #: The batch path: claimed jobs of one kind and target whose handler runs batches
     #: (``BatchHandler``) run together, up to this many, in one slot; 1: one at a time.
-    run_batch: int = 32
+    run_batch: int = 64
     #: PostgreSQL: a session that has waited this long for its client in the middle of a
     #: statement is ended (``Leases.end_stalled``); None: ``database.idle_tx_ms`` of the lease.
     stalled_session_ms: int | None = None
