@@ -111,8 +111,8 @@ class WorkerConfig:
     #: A job whose worker died or stalled is taken over within this (``Leases``).
     lease_ms: int = 30_000
     #: Jobs a claim takes, at most. A batch's round trips to the database (its claim, its
-    #: source's read, its commit) are paid once for all its runs (bench/README.md, "PostgreSQL:
-    #: the drain, third round": 64 against 32).
+    #: source's read, its commit) are paid once for all its runs (bench/README.md, "Third
+    #: round: a batch's statements, and batches of 64").
     batch: int = 64
     concurrency: int = 8
     poll_seconds: float = 1.0
