@@ -62,9 +62,13 @@ def _tmpfs(directory: Path, size_mb: int) -> Iterator[Path]:
 
 
 def _fill(path: Path, leave_free: int) -> None:
-    """Write ``path`` until the file system has ``leave_free`` bytes free (0: until full)."""
+    """Write ``path`` until the file system has ``leave_free`` bytes free (0: until full).
+
+    Unbuffered: a buffered file that met ENOSPC kept the bytes it could not write, and its
+    close wrote them again and raised (CI: the server's own writes took the space between the
+    ``statvfs`` and the write)."""
     chunk = b"\0" * (1 << 20)
-    with path.open("ab") as ballast:
+    with path.open("ab", buffering=0) as ballast:
         while True:
             stat = os.statvfs(path.parent)
             free = stat.f_bavail * stat.f_frsize
@@ -72,7 +76,6 @@ def _fill(path: Path, leave_free: int) -> None:
                 return
             try:
                 ballast.write(chunk[: max(4096, min(len(chunk), free - leave_free))])
-                ballast.flush()
             except OSError as exc:
                 if exc.errno == errno.ENOSPC:
                     return
