@@ -86,9 +86,11 @@ def _taken(admission: Admission, owner: str, limit: int = 10_000) -> int:
     return limit
 
 
-async def _tick(admission: Admission, clock: FakeClock) -> None:
-    clock.advance(seconds=0.25)
-    await admission.refresh()
+async def _tick(admission: Admission, clock: FakeClock, reads: int = 1) -> None:
+    """``reads`` reads of the queue, a quarter second apart (as ``Admission``'s task reads)."""
+    for _ in range(reads):
+        clock.advance(seconds=0.25)
+        await admission.refresh()
 
 
 async def test_a_pause_with_nothing_run_keeps_the_rate_it_ran_at(
@@ -99,8 +101,7 @@ async def test_a_pause_with_nothing_run_keeps_the_rate_it_ran_at(
     await admission.refresh()
     queue.run("u_a", 20)
     await _tick(admission, clock)  # 20 in a quarter second: 80 a second
-    for _ in range(40):  # 10 s in which nothing runs (the store stalled, say)
-        await _tick(admission, clock)
+    await _tick(admission, clock, 40)  # 10 s in which nothing runs (the store stalled, say)
     # Meanwhile its pace fell at each read: shed, though its oldest job is only 10 s old.
     with pytest.raises(errors.Overloaded):
         admission.check("u_a")
@@ -120,8 +121,7 @@ async def test_jobs_slower_than_a_read_are_measured_at_their_pace(
     queue.add("u_b", 8)
     await admission.refresh()
     for _ in range(3):  # one job every 2 s (8 reads)
-        for _ in range(7):
-            await _tick(admission, clock)
+        await _tick(admission, clock, 7)
         queue.run("u_b", 1)
         await _tick(admission, clock)
     # 0.5 a second: room for 7.5 jobs, less the 5 queued. It was 4 a second at each read
@@ -138,8 +138,7 @@ async def test_what_ran_across_a_storage_outage_is_not_measured(
     await admission.refresh()
     queue.run("u_c", 10)
     await _tick(admission, clock)  # 40 a second
-    for _ in range(20):
-        await _tick(admission, clock)
+    await _tick(admission, clock, 20)
     # The store refuses a write (a stalled lock holder's busy timeout), and in the same
     # interval a few jobs end.
     with pytest.raises(errors.StorageUnavailable):
