@@ -5,6 +5,7 @@ real published packages is ``tests/e2e/test_registry_import.py``'s."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 
@@ -238,3 +239,46 @@ async def test_oauth_and_unknown_auth_are_marked_unmanaged(platform: Platform, a
         # An operator must say what it is: "unknown" is not an auth type they can keep.
         kept = await admin.client.put(f"/v1/apps/{opaque}", json={"name": "Blob"})
         assert kept.status_code == 400 and kept.json()["field"] == "auth_type"
+
+
+class GatedPackages(VersionedPackages):
+    """Versioned packages whose first ``together`` fetches each wait until all of them have
+    started: an importer that fetches one package at a time never gets past the first."""
+
+    def __init__(self, packages: dict[str, Package], together: int) -> None:
+        super().__init__(packages)
+        self.started: list[str] = []
+        self.together = together
+        self.all_started = asyncio.Event()
+
+    async def fetch(self, spec: str, *, offline_first: bool = False) -> Package:
+        self.started.append(spec)
+        if len(self.started) == self.together:
+            self.all_started.set()
+        if len(self.started) <= self.together:
+            await asyncio.wait_for(self.all_started.wait(), timeout=20)
+        return await super().fetch(spec)
+
+
+async def test_packages_are_imported_at_once_and_one_packages_versions_in_order(
+    platform: Platform,
+) -> None:
+    a, b, c = (f"{n}_{secrets.token_hex(3)}" for n in ("ant", "bee", "cat"))
+    packages = {
+        f"@pipedream/{app}@{version}": package(app, keys_app(app), version=version)
+        for app in (a, b, c)
+        for version in ("1.0.0", "1.1.0")
+    }
+    specs = [f"@pipedream/{a}@1.0.0", f"@pipedream/{b}@1.0.0", f"@pipedream/{a}@1.1.0"]
+    specs.append(f"@pipedream/{c}@1.0.0")
+    fetcher = GatedPackages(packages, together=3)
+    imports = RegistryImports(platform.db, platform.components, fetcher, platform.catalog)
+    async with account_client(platform, f"ops-{a}", is_admin=True) as admin:
+        reports = await imports.import_packages(admin.account_id, specs)
+    # Three packages fetched at once; a's second version only after its first was imported.
+    assert set(fetcher.started[:3]) == {specs[0], specs[1], specs[3]}, fetcher.started
+    assert fetcher.started[3] == specs[2]
+    assert [r.spec for r in reports] == specs
+    assert [r.components[0].status for r in reports] == ["loaded", "loaded", "skipped", "loaded"]
+    assert reports[2].components[0].reason == f"{a}-hello 0.0.1 is already in the registry"
+    assert reports[2].app is not None and reports[2].app.status == "updated"

@@ -33,9 +33,7 @@ async def import_packages(
         raise errors.InvalidRequest("give packages or directories", field="packages")
     for spec in body.packages:  # every spec checked before any is fetched
         package_rules.parse_spec(spec)
-    reports = [
-        await platform.registry_imports.import_package(account.id, spec) for spec in body.packages
-    ]
+    reports = await platform.registry_imports.import_packages(account.id, body.packages)
     for files in body.directories:
         reports.append(await platform.registry_imports.import_tree(account.id, files))
     return {"data": {"packages": [render.package_import(r) for r in reports]}}

@@ -36,6 +36,9 @@ Status = Literal["loaded", "skipped", "failed"]
 
 #: Components checked at once (each loads in a Node worker; npm installs are shared).
 _CONCURRENCY = 2
+#: Packages imported at once: fetching a package and installing its components' dependency
+#: sets wait on the npm registry (seconds each when npm's cache is cold), not on this machine.
+_PACKAGES_AT_ONCE = 3
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,29 @@ class RegistryImports:
         # One import of a key at a time: two components (or two imports) with the same key
         # and version would otherwise both pass the "already there" check.
         self._lock = asyncio.Lock()
+
+    async def import_packages(self, owner_id: str, specs: list[str]) -> list[PackageReport]:
+        """``import_package`` for each spec, a report per spec in their order.
+
+        Up to ``_PACKAGES_AT_ONCE`` packages are imported at once; specs of one package (two
+        versions of it) are imported one after the other in the order given, so which version
+        a key's registry entry gets first does not depend on timing.
+        """
+        gate = asyncio.Semaphore(_PACKAGES_AT_ONCE)
+        by_name: dict[str, list[int]] = {}
+        for index, spec in enumerate(specs):
+            by_name.setdefault(layout_rules.parse_spec(spec).name, []).append(index)
+        reports: list[PackageReport | None] = [None] * len(specs)
+
+        async def one_name(indexes: list[int]) -> None:
+            for index in indexes:
+                async with gate:
+                    reports[index] = await self.import_package(owner_id, specs[index])
+
+        async with asyncio.TaskGroup() as group:  # one failing cancels the others
+            for indexes in by_name.values():
+                group.create_task(one_name(indexes))
+        return [r for r in reports if r is not None]
 
     async def import_package(self, owner_id: str, spec: str) -> PackageReport:
         """Import every component of one package into the public registry."""
