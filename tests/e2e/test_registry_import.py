@@ -83,8 +83,10 @@ async def test_every_component_of_the_packages_loads(
     (older,) = await import_(admin, "@pipedream/helper_functions@0.3.12")
     assert older["counts"]["loaded"] == older["counts"]["found"] == 24, older
     figures = {}
-    for app, version in PACKAGES.items():
-        (report,) = await import_(admin, f"@pipedream/{app}@{version}")
+    # One call, as `sluice registry import` makes: the packages are imported three at once.
+    reports = await import_(admin, *(f"@pipedream/{a}@{v}" for a, v in PACKAGES.items()))
+    assert [r["spec"] for r in reports] == [f"@pipedream/{a}@{v}" for a, v in PACKAGES.items()]
+    for (app, version), report in zip(PACKAGES.items(), reports, strict=True):
         assert report.get("error") is None, report
         assert report["name"] == f"@pipedream/{app}" and report["version"] == version
         for item in report["components"]:
@@ -117,6 +119,10 @@ async def test_every_component_of_the_packages_loads(
         if app != "helper_functions":
             assert counts["loaded"] == counts["found"] > 0, (app, counts)
     assert sum(c["found"] for c in figures.values()) >= 300
+
+    # The registry's dependency sets are not the importing admin's: its npm quota is untouched.
+    me = (await admin.get("/v1/users/me")).json()["data"]
+    assert me["quotas"]["npm_bytes"] == 0, me["quotas"]
 
     notion = (await admin.get("/v1/apps/notion")).json()["data"]
     assert (notion["name"], notion["auth_type"], notion["managed_auth"]) == (

@@ -157,16 +157,19 @@ class Components:
         registry: bool = False,
         compat: bool | None = None,
         realm: str | None = None,
+        npm_quota: bool = True,
     ) -> Checked:
         """Lay the component out, load it in Node and apply the authoring rules (nothing
         stored): the spec's, or with ``compat`` the compatibility rules, whose waivers end
         up in ``shape.warnings``. ``realm``: loaded beside the other components of its
-        package (``inspect``)."""
+        package (``inspect``). ``npm_quota``: its dependencies are installed as the account's,
+        within its npm quota (off for an admin's import into the public registry: the
+        operator's, not the account's)."""
         compat = self.settings.compat_rules if compat is None else compat
         url = source.url
         if source.code is None:
             source = await self._fetch(source)
-        prepared = await self.prepare(source, owner_id)
+        prepared = await self.prepare(source, owner_id if npm_quota else None)
         info = await self.inspect(owner_id, prepared, realm=realm)
         shape = rules.validate_shape(info, compat=compat)
         if registry:

@@ -185,8 +185,11 @@ class RegistryImports:
         code = files.pop(entry)
         source = ComponentInput(code=code, entry_path=entry, files=files)
         try:
+            # The public registry's dependency sets are the operator's, not the importing
+            # admin's: not counted in its npm quota (nor installed one at a time, as one
+            # account's are), or importing a dozen packages would fill it.
             checked = await self.components.check(
-                owner_id, source, registry=True, compat=True, realm=realm
+                owner_id, source, registry=True, compat=True, realm=realm, npm_quota=False
             )
         except errors.SluiceError as exc:
             return ComponentReport(entry, "failed", reason=exc.message)
