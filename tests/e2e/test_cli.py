@@ -407,6 +407,27 @@ def test_dev_updates_the_same_source_on_each_save(cli: Cli, tmp_path: Path) -> N
     assert cli.api.get(f"/v1/sources/{source_id}").status_code == 404
 
 
+def test_dev_sends_a_save_made_before_it_was_ready(cli: Cli, tmp_path: Path) -> None:
+    """A save between the deploy and "Ready for updates!" (the file watcher not yet armed) is
+    sent once the watcher is: it was lost before, until the next save."""
+    file = tmp_path / "early.mjs"
+    file.write_text(DEV_SOURCE.replace("VERSION", '"one"').replace("Dev Counter", "Early"))
+    child = cli.start("dev", str(file), "--delete")
+    try:
+        source_id = child.expect(r"Deployed (dc_\w+)").group(1)
+        file.write_text(DEV_SOURCE.replace("VERSION", '"two"').replace("Dev Counter", "Early"))
+        endpoint = child.expect(r"Trigger:\s+(\S+)").group(1)
+        child.expect(r"Ready for updates!")
+        child.expect(rf"Updated {source_id}")
+        assert httpx.post(endpoint, json={}).status_code == 200
+        child.expect(r'event\s+\{"version":"two","n":1\}')
+        child.proc.send_signal(signal.SIGINT)
+        child.expect(rf"Deleted early \({source_id}\)")
+        assert child.finish() == 0
+    finally:
+        child.close()
+
+
 def test_events_follow_prints_new_events_until_interrupted(cli: Cli, tmp_path: Path) -> None:
     file = tmp_path / "ping.mjs"
     file.write_text(

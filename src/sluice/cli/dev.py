@@ -24,7 +24,10 @@ from sluice.cli import config, files, props, render, sources
 from sluice.cli.client import Client, Message, segment
 from sluice.errors import CliError
 
-#: How long "Ready for updates!" waits for the streams to be connected.
+#: How often the file watcher wakes with nothing changed (ms): its first wake says it is armed,
+#: and only then is "Ready for updates!" shown (a save before that is sent then).
+_ARMED_MS = 200
+#: How long the live streams may take to connect before a warning says they did not.
 _CONNECT_WAIT_S = 15.0
 _CODE_SUFFIXES = (".mjs", ".js", ".cjs", ".json", ".ts", ".mts", ".cts")
 
@@ -179,13 +182,6 @@ class _Session:
             ).start()
         if not all(ready.wait(_CONNECT_WAIT_S) for ready in connected):
             render.warn("the live streams did not connect; events and logs may not show")
-        if self.bundle is not None:
-            others = len(self.bundle.files)
-            extra = f" (+{others} file{'s' if others > 1 else ''})" if others else ""
-            render.note(
-                f"Watching {self.bundle.entry_path}{extra}. Ready for updates! (Ctrl+C to stop)",
-                style="bold",
-            )
 
     def _pump(
         self,
@@ -234,17 +230,41 @@ class _Session:
         import watchfiles
 
         assert self.bundle is not None and self.entry is not None
+        announced = False
         while True:
             watched = {os.path.normpath(p) for p in self.bundle.paths()}
             folders = sorted({os.path.dirname(p) for p in watched})
-
-            for _ in watchfiles.watch(
-                *folders, watch_filter=_relevant(watched), recursive=False, debounce=1600, step=50
+            armed = False
+            for changes in watchfiles.watch(
+                *folders,
+                watch_filter=_relevant(watched),
+                recursive=False,
+                debounce=1600,
+                step=50,
+                rust_timeout=_ARMED_MS,
+                yield_on_timeout=True,
             ):
+                if not changes:  # a time-out: the watcher is armed
+                    if not armed:
+                        armed = True
+                        if not announced:
+                            announced = True
+                            self._announce()
+                        self.push()  # a save made before it was armed (unchanged: nothing sent)
+                    continue
                 before = self.bundle.paths()
                 self.push()
                 if self.bundle.paths() != before:
                     break  # the file set changed: watch the new folders
+
+    def _announce(self) -> None:
+        assert self.bundle is not None
+        others = len(self.bundle.files)
+        extra = f" (+{others} file{'s' if others > 1 else ''})" if others else ""
+        render.note(
+            f"Watching {self.bundle.entry_path}{extra}. Ready for updates! (Ctrl+C to stop)",
+            style="bold",
+        )
 
     def push(self) -> None:
         """Send the files as they are now, unless the server already has them."""
