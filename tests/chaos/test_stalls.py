@@ -30,9 +30,11 @@ from tests.chaos.processes import Postgres, Sluice, free_port, running
 from tests.chaos.test_restarts import _check, _deploy, _env, _load, _settled, _stopped_gracefully
 
 LEASE_S = 4.0
-#: Longer than PostgreSQL's idle-in-transaction timeout (``storage/database.idle_tx_ms``):
-#: row locks a stalled transaction held are released while it sleeps.
-STALL_S = 20.0
+#: Twice the lease, so far longer than PostgreSQL's idle-in-transaction timeout
+#: (``storage/database.idle_tx_ms``, 3/8 of the lease: 1.5 s): row locks a stalled transaction
+#: held are released while it sleeps, and the other worker has taken its jobs over (within the
+#: lease, asserted) well before it wakes. (It was 20 s: idle time of the suite's.)
+STALL_S = 2 * LEASE_S
 
 
 @pytest.mark.timeout(600)
