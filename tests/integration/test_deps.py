@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import contextlib
 import fcntl
+import hashlib
+import http.server
+import io
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -349,3 +357,116 @@ async def test_link_without_dependencies_removes_a_stale_link(
     await store.link(fake_entry(tmp_path, "one"), component)
     await store.link(None, component)
     assert list(component.iterdir()) == []
+
+
+# ---------------------------------------------------------------------------- a stalling registry
+
+
+def _tarball() -> bytes:
+    buffer = io.BytesIO()
+    files = {
+        "package/package.json": json.dumps({"name": "stall-pkg", "version": "1.0.0"}),
+        # Large enough that half of it is a real part of a body.
+        "package/index.js": "module.exports = 42;\n//" + "x" * 200_000 + "\n",
+    }
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+@contextlib.contextmanager
+def stalling_registry(stall: str) -> Iterator[tuple[str, list[str]]]:
+    """A registry on 127.0.0.1 of one package, whose first tarball request stalls: no answer at
+    all (``stall`` "answer"), or headers and half the body, then nothing ("body"). Yields its
+    URL and the paths asked for, in order."""
+    tgz = _tarball()
+    integrity = "sha512-" + base64.b64encode(hashlib.sha512(tgz).digest()).decode()
+    released = threading.Event()
+    asked: list[str] = []
+
+    class Registry(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            body = tgz
+            if self.path not in ("/stall-pkg", "/stall-pkg/-/stall-pkg-1.0.0.tgz"):
+                self.send_error(404)
+                return
+            if not self.path.endswith(".tgz"):
+                tarball = f"{base}stall-pkg/-/stall-pkg-1.0.0.tgz"
+                version = {"name": "stall-pkg", "version": "1.0.0"}
+                version["dist"] = {"tarball": tarball, "integrity": integrity}  # type: ignore[assignment]
+                body = json.dumps(
+                    {
+                        "name": "stall-pkg",
+                        "dist-tags": {"latest": "1.0.0"},
+                        "versions": {"1.0.0": version},
+                    }
+                ).encode()
+            elif asked.count(self.path) == 1:
+                if stall == "body":
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body[: len(body) // 2])
+                    self.wfile.flush()
+                released.wait(30)  # the stall; ended when the test is over
+                return
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Registry)
+    httpd.daemon_threads = True
+    base = f"http://127.0.0.1:{httpd.server_address[1]}/"
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield base, asked
+    finally:
+        released.set()
+        httpd.shutdown()
+        httpd.server_close()
+
+
+async def test_a_registry_request_that_gets_no_answer_is_retried(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # npm's default waits 5 minutes on it, the install's whole time limit.
+    with stalling_registry("answer") as (registry, asked):
+        store = DependencyStore(tmp_path / "store", registry=registry, fetch_timeout=1.0)
+        installed = await store.ensure({"stall-pkg": "1.0.0"})
+    assert installed is not None and (installed / "node_modules/stall-pkg/index.js").is_file()
+    tarball = "/stall-pkg/-/stall-pkg-1.0.0.tgz"
+    assert asked.count(tarball) == 2, asked  # npm's own retry: one run of npm
+    assert "run again" not in caplog.text
+
+
+async def test_an_install_whose_download_stopped_midway_is_run_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # npm does not retry a body that stopped coming: it fails with EIDLETIMEOUT.
+    with stalling_registry("body") as (registry, asked):
+        store = DependencyStore(tmp_path / "store", registry=registry, fetch_timeout=1.0)
+        installed = await store.ensure({"stall-pkg": "1.0.0"})
+    assert installed is not None and (installed / "node_modules/stall-pkg/index.js").is_file()
+    assert asked.count("/stall-pkg/-/stall-pkg-1.0.0.tgz") == 2, asked
+    assert "failed with EIDLETIMEOUT (a network error): run again (2 of 3)" in caplog.text
+
+
+async def test_an_install_failing_otherwise_is_not_run_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with stalling_registry("answer") as (registry, asked):
+        store = DependencyStore(tmp_path / "store", registry=registry, fetch_timeout=1.0)
+        with pytest.raises(DependencyInstallFailed, match="no-such-pkg"):
+            await store.ensure({"no-such-pkg": "1.0.0"})
+    assert asked == ["/no-such-pkg"], asked
+    assert "run again" not in caplog.text

@@ -15,6 +15,13 @@ an unjailed one that turns out too large is deleted, never renamed into the stor
 account's installs run one at a time, so concurrent saves cannot add up past it.
 
 Every install has a time limit (``install_timeout``), after which its process group is killed.
+Inside it, a registry request that hears nothing for ``fetch_timeout`` seconds is abandoned and
+retried by npm (``fetch_flags``): npm's own default waits 5 minutes, the whole install's time, so
+one stalled connection to the registry failed the install (seen: a cold registry import in the
+suite, ``timed out after 300 s``, the machine idle meanwhile). npm retries a request that got no
+answer, not one whose body stopped coming (it fails with ``EIDLETIMEOUT``): an install that
+fails with such a network error (``TRANSIENT_CODES``) is run again, up to ``INSTALL_ATTEMPTS``
+times in all.
 With a sandbox (``jail``, set by the platform), npm runs in a jail of its own: the account's
 unprivileged uid, its own cgroups, no host files but its staging directory, no network but the
 registry (``npm_jail.py``). Without one (``SLUICE_SANDBOX=off``) it runs as the server's user;
@@ -34,6 +41,7 @@ import asyncio
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import re
 import secrets
@@ -52,6 +60,8 @@ from sluice.runtime.npm_jail import Jailed, NpmJail
 from sluice.runtime.sandbox import no_strays
 
 __all__ = ["DependencyStore"]
+
+log = logging.getLogger(__name__)
 
 _NPM_FLAGS = (
     "install",
@@ -81,6 +91,26 @@ _PASSED_ENV = (
     "https_proxy",
     "no_proxy",
 )
+#: How long npm waits on a silent registry request before it gives up on it and retries.
+FETCH_TIMEOUT_S = 60.0
+#: How many times it retries one (npm's default is 2).
+FETCH_RETRIES = 3
+#: npm's error codes for a connection that failed on the way: the install is run again.
+TRANSIENT_CODES = frozenset(
+    {
+        "EIDLETIMEOUT",
+        "ERESPONSETIMEOUT",
+        "ETRANSFERTIMEOUT",
+        "ECONNRESET",
+        "ETIMEDOUT",
+        "ESOCKETTIMEDOUT",
+        "EAI_AGAIN",
+        "EPIPE",
+    }
+)
+#: Runs of one install at most, when the earlier ones failed with a ``TRANSIENT_CODES`` error.
+INSTALL_ATTEMPTS = 3
+_CODE_RE = re.compile(r"^npm (?:error|ERR!) code (E[A-Z_]+)\s*$", re.MULTILINE)
 _STDERR_LINES = 8
 #: How often an unjailed install's directories are measured against the account's room.
 WATCH_S = 0.1
@@ -106,8 +136,10 @@ class DependencyStore:
         registry: str | None = None,
         cache_dir: Path | None = None,
         jail: NpmJail | None = None,
+        fetch_timeout: float = FETCH_TIMEOUT_S,
     ) -> None:
         self.root = Path(root)
+        self.fetch_timeout = fetch_timeout
         self.npm = npm
         self.install_timeout = install_timeout
         #: npm bytes one account's dependency sets may hold together (0: no quota).
@@ -123,6 +155,19 @@ class DependencyStore:
         self._owner_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
             weakref.WeakValueDictionary()
         )
+
+    @property
+    def fetch_flags(self) -> list[str]:
+        """npm's flags for the registry's requests: each given up after ``fetch_timeout`` s of
+        silence (no answer, or a body that stopped coming) and retried, the first retry after
+        a quarter of that at most (npm's default: 10 s), the later ones backing off to it."""
+        ms = max(1, round(self.fetch_timeout * 1000))
+        return [
+            f"--fetch-timeout={ms}",
+            f"--fetch-retries={FETCH_RETRIES}",
+            f"--fetch-retry-mintimeout={min(10_000, ms // 4)}",
+            f"--fetch-retry-maxtimeout={ms}",
+        ]
 
     def path_for(self, key: str) -> Path:
         return self.root / key
@@ -257,11 +302,26 @@ class DependencyStore:
             await asyncio.to_thread(shutil.rmtree, stale, True)
         tmp = self.root / f".tmp-{key}-{secrets.token_hex(6)}"
         try:
-            await asyncio.to_thread(_write_package_json, tmp, key, dependencies)
             room = None
             if owner_id is not None and self.quota_bytes > 0:
                 room = self.quota_bytes - await self.owner_bytes(owner_id)
-            await self._run_npm(tmp, dependencies, owner_id, room)
+            for attempt in range(1, INSTALL_ATTEMPTS + 1):
+                await asyncio.to_thread(shutil.rmtree, tmp, True)  # an earlier attempt's
+                await asyncio.to_thread(_write_package_json, tmp, key, dependencies)
+                try:
+                    await self._run_npm(tmp, dependencies, owner_id, room)
+                    break
+                except DependencyInstallFailed as exc:
+                    code = _transient_code(exc)
+                    if code is None or attempt == INSTALL_ATTEMPTS:
+                        raise
+                    log.warning(
+                        "npm install of %s failed with %s (a network error): run again (%d of %d)",
+                        ", ".join(sorted(dependencies)),
+                        code,
+                        attempt + 1,
+                        INSTALL_ATTEMPTS,
+                    )
             missing = [
                 name
                 for name in dependencies
@@ -308,13 +368,15 @@ class DependencyStore:
         install cannot use more, nor write anything to the host's disk while it runs)."""
         if self.jail is None:
             if room is None:
-                await self._run_npm_in(dependencies, [self.npm, *_NPM_FLAGS], None, cwd)
+                await self._run_npm_in(
+                    dependencies, [self.npm, *_NPM_FLAGS, *self.fetch_flags], None, cwd
+                )
                 return
             # SLUICE_SANDBOX=off: bounded by watching (module docstring). Its cache is its own
             # (counted, then deleted): a shared one would grow past every quota.
             cache = cwd.parent / f"{cwd.name}-cache"
             room = max(room, 4096)
-            argv = [self.npm, *_NPM_FLAGS]
+            argv = [self.npm, *_NPM_FLAGS, *self.fetch_flags]
             if shutil.which("prlimit") is not None:  # util-linux: Linux only
                 argv = ["prlimit", f"--fsize={room}", "--", *argv]
             try:
@@ -322,7 +384,8 @@ class DependencyStore:
             finally:
                 await asyncio.to_thread(shutil.rmtree, cache, True)
             return
-        async with self.jail.enter(owner_id, cwd, self.npm, list(_NPM_FLAGS), room) as jailed:
+        flags = [*_NPM_FLAGS, *self.fetch_flags]
+        async with self.jail.enter(owner_id, cwd, self.npm, flags, room) as jailed:
             # uvloop ignores close_fds: none of the server's descriptors may reach the jail.
             keep: set[int | None] = set(jailed.pass_fds)
             no_strays(keep)
@@ -393,6 +456,15 @@ class DependencyStore:
                     "stderr": stderr[-4000:],
                 },
             )
+
+
+def _transient_code(exc: DependencyInstallFailed) -> str | None:
+    """The ``TRANSIENT_CODES`` error npm's output names, if it names one."""
+    stderr = exc.details.get("stderr")
+    if not isinstance(stderr, str):
+        return None
+    codes = set(_CODE_RE.findall(stderr)) & TRANSIENT_CODES
+    return min(codes) if codes else None
 
 
 @dataclass(frozen=True)

@@ -71,7 +71,7 @@ class PackageFetcher:
     async def _pack(self, spec: str, cwd: Path, offline_first: bool) -> None:
         """``npm pack spec`` leaving its tarball in ``cwd``: in the npm jail when there is one
         (the dependency store's), else as the server's user."""
-        args = ["pack", spec, "--loglevel=error"]
+        args = ["pack", spec, "--loglevel=error", *self.store.fetch_flags]
         if offline_first:
             args.append("--prefer-offline")
         jail = self.store.jail
