@@ -201,6 +201,26 @@ async def other_api(platform: Platform) -> AsyncIterator[Api]:
         yield a
 
 
+#: The order the suite's directories are run in. Spread over processes file by file
+#: (``-n 2 --dist loadfile``), a file goes to whichever process is free, in this order: the
+#: files of few, long tests (a server, a browser, npm installs: e2e, ui, chaos) first, and the
+#: many short ones last, so the run does not end on one process busy with a long file while
+#: the other has nothing left. pytest-xdist's own order (``--no-loadscope-reorder`` turns it
+#: off: pyproject.toml) is the most tests first, which put the registry import (3 tests,
+#: 65 s with npm cold) and the API's conformance run (1 test) at the very end.
+_ORDER = ("e2e", "ui", "chaos", "security", "integration", "unit")
+
+
+def _rank(item: pytest.Item) -> int:
+    parts = Path(item.nodeid.split("::", 1)[0]).parts
+    where = parts[1] if len(parts) > 2 and parts[0] == "tests" else ""
+    return _ORDER.index(where) if where in _ORDER else len(_ORDER)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=_rank)  # stable: each file's tests stay in their order
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if _pg_problem:
         terminalreporter.write_sep("!", "PostgreSQL NOT TESTED", red=True, bold=True)
