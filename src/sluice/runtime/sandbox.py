@@ -310,9 +310,13 @@ class Sandbox:
             for _ in range(200):  # up to 10 s for the jail to be up
                 jailed = watchdog.inside(watchdog.tree(proc.pid))
                 if jailed is not None:
-                    with contextlib.suppress(OSError):
+                    try:
                         seen = watchdog.tmpfs_used(jailed)
                         break
+                    except PermissionError:
+                        break  # the kernel refuses the look: asking again will not help
+                    except OSError:
+                        pass  # the process moved on or is gone: look again
                 if proc.poll() is not None:
                     break
                 time.sleep(0.05)
