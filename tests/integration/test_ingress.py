@@ -19,7 +19,7 @@ from sluice.domain import http_events
 from sluice.domain.states import JobKind
 from sluice.storage.tables import deployed_components as sources_table
 from sluice.storage.tables import jobs as jobs_table
-from tests.conftest import Api
+from tests.conftest import Api, app_for
 from tests.integration.test_api_basics import assert_error
 
 EMITTER = """
@@ -70,7 +70,7 @@ export default {
 async def public(api: Api) -> AsyncIterator[httpx.AsyncClient]:
     """A client without an API key: endpoints are public."""
     async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=create_app(platform=api.platform)),
+        transport=httpx.ASGITransport(app=app_for(api.platform)),
         base_url="http://sluice.test",
         timeout=60,
     ) as client:

@@ -22,11 +22,10 @@ from typing import Any
 import httpx
 import pytest_asyncio
 
-from sluice.api.app import create_app
 from sluice.clock import FakeClock, SystemClock
 from sluice.platform import Platform
 from tests import oauth_server
-from tests.conftest import Api, account_client
+from tests.conftest import Api, account_client, app_for
 
 PUBLIC = "http://sluice.test"
 #: The API client's origin (conftest's ``account_client``), as its browser form would send it.
@@ -228,7 +227,7 @@ async def approve_denied(env: Env, api: Api) -> httpx.Response:
 async def browser(env: Env, session: str | None = None) -> AsyncIterator[httpx.AsyncClient]:
     """Another browser on Sluice: no API key, its own cookies (a web UI session, if given)."""
     async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=create_app(platform=env.platform)),
+        transport=httpx.ASGITransport(app=app_for(env.platform)),
         base_url=PUBLIC,
         cookies={"sluice_session": session} if session else None,
     ) as client:

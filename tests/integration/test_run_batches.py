@@ -17,7 +17,6 @@ import pytest_asyncio
 import sqlalchemy as sa
 
 from sluice import errors
-from sluice.api.app import create_app
 from sluice.clock import FakeClock
 from sluice.domain.outcomes import SourceResults
 from sluice.domain.states import JobKind
@@ -26,7 +25,7 @@ from sluice.platform import Platform
 from sluice.storage.jobs import Job
 from sluice.storage.tables import events as events_table
 from sluice.storage.tables import jobs as jobs_table
-from tests.conftest import Api
+from tests.conftest import Api, app_for
 from tests.integration.test_ingress import deploy
 
 THROWS_ON_2 = """
@@ -60,7 +59,7 @@ def statements() -> Iterator[list[str]]:
 @pytest_asyncio.fixture(loop_scope="session")
 async def public(api: Api) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=create_app(platform=api.platform)),
+        transport=httpx.ASGITransport(app=app_for(api.platform)),
         base_url="http://sluice.test",
         timeout=60,
     ) as client:

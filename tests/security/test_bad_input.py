@@ -17,9 +17,8 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sluice.api.app import create_app
 from sluice.storage.tables import jobs as jobs_table
-from tests.conftest import Api
+from tests.conftest import Api, app_for
 from tests.integration.test_api_basics import assert_error
 
 #: Emits what it gets; logs and keeps (db) a string with a NUL and a lone surrogate, and emits
@@ -62,7 +61,7 @@ FUZZ = settings(
 async def public(api: Api) -> AsyncIterator[httpx.AsyncClient]:
     """A client without an API key: endpoints are public."""
     async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=create_app(platform=api.platform)),
+        transport=httpx.ASGITransport(app=app_for(api.platform)),
         base_url="http://sluice.test",
         timeout=60,
     ) as client:
