@@ -64,6 +64,19 @@ class Cli:
         return Child([SLUICE, *args], self.env, tty=tty)
 
 
+def _interruptible() -> None:
+    """In the child before exec: SIGINT at its default, so Python turns it into
+    KeyboardInterrupt as in a terminal. A test process started in the background by a
+    non-interactive shell (``(bin/test &)``) ignores SIGINT, and an ignored signal stays ignored
+    through exec: `sluice dev` and `events -f` never saw the tests' Ctrl+C (3 failures)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _as_a_terminal_child() -> None:
+    _interruptible()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
 class Child:
     """A running `sluice`; ``expect`` reads its output until a text appears."""
 
@@ -81,7 +94,7 @@ class Child:
                 stderr=slave,
                 start_new_session=True,
                 # The pty becomes the child's controlling terminal: hidden prompts read it.
-                preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0),
+                preexec_fn=_as_a_terminal_child,
             )
             os.close(slave)
             self.fd = master
@@ -92,6 +105,7 @@ class Child:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
+                preexec_fn=_interruptible,
             )
             assert self.proc.stdout is not None
             self.fd = self.proc.stdout.fileno()
