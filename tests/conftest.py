@@ -33,7 +33,9 @@ import asyncpg
 import httpx
 import pytest
 import pytest_asyncio
+from argon2 import PasswordHasher
 
+from sluice import passwords
 from sluice.api.app import App, create_app
 from sluice.config import Settings
 from sluice.platform import Platform
@@ -45,6 +47,13 @@ CACHE = ROOT / ".test-cache"
 PG_URL = os.environ.get("SLUICE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 SKIP_PG = os.environ.get("SLUICE_TEST_SKIP_POSTGRES") == "1"
 _pg_problem: list[str] = []
+
+# Passwords hashed by the tests' in-process platforms use argon2id at its lowest cost (one pass
+# over 1 MiB), not the production set (0.27 s of CPU for a hash and a check: 13 of
+# tests/integration/test_logins.py's 16 s were argon2), as Django's test settings do. Hashes of
+# either cost verify the same way (the PHC string carries them); tests/unit/test_passwords.py
+# checks the production set in a process of its own.
+passwords._hasher = PasswordHasher(time_cost=1, memory_cost=1024, parallelism=1)
 
 
 def make_settings(data_dir: Path, **overrides: object) -> Settings:
