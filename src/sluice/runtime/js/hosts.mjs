@@ -6,8 +6,9 @@
 //
 // - A key stays on its worker while that worker takes new calls; concurrent calls of one key
 //   run in it together (async user code).
-// - A new key takes the *spare*: a worker started in the background after the runner's first
-//   call, so a new deployment's first call waits for its import, not for a thread start.
+// - A new key takes the *spare*: a worker started in the background once the runner has placed
+//   its second key, so a new deployment's first call waits for its import, not for a thread
+//   start. Not after the first: an account with one deployment holds one worker, not two.
 // - At --max-workers, the least recently used idle worker makes way (LRU; soft cap: when every
 //   worker is busy, the new one starts anyway rather than making the call wait); idle workers
 //   stop after --idle-ms. A worker whose heap passes RETIRE_HEAP of its limit is *retired*: no
@@ -198,6 +199,7 @@ export class HostPool {
     this.hosts = new Set(); // every live worker (for shutdown), the spare included
     this.byKey = new Map(); // worker_key → Host taking its calls, least recently used first
     this.spare = null; // a started worker no key has yet
+    this.placed = 0; // keys given a worker so far: a spare is kept from the second on
   }
 
   /** The worker for `call` (started if need be), with the key moved to the LRU's end. */
@@ -226,7 +228,8 @@ export class HostPool {
   }
 
   /** A worker for a new key: the spare when it has the memory limit, else a new one; at the
-   * cap, the least recently used idle one makes way first. A new spare starts afterwards. */
+   * cap, the least recently used idle one makes way first. A new spare starts afterwards
+   * (from the runner's second key on). */
   start(memoryMb) {
     if (this.shared() >= this.options.maxWorkers) {
       const idle = [...this.hosts].filter(
@@ -242,7 +245,8 @@ export class HostPool {
       host = new Host(this, { memoryMb });
     }
     // After this call is posted: the spare's thread start does not delay it.
-    setImmediate(() => this.refillSpare(memoryMb));
+    this.placed += 1;
+    if (this.placed >= 2) setImmediate(() => this.refillSpare(memoryMb));
     return host;
   }
 
