@@ -19,6 +19,7 @@ from authlib.oauth2.auth import ClientAuth
 from sluice import errors
 from sluice.domain import oauth
 from sluice.domain.apps import OAuthConfig
+from sluice.engine.outbound import tls
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,9 @@ async def user_uid(config: OAuthConfig, tokens: oauth.Tokens) -> str | None:
 
 async def _send(method: str, url: str, **kwargs: Any) -> httpx.Response:
     try:
-        async with httpx.AsyncClient(timeout=TIMEOUT_SECONDS, follow_redirects=False) as client:
+        async with httpx.AsyncClient(
+            timeout=TIMEOUT_SECONDS, follow_redirects=False, verify=tls.context()
+        ) as client:
             return await client.request(method, url, **kwargs)
     except httpx.HTTPError as exc:
         log.warning("oauth provider unreachable", extra={"action": "oauth", "url": url})

@@ -32,7 +32,7 @@ import httpx
 from sluice import errors
 from sluice.config import Settings
 from sluice.domain import egress
-from sluice.engine.outbound import posts
+from sluice.engine.outbound import posts, tls
 from sluice.runtime.egress import Resolver, SystemResolver, vet
 
 log = logging.getLogger(__name__)
@@ -102,9 +102,9 @@ class _VettedTransport(httpx.AsyncHTTPTransport):
     def __init__(
         self, policy: egress.EgressPolicy, resolver: Resolver, limits: httpx.Limits | None = None
     ) -> None:
-        # One TLS context for both pools (httpx's, replaced below, and ours): building one
-        # loads the CA bundle, the costliest part of making a client.
-        context = httpx.create_ssl_context()
+        # The process's TLS context for both pools (httpx's, replaced below, and ours):
+        # building one loads the CA bundle, the costliest part of making a client.
+        context = tls.context()
         super().__init__(verify=context)
         limits = limits or httpx.Limits()
         self._pool = httpcore.AsyncConnectionPool(

@@ -26,13 +26,13 @@ import socket
 from collections.abc import Mapping
 
 import aiohttp
-import httpx
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.helpers import is_ip_address
 from yarl import URL
 
 from sluice import errors
 from sluice.domain import egress
+from sluice.engine.outbound import tls
 from sluice.runtime.egress import Resolver, SystemResolver, vet
 
 
@@ -91,7 +91,7 @@ class Poster:
                 limit_per_host=0,
                 keepalive_timeout=self._keepalive_seconds,
                 # The same trust store as Sluice's other requests (httpx's: certifi).
-                ssl=httpx.create_ssl_context(),
+                ssl=tls.context(),
             )
             self._session = aiohttp.ClientSession(
                 connector=connector,
