@@ -10,9 +10,11 @@ failure is one line on stderr (``error: …``) and exit status 1.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import json
 import os
+import socket
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -188,14 +190,14 @@ def _serve(settings: Settings) -> None:
             )
         asyncio.run(_work(settings))
         return
-    _check_port(settings)
+    listening = _bind(settings)
     _ui_assets(settings)
     typer.echo(
         f"Sluice on http://{settings.host}:{settings.port}  data: {settings.data_dir}"
         + ("  (role api: jobs run in worker processes)" if settings.role == "api" else ""),
         err=True,
     )
-    uvicorn.run(
+    config = uvicorn.Config(
         create_app(settings),
         host=settings.host,
         port=settings.port,
@@ -208,29 +210,42 @@ def _serve(settings: Settings) -> None:
         # A head time-out and a cap per client: idle connections cannot starve others.
         **connections.server_options(settings),
     )
+    config.load_app()
+    server = uvicorn.Server(config)
+    with listening, contextlib.suppress(KeyboardInterrupt):
+        server.run(sockets=[listening])
+    if not server.started:
+        raise typer.Exit(3)  # uvicorn's STARTUP_FAILURE; it logged why
 
 
-def _check_port(settings: Settings) -> None:
-    """Stop at once when the port is taken, before the database is migrated and the runners
-    start (uvicorn would say so only after all of that)."""
-    import socket
-
+def _bind(settings: Settings) -> socket.socket:
+    """The server's socket, bound and listening now (as uvicorn binds: SO_REUSEADDR, IPv6 when
+    the host has a colon) and handed to uvicorn, which accepts on it once the app has started
+    (it then logs no "Uvicorn running on" line: "Sluice on http://..." above says where). A
+    taken port
+    stops the start at once, before the database is migrated and the runners start; and no
+    other process can take the port in between. A probe that bound and closed again left that
+    window open for the whole start (~1 s): a test's server on a port picked free found it
+    taken by then, said "Application startup complete" and exited (seen with three test
+    processes)."""
+    family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        infos = socket.getaddrinfo(settings.host, settings.port, type=socket.SOCK_STREAM)
-    except OSError:
-        return  # a host that does not resolve: uvicorn says so
-    family, kind, proto, _, address = infos[0]
-    with socket.socket(family, kind, proto) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
-        try:
-            probe.bind(address)
-        except OSError as exc:
-            typer.echo(
-                f"error: cannot listen on {settings.host}:{settings.port}: {exc.strerror} "
-                "(another Sluice running? choose another with --port or SLUICE_PORT)",
-                err=True,
-            )
-            raise typer.Exit(1) from None
+        sock.bind((settings.host, settings.port))
+    except OSError as exc:
+        sock.close()
+        typer.echo(
+            f"error: cannot listen on {settings.host}:{settings.port}: "
+            f"{exc.strerror or exc} "
+            "(another Sluice running? choose another with --port or SLUICE_PORT)",
+            err=True,
+        )
+        raise typer.Exit(1) from None
+    # Listening from now: a client that connects during the start waits in the backlog for
+    # the app (uvicorn's own default backlog) instead of being refused.
+    sock.listen(2048)
+    return sock
 
 
 def _ui_assets(settings: Settings) -> None:
