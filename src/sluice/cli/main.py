@@ -222,12 +222,11 @@ def _bind(settings: Settings) -> socket.socket:
     """The server's socket, bound and listening now (as uvicorn binds: SO_REUSEADDR, IPv6 when
     the host has a colon) and handed to uvicorn, which accepts on it once the app has started
     (it then logs no "Uvicorn running on" line: "Sluice on http://..." above says where). A
-    taken port
-    stops the start at once, before the database is migrated and the runners start; and no
-    other process can take the port in between. A probe that bound and closed again left that
-    window open for the whole start (~1 s): a test's server on a port picked free found it
-    taken by then, said "Application startup complete" and exited (seen with three test
-    processes)."""
+    taken port stops the start at once, before the database is migrated and the runners
+    start; and no other process can take the port in between. A probe that bound and closed
+    again left that window open for the whole start (~1 s): a test's server on a port picked
+    free found it taken by then, said "Application startup complete" and exited (seen with
+    three test processes)."""
     family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
