@@ -227,12 +227,12 @@ async def other_api(platform: Platform) -> AsyncIterator[Api]:
 
 #: The order the suite's directories are run in. Spread over processes file by file
 #: (``-n 2 --dist loadfile``), a file goes to whichever process is free, in this order: the
-#: files of few, long tests (a server, a browser, npm installs: e2e, ui, chaos) first, and the
-#: many short ones last, so the run does not end on one process busy with a long file while
+#: files of few, long tests (the Node runner's own tests, a server, a browser, npm installs:
+#: js, e2e, ui, chaos) first, and the many short ones last, so the run does not end on one process busy with a long file while
 #: the other has nothing left. pytest-xdist's own order (``--no-loadscope-reorder`` turns it
 #: off: pyproject.toml) is the most tests first, which put the registry import (3 tests,
 #: 65 s with npm cold) and the API's conformance run (1 test) at the very end.
-_ORDER = ("e2e", "ui", "chaos", "security", "integration", "unit")
+_ORDER = ("js", "e2e", "ui", "chaos", "security", "integration", "unit")
 
 
 def _rank(item: pytest.Item) -> int:

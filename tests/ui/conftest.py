@@ -23,6 +23,8 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 from tests.conftest import CACHE, PG_URL, SKIP_PG
 
 SLUICE = str(Path(sys.executable).with_name("sluice"))
+#: What starts the UI tests' servers: ``sluice`` with passwords hashed at argon2id's lowest cost.
+SERVE = [sys.executable, str(Path(__file__).resolve().parent.parent / "sluice_cheap_hashes.py")]
 CHROMIUM = os.environ.get("SLUICE_TEST_CHROMIUM", "/usr/bin/chromium")
 PASSWORD = "correct horse battery"
 
@@ -54,7 +56,7 @@ def serve(data_dir: Path, extra_env: dict[str, str] | None = None) -> Iterator[S
         **{k: v.replace("{port}", str(port)) for k, v in (extra_env or {}).items()},
     }
     proc = subprocess.Popen(
-        [SLUICE, "serve", "--host", "127.0.0.1"], env=env, stderr=subprocess.PIPE, text=True
+        [*SERVE, "serve", "--host", "127.0.0.1"], env=env, stderr=subprocess.PIPE, text=True
     )
     assert proc.stderr is not None
     seen = []
