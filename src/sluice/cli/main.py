@@ -21,7 +21,7 @@ from typing import Annotated, Any
 
 import typer
 
-from sluice import errors, logs, metrics
+from sluice import errors, logs
 from sluice.cli import (
     apps,
     components,
@@ -290,6 +290,9 @@ async def _work(settings: Settings) -> None:
     """The worker role: jobs and timers until SIGINT or SIGTERM."""
     import signal
 
+    # Here, not at the top: every client command imports this module, and prometheus_client
+    # is ~25 ms of its ~0.25 s start.
+    from sluice import metrics
     from sluice.platform import Platform
 
     stop = asyncio.Event()
