@@ -131,10 +131,11 @@ def _start(
 
 
 def test_api_and_worker_roles_share_the_work(tmp_path: Path) -> None:
-    """`serve --role api` stores requests; `serve --role worker` (another process) runs them."""
+    """`serve --role api` stores requests; `serve --role worker` (another process) runs them
+    and counts them on its own metrics port."""
     import time
 
-    port = _free_port()
+    port, metrics_port = _free_port(), _free_port()
     env = {
         **os.environ,
         "SLUICE_DATA_DIR": str(tmp_path),
@@ -152,7 +153,11 @@ def test_api_and_worker_roles_share_the_work(tmp_path: Path) -> None:
     api = _start(
         [SLUICE, "serve", "--host", "127.0.0.1", "--role", "api"], env, "Application startup"
     )
-    worker = _start([SLUICE, "serve", "--role", "worker"], env, "Sluice worker")
+    worker = _start(
+        [SLUICE, "serve", "--role", "worker"],
+        {**env, "SLUICE_METRICS_PORT": str(metrics_port)},
+        "Sluice worker ready",
+    )
     try:
         with httpx.Client(
             base_url=f"http://127.0.0.1:{port}",
@@ -174,6 +179,9 @@ def test_api_and_worker_roles_share_the_work(tmp_path: Path) -> None:
                 runs = client.get(f"/v1/workflows/{workflow['id']}/runs").json()["data"]
                 time.sleep(0.05)
             assert runs and runs[0]["steps"][0]["return_value"] == {"n": 1}  # type: ignore[index]
+        counted = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10)
+        assert counted.status_code == 200
+        assert 'sluice_runs_total{kind="workflow",outcome="ok"} 1.0' in counted.text
     finally:
         for proc, drain in (api, worker):
             proc.terminate()
