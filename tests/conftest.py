@@ -33,13 +33,13 @@ import asyncpg
 import httpx
 import pytest
 import pytest_asyncio
-from argon2 import PasswordHasher
 
 from sluice import passwords
 from sluice.api.app import App, create_app
 from sluice.config import Settings
 from sluice.platform import Platform
 from sluice.storage import tables
+from tests.sluice_cheap_hashes import CHEAP
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Kept between runs (gitignored) so npm installs are warm after the first run.
@@ -53,7 +53,7 @@ _pg_problem: list[str] = []
 # tests/integration/test_logins.py's 16 s were argon2), as Django's test settings do. Hashes of
 # either cost verify the same way (the PHC string carries them); tests/unit/test_passwords.py
 # checks the production set in a process of its own.
-passwords._hasher = PasswordHasher(time_cost=1, memory_cost=1024, parallelism=1)
+passwords._hasher = CHEAP
 
 
 def make_settings(data_dir: Path, **overrides: object) -> Settings:

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from argon2 import PasswordHasher
 
-from sluice import passwords
-from sluice.cli.main import app
+#: argon2id at its lowest cost (one pass over 1 MiB, one lane): the suite's hasher.
+CHEAP = PasswordHasher(time_cost=1, memory_cost=1024, parallelism=1)
 
 if __name__ == "__main__":
-    passwords._hasher = PasswordHasher(time_cost=1, memory_cost=1024, parallelism=1)
+    from sluice import passwords
+    from sluice.cli.main import app
+
+    passwords._hasher = CHEAP
     app(prog_name="sluice")
