@@ -1,0 +1,214 @@
+"""Is Python's HTTP layer the floor of a source's ingestion? The same Sluice app and the same
+bare app (bench/_bare_app.py) under uvicorn (what ``sluice serve`` runs) and under granian (a
+Rust HTTP server for ASGI apps), alternated in one run (issue 29: "try a faster ASGI server
+... choose by the numbers").
+
+What it does: a ``sluice serve`` on a fresh data dir gets an account and bench/ingest.py's
+emitter source (``this.$emit(event.body)``, default answer), then stops. Each round then starts,
+in turn, the bare app under uvicorn, Sluice under uvicorn (``sluice serve``), the bare app
+under granian and Sluice under granian (the app ``sluice serve`` builds, ``create_app``, on
+the same data dir), each on a fresh port. For each: ``wrk -c<C>`` for 2 s of warm-up (then
+Sluice's queue drained), then for ``--seconds`` measured, every process of the server (its
+Node runner and granian's threads included) on CPU 0 and wrk on CPU 1. Figures: requests a
+second and p50 (wrk), the server tree's CPU per request over the window, and for Sluice the
+drain after the window (seconds, CPU per request) and ``sustained`` = requests / (window +
+drain): ingestion that leaves its runs for later reads high on requests/s alone.
+
+Every request wrk counted must become one stored event: the events stored over the warm-up,
+window and drain are checked against wrk's counts (wrk does not count the requests still in
+flight when it stops, at most C per run: ``extra`` is that, never a loss).
+
+``--role api`` starts both Sluices with ``SLUICE_ROLE=api``: they accept and store the
+requests as jobs and run none (no drain), which is the HTTP layer plus Sluice's own ingest
+path alone.
+
+Needs wrk and granian. granian is not a dependency of Sluice: install it beside the venv,
+e.g. ``.venv/bin/pip install --target /tmp/granian granian`` (then delete the ``click`` it
+brings, which would shadow the venv's), and pass ``--granian-path /tmp/granian``.
+
+Run:  .venv/bin/python bench/asgi_servers.py --granian-path /tmp/granian [--role all|api]
+      [--rounds 3] [--seconds 8] [--concurrency 64]
+Results: printed rows, and bench/results/asgi_servers.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from _server import (
+    BENCH_DIR,
+    SLUICE,
+    Server,
+    api,
+    descendants,
+    environment,
+    free_port,
+    write_results,
+)
+from ingest import EMITTER, cpu_seconds, wait_drained
+
+KINDS = ("bare-uvicorn", "sluice-uvicorn", "bare-granian", "sluice-granian")
+LUA = BENCH_DIR / "results" / "asgi_servers_post.lua"
+#: The factory granian imports: the app ``sluice serve`` runs, from the same SLUICE_* settings.
+FACTORY = """
+from sluice import logs
+from sluice.api.app import create_app
+from sluice.config import Settings
+
+
+def make():
+    settings = Settings.from_env()
+    logs.configure(settings.log_level, settings.log_format)
+    return create_app(settings)
+"""
+
+
+def wrk(port: int, path: str, seconds: float, concurrency: int) -> dict[str, Any]:
+    out = subprocess.run(
+        [
+            *("taskset", "-c", "1", "wrk", "-t1", f"-c{concurrency}", f"-d{seconds}s"),
+            *("--latency", "-s", str(LUA), f"http://127.0.0.1:{port}{path}"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    errors = re.search(r"Socket errors: (.*)", out)
+    p50 = re.search(r"\n\s+50%\s+(\S+)", out)
+    return {
+        "requests": int(re.search(r"(\d+) requests in", out).group(1)),  # type: ignore[union-attr]
+        "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),  # type: ignore[union-attr]
+        "non_2xx": int(bad.group(1)) if bad else 0,
+        "socket_errors": errors.group(1) if errors else "",
+        "p50": p50.group(1) if p50 else "?",
+    }
+
+
+def events(db: Path) -> int:
+    with sqlite3.connect(db, timeout=30) as conn:
+        return int(conn.execute("SELECT count(*) FROM events").fetchone()[0])
+
+
+def start(kind: str, env: dict[str, str], data_dir: Path, args: argparse.Namespace) -> Any:
+    port = free_port()
+    env = dict(env)
+    granian = [sys.executable, "-m", "granian", "--interface", "asgi", "--workers", "1"]
+    granian += ["--runtime-threads", "1", "--loop", "uvloop", "--no-ws", "--log-level", "warning"]
+    granian += ["--host", "127.0.0.1", "--port", str(port)]
+    if kind == "sluice-uvicorn":
+        cmd = [str(SLUICE), "serve", "--host", "127.0.0.1", "--port", str(port)]
+    elif kind == "sluice-granian":
+        cmd = [*granian, "--factory", "asgi_servers_app:make"]
+        env["PYTHONPATH"] = f"{args.granian_path}:{LUA.parent}"
+    elif kind == "bare-uvicorn":
+        cmd = [sys.executable, str(BENCH_DIR / "_bare_app.py"), str(port)]
+    else:
+        cmd = [*granian, "_bare_app:app"]
+        env["PYTHONPATH"] = f"{args.granian_path}:{BENCH_DIR}"
+    log = (data_dir / f"{kind}.log").open("ab")
+    proc = subprocess.Popen(cmd, env=env, cwd=data_dir, stdout=log, stderr=log)
+    probe = f"http://127.0.0.1:{port}" + ("/" if kind.startswith("bare") else "/openapi.json")
+    deadline = time.monotonic() + 60
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{kind} exited: see {data_dir / (kind + '.log')}")
+        try:
+            httpx.get(probe, timeout=2)
+            return proc, port
+        except httpx.TransportError:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{kind} did not start in 60 s") from None
+            time.sleep(0.1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--granian-path", required=True, help="a folder granian is installed in")
+    parser.add_argument("--role", choices=("all", "api"), default="all")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=8)
+    parser.add_argument("--concurrency", type=int, default=64)
+    args = parser.parse_args()
+    LUA.parent.mkdir(parents=True, exist_ok=True)
+    LUA.write_text(
+        'wrk.method = "POST"\nwrk.body = \'{"i":1}\'\n'
+        'wrk.headers["Content-Type"] = "application/json"\n'
+    )
+    (LUA.parent / "asgi_servers_app.py").write_text(FACTORY)
+    env = {
+        "SLUICE_HTTP_RATE_PER_SECOND": "0",
+        "SLUICE_SHED_BACKLOG_SECONDS": "0",
+        "SLUICE_EVENT_RETENTION": "100000000",
+        "SLUICE_STORAGE_QUOTA_MB": "100000",
+    }
+    server = Server(env=env, keep=True)
+    server.start()
+    try:
+        with server.client(server.create_account("bench")) as client:
+            source = api(client, "POST", "/v1/sources", {"component_code": EMITTER, "name": "s"})
+    finally:
+        server.stop()
+    path = "/e/" + source["endpoint_url"].rsplit("/", 1)[1]
+    data_dir, db = server.data_dir, server.data_dir / "sluice.db"
+    run_env = {**server._env(), **({"SLUICE_ROLE": "api"} if args.role == "api" else {})}
+    rows = []
+    for round_ in range(args.rounds):
+        for kind in KINDS:
+            sluice = kind.startswith("sluice")
+            proc, port = start(kind, run_env, data_dir, args)
+            try:
+                target = path if sluice else "/"
+                before = events(db) if sluice else 0
+                warm = wrk(port, target, 2, args.concurrency)
+                if sluice and args.role == "all":
+                    wait_drained(db, 600)
+                for pid in [proc.pid, *descendants(proc.pid)]:
+                    subprocess.run(["taskset", "-apc", "0", str(pid)], capture_output=True)
+                cpu0 = cpu_seconds(proc.pid)
+                cell = wrk(port, target, args.seconds, args.concurrency)
+                cpu1 = cpu_seconds(proc.pid)
+                row: dict[str, Any] = {"round": round_, "kind": kind, **cell}
+                row["cpu_us"] = (cpu1 - cpu0) / max(cell["requests"], 1) * 1e6
+                if sluice and args.role == "all":
+                    drain_started = time.perf_counter()
+                    wait_drained(db, 600)
+                    row["drain_s"] = time.perf_counter() - drain_started
+                    row["drain_cpu_us"] = (
+                        (cpu_seconds(proc.pid) - cpu1) / max(cell["requests"], 1) * 1e6
+                    )
+                    row["sustained_rps"] = cell["requests"] / (args.seconds + row["drain_s"])
+                    extra = events(db) - before - warm["requests"] - cell["requests"]
+                    row["extra_events"] = extra
+                    if not 0 <= extra <= 2 * args.concurrency:
+                        print(f"  !! {kind}: {extra} events against wrk's counts", flush=True)
+            finally:
+                proc.terminate()
+                proc.wait(60)
+            rows.append(row)
+            shown = {k: round(v, 1) if isinstance(v, float) else v for k, v in row.items()}
+            print(shown, flush=True)
+    ratios: dict[str, list[float]] = {}
+    for round_ in range(args.rounds):
+        by = {r["kind"]: r for r in rows if r["round"] == round_}
+        for kind in KINDS[1:]:
+            ratios.setdefault(kind, []).append(by[kind]["rps"] / by["bare-uvicorn"]["rps"])
+    print("requests/s against the bare app under uvicorn, by round (worst first):")
+    for kind, values in ratios.items():
+        print(f"  {kind:15} " + "  ".join(f"{v:.2f}" for v in sorted(values)))
+    out = write_results(
+        "asgi_servers", {"role": args.role, "rows": rows, "ratios": ratios, "env": environment()}
+    )
+    print(f"results: {out}")
+
+
+if __name__ == "__main__":
+    main()
