@@ -62,7 +62,7 @@ Walk = tuple[list[str], set[tuple[str, str]], set[tuple[str, str]], dict[str, li
 async def _trace(walk: str) -> Walk:
     import httpx
 
-    from sluice.api.app import create_app
+    from sluice.api.app import serving
     from sluice.config import Settings
     from sluice.platform import Platform
 
@@ -96,7 +96,7 @@ async def _trace(walk: str) -> Walk:
         settings = Settings.from_env({}, data_dir=Path(tmp), http_rate_per_second=0)
         async with Platform.open(settings, background=False) as platform:
             _account, key = await platform.create_account("tracer", "t@example.com")
-            app = create_app(platform=platform)
+            app = serving(platform)
             transport = httpx.ASGITransport(app=app)
             headers = {"Authorization": f"Bearer {key}"}
             async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:

@@ -35,7 +35,7 @@ import pytest
 import pytest_asyncio
 
 from sluice import passwords
-from sluice.api.app import App, create_app
+from sluice.api.app import serving
 from sluice.config import Settings
 from sluice.platform import Platform
 from sluice.storage import tables
@@ -130,7 +130,6 @@ class _Platforms:
             self.stack.push_async_callback(_drop_pg_database, database_url)
         settings = make_settings(data_dir, database_url=database_url)
         opened = await self.stack.enter_async_context(Platform.open(settings, background=False))
-        _shared_apps[id(opened)] = create_app(platform=opened)
         return opened
 
     @staticmethod
@@ -179,21 +178,9 @@ class Api:
     api_key: str
 
 
-#: The app serving each of this process's shared platforms (``_Platforms``), made once: FastAPI
-#: analyses a route's parameters and builds its validators at an app's first request to it
-#: (``_IncludedRouter``), so an app per test paid that again for every route it called
-#: (measured: 30% of the test process's CPU over four integration files, ``py-spy``). The app
-#: holds no state but its platform. Keyed by ``id``: the platforms live as long as the process.
-_shared_apps: dict[int, App] = {}
-
-
-def app_for(platform: Platform) -> App:
-    """The in-process app serving ``platform``: the shared one for a shared platform, else a
-    new one (a platform a test opened for itself is gone when the test is)."""
-    app = _shared_apps.get(id(platform))
-    return app if app is not None else create_app(platform=platform)
-
-
+# ``serving(platform)``: the process's one app, with ``platform`` in each request's state.
+# FastAPI analyses a route's parameters and builds its validators at an app's first request to
+# it (``_IncludedRouter``): an app per platform paid that again for every route its tests called.
 @contextlib.asynccontextmanager
 async def account_client(
     platform: Platform, username: str, email: str | None = None, *, is_admin: bool = False
@@ -202,7 +189,7 @@ async def account_client(
     unique = f"{username}-{secrets.token_hex(3)}"
     account, key = await platform.create_account(unique, email, is_admin=is_admin)
     async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app_for(platform), raise_app_exceptions=False),
+        transport=httpx.ASGITransport(app=serving(platform), raise_app_exceptions=False),
         base_url="http://sluice.test",
         headers={"Authorization": f"Bearer {key}"},
         timeout=60,

@@ -24,7 +24,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from sluice.api.app import create_app
+from sluice.api.app import serving
 from sluice.domain import imports
 from sluice.platform import Platform
 from tests.conftest import CACHE, make_settings
@@ -108,7 +108,7 @@ async def client(
     async with Platform.open(settings) as platform:
         _account, key = await platform.create_account("proof")
         async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=create_app(platform=platform)),
+            transport=httpx.ASGITransport(app=serving(platform)),
             base_url="http://sluice.test",
             headers={"Authorization": f"Bearer {key}"},
             timeout=300,

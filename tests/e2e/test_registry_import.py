@@ -14,7 +14,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from sluice.api.app import create_app
+from sluice.api.app import serving
 from sluice.domain.apps import BUILTIN_BY_SLUG
 from sluice.platform import Platform
 from tests.conftest import make_settings
@@ -62,7 +62,7 @@ async def admin(platform: Platform) -> AsyncIterator[httpx.AsyncClient]:
 
 def client(platform: Platform, key: str) -> httpx.AsyncClient:
     return httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=create_app(platform=platform)),
+        transport=httpx.ASGITransport(app=serving(platform)),
         base_url="http://sluice.test",
         headers={"Authorization": f"Bearer {key}"},
         timeout=1800,

@@ -14,11 +14,12 @@ from typing import Any
 import httpx
 import pytest_asyncio
 
+from sluice.api.app import serving
 from sluice.engine.components import core_components
 from sluice.engine.components.core_components import CoreComponents
 from sluice.platform import Platform
 from sluice.storage import accounts
-from tests.conftest import Api, account_client, app_for
+from tests.conftest import Api, account_client
 from tests.integration.test_destinations import HttpServer, http_server
 
 #: Every key Sluice ships, as docs/components.md lists them.
@@ -110,7 +111,7 @@ async def test_new_code_is_published_as_its_new_version(platform: Platform, tmp_
 @pytest_asyncio.fixture(loop_scope="session")
 async def public(api: Api) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app_for(api.platform)),
+        transport=httpx.ASGITransport(app=serving(api.platform)),
         base_url="http://sluice.test",
         timeout=60,
     ) as client:

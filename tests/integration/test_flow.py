@@ -15,7 +15,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from sluice.api.app import create_app
+from sluice.api.app import serving
 from sluice.clock import FakeClock
 from sluice.config import Settings
 from sluice.platform import Platform
@@ -71,7 +71,7 @@ async def opened(settings: Settings, clock: FakeClock, key: str) -> AsyncIterato
         )
         client = await stack.enter_async_context(
             httpx.AsyncClient(
-                transport=httpx.ASGITransport(app=create_app(platform=platform)),
+                transport=httpx.ASGITransport(app=serving(platform)),
                 base_url="http://sluice.test",
                 headers={"Authorization": f"Bearer {key}"} if key else {},
                 timeout=60,

@@ -14,12 +14,12 @@ import pytest
 import pytest_asyncio
 import sqlalchemy as sa
 
-from sluice.api.app import create_app
+from sluice.api.app import serving
 from sluice.domain import http_events
 from sluice.domain.states import JobKind
 from sluice.storage.tables import deployed_components as sources_table
 from sluice.storage.tables import jobs as jobs_table
-from tests.conftest import Api, app_for
+from tests.conftest import Api
 from tests.integration.test_api_basics import assert_error
 
 EMITTER = """
@@ -70,7 +70,7 @@ export default {
 async def public(api: Api) -> AsyncIterator[httpx.AsyncClient]:
     """A client without an API key: endpoints are public."""
     async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app_for(api.platform)),
+        transport=httpx.ASGITransport(app=serving(api.platform)),
         base_url="http://sluice.test",
         timeout=60,
     ) as client:
@@ -384,7 +384,7 @@ async def test_changes_by_another_process_show_within_the_time_to_live(
 
 async def test_a_client_gone_before_its_body_is_not_stored(api: Api) -> None:
     source_id, path = await deploy(api, EMITTER, name="gone")
-    app = create_app(platform=api.platform)
+    app = serving(api.platform)
     sent: list[Any] = []
 
     async def receive() -> dict[str, Any]:

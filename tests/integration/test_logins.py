@@ -8,11 +8,12 @@ import httpx
 import pytest
 
 from sluice import errors
+from sluice.api.app import serving
 from sluice.clock import FakeClock
 from sluice.engine.auth.logins import LOGIN_BURST, Logins
 from sluice.platform import Platform
 from sluice.web import session as sessions
-from tests.conftest import Api, app_for
+from tests.conftest import Api
 
 
 async def test_password_login_sessions_and_logout(platform: Platform) -> None:
@@ -57,7 +58,7 @@ async def test_v1_with_the_session_cookie(api: Api) -> None:
     await api.platform.logins.set_password(api.account_id, "long enough password")
     me = (await api.client.get("/v1/users/me")).json()["data"]
     token = await api.platform.logins.login(me["username"], "long enough password")
-    transport = httpx.ASGITransport(app=app_for(api.platform))
+    transport = httpx.ASGITransport(app=serving(api.platform))
     async with httpx.AsyncClient(
         transport=transport, base_url="http://sluice.test", cookies={sessions.COOKIE: token}
     ) as browser:
@@ -116,7 +117,7 @@ async def test_the_login_page_answers_429_when_throttled(platform: Platform) -> 
     name = f"page-{secrets.token_hex(3)}"
     account, _ = await platform.create_account(name, None)
     await platform.logins.set_password(account.id, "long enough password")
-    transport = httpx.ASGITransport(app=app_for(platform))
+    transport = httpx.ASGITransport(app=serving(platform))
     origin = "http://sluice.test"
     async with httpx.AsyncClient(transport=transport, base_url=origin) as browser:
         form = {"username": name, "password": "wrong password!"}
@@ -166,7 +167,7 @@ async def test_a_link_followed_before_logging_in_is_where_the_login_goes(
     name = f"next-{secrets.token_hex(3)}"
     account, _ = await platform.create_account(name, None)
     await platform.logins.set_password(account.id, "long enough password")
-    transport = httpx.ASGITransport(app=app_for(platform))
+    transport = httpx.ASGITransport(app=serving(platform))
     origin = "http://sluice.test"
     async with httpx.AsyncClient(transport=transport, base_url=origin) as browser:
         opened = await browser.get("/sources?action=create&key=http-new-requests")

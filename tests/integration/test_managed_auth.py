@@ -22,10 +22,12 @@ from typing import Any
 import httpx
 import pytest_asyncio
 
+from sluice.api.app import serving
 from sluice.clock import FakeClock, SystemClock
+from sluice.engine.outbound import tls
 from sluice.platform import Platform
 from tests import oauth_server
-from tests.conftest import Api, account_client, app_for
+from tests.conftest import Api, account_client
 
 PUBLIC = "http://sluice.test"
 #: The API client's origin (conftest's ``account_client``), as its browser form would send it.
@@ -107,7 +109,7 @@ async def provider_url(env: Env, api: Api, **body: Any) -> str:
 
 async def consent(url: str, who: str, confirm: str = "yes") -> str:
     """The provider's consent, given as ``who``: the callback it redirects to (a path)."""
-    async with httpx.AsyncClient() as browser:
+    async with httpx.AsyncClient(verify=tls.context()) as browser:
         page = await browser.get(url)
         assert page.status_code == 200 and "Approve" in page.text, page.text
         approved = await browser.post(url, data={"confirm": confirm, "user": who})
@@ -227,7 +229,7 @@ async def approve_denied(env: Env, api: Api) -> httpx.Response:
 async def browser(env: Env, session: str | None = None) -> AsyncIterator[httpx.AsyncClient]:
     """Another browser on Sluice: no API key, its own cookies (a web UI session, if given)."""
     async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app_for(env.platform)),
+        transport=httpx.ASGITransport(app=serving(env.platform)),
         base_url=PUBLIC,
         cookies={"sluice_session": session} if session else None,
     ) as client:

@@ -6,7 +6,7 @@ import dataclasses
 
 import httpx
 
-from sluice.api.app import create_app
+from sluice.api.app import serving
 from tests.conftest import Api
 
 COMPONENT = """export default { name: "Metered", version: "0.0.1", props: {},
@@ -44,7 +44,7 @@ async def test_metrics_count_requests_runs_errors_and_the_queue(api: Api) -> Non
 async def test_a_metrics_token_guards_the_page(api: Api) -> None:
     settings = dataclasses.replace(api.platform.settings, metrics_token="s3cret")
     platform = dataclasses.replace(api.platform, settings=settings)
-    transport = httpx.ASGITransport(app=create_app(platform=platform))
+    transport = httpx.ASGITransport(app=serving(platform))
     async with httpx.AsyncClient(transport=transport, base_url="http://sluice.test") as client:
         refused = await client.get("/metrics", headers={"Authorization": f"Bearer {api.api_key}"})
         assert refused.status_code == 401 and refused.json()["code"] == "unauthorized"

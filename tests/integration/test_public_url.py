@@ -15,8 +15,9 @@ import pytest
 import uvicorn
 
 from sluice import errors, public_url
-from sluice.api.app import create_app
+from sluice.api.app import serving
 from sluice.config import Settings
+from sluice.engine.outbound import tls
 from sluice.engine.outbound.mailer import Mailer
 from sluice.platform import Platform
 from tests.conftest import Api
@@ -69,9 +70,7 @@ async def live_server(platform: Platform, **settings: Any) -> AsyncIterator[str]
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     server = _Server(
-        uvicorn.Config(
-            create_app(platform=changed), log_level="warning", lifespan="off", proxy_headers=False
-        )
+        uvicorn.Config(serving(changed), log_level="warning", lifespan="off", proxy_headers=False)
     )
     task = asyncio.create_task(server.serve(sockets=[sock]))
     await asyncio.wait_for(server.ready.wait(), DEADLINE)
@@ -86,7 +85,10 @@ async def live_server(platform: Platform, **settings: Any) -> AsyncIterator[str]
 async def endpoint_url(base: str, api: Api, headers: dict[str, str] | None = None) -> str:
     """Deploy an HTTP source over real HTTP at ``base``; the endpoint URL in the answer."""
     async with httpx.AsyncClient(
-        base_url=base, headers={"Authorization": f"Bearer {api.api_key}"}, timeout=60
+        base_url=base,
+        headers={"Authorization": f"Bearer {api.api_key}"},
+        timeout=60,
+        verify=tls.context(),
     ) as client:
         response = await client.post(
             "/v1/sources", json={"component_code": WEBHOOK}, headers=headers or {}

@@ -17,6 +17,7 @@ import pytest_asyncio
 import sqlalchemy as sa
 
 from sluice import errors
+from sluice.api.app import serving
 from sluice.clock import FakeClock
 from sluice.domain.outcomes import SourceResults
 from sluice.domain.states import JobKind
@@ -25,7 +26,7 @@ from sluice.platform import Platform
 from sluice.storage.jobs import Job
 from sluice.storage.tables import events as events_table
 from sluice.storage.tables import jobs as jobs_table
-from tests.conftest import Api, app_for
+from tests.conftest import Api
 from tests.integration.test_ingress import deploy
 
 THROWS_ON_2 = """
@@ -59,7 +60,7 @@ def statements() -> Iterator[list[str]]:
 @pytest_asyncio.fixture(loop_scope="session")
 async def public(api: Api) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app_for(api.platform)),
+        transport=httpx.ASGITransport(app=serving(api.platform)),
         base_url="http://sluice.test",
         timeout=60,
     ) as client:

@@ -19,7 +19,8 @@ import httpx
 import pytest_asyncio
 import uvicorn
 
-from sluice.api.app import create_app
+from sluice.api.app import serving
+from sluice.engine.outbound import tls
 from sluice.engine.state import broker
 from sluice.platform import Platform
 from tests.conftest import Api
@@ -63,7 +64,7 @@ async def live(platform: Platform) -> AsyncIterator[str]:
     port = sock.getsockname()[1]
     server = _Server(
         uvicorn.Config(
-            create_app(platform=fast),
+            serving(fast),
             log_level="warning",
             lifespan="off",
             timeout_graceful_shutdown=5,
@@ -82,7 +83,10 @@ async def live(platform: Platform) -> AsyncIterator[str]:
 @contextlib.asynccontextmanager
 async def sse_client(live: str, api: Api) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(
-        base_url=live, headers={"Authorization": f"Bearer {api.api_key}"}, timeout=DEADLINE
+        base_url=live,
+        headers={"Authorization": f"Bearer {api.api_key}"},
+        timeout=DEADLINE,
+        verify=tls.context(),
     ) as client:
         yield client
 
@@ -277,9 +281,7 @@ async def test_events_stored_by_another_process_reach_the_stream(
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = _Server(
-        uvicorn.Config(create_app(platform=polling), log_level="warning", lifespan="off")
-    )
+    server = _Server(uvicorn.Config(serving(polling), log_level="warning", lifespan="off"))
     task = asyncio.create_task(server.serve(sockets=[sock]))
     await asyncio.wait_for(server.ready.wait(), DEADLINE)
     try:

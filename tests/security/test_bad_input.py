@@ -17,8 +17,9 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sluice.api.app import serving
 from sluice.storage.tables import jobs as jobs_table
-from tests.conftest import Api, app_for
+from tests.conftest import Api
 from tests.integration.test_api_basics import assert_error
 
 #: Emits what it gets; logs and keeps (db) a string with a NUL and a lone surrogate, and emits
@@ -61,7 +62,7 @@ FUZZ = settings(
 async def public(api: Api) -> AsyncIterator[httpx.AsyncClient]:
     """A client without an API key: endpoints are public."""
     async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app_for(api.platform)),
+        transport=httpx.ASGITransport(app=serving(api.platform)),
         base_url="http://sluice.test",
         timeout=60,
     ) as client:

@@ -20,7 +20,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from sluice.api.app import create_app
+from sluice.api.app import serving
 from sluice.platform import Platform
 from tests.conftest import Api, account_client, make_settings
 
@@ -97,7 +97,7 @@ async def test_mail_goes_only_to_a_verified_address_at_a_bounded_rate(
     link = re.search(r"https?://\S+/v1/email/verify\?token=\S+", mail.get_content())
     assert link is not None
     path = link.group(0).split("://", 1)[1].split("/", 1)[1]
-    app = create_app(platform=mail_platform)
+    app = serving(mail_platform)
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app), base_url="http://sluice.test"
     ) as browser:

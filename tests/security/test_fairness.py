@@ -14,6 +14,7 @@ import httpx
 import pytest_asyncio
 import sqlalchemy as sa
 
+from sluice.api.app import serving
 from sluice.domain import limits
 from sluice.domain.states import JobKind
 from sluice.engine.queue.jobs import Finish, JobWorker
@@ -23,7 +24,7 @@ from sluice.runtime.protocol import Result
 from sluice.storage import jobs, runs, sources
 from sluice.storage.jobs import Job
 from sluice.storage.tables import jobs as jobs_table
-from tests.conftest import Api, account_client, app_for
+from tests.conftest import Api, account_client
 
 #: An HTTP source whose run() never resolves: each request holds a job slot until its time-out.
 HANG = """
@@ -85,7 +86,7 @@ async def victim(platform: Platform) -> AsyncIterator[Api]:
 async def public(platform: Platform) -> AsyncIterator[httpx.AsyncClient]:
     """Endpoints are public: no API key."""
     async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app_for(platform)),
+        transport=httpx.ASGITransport(app=serving(platform)),
         base_url="http://sluice.test",
         timeout=60,
     ) as client:

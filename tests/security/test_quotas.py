@@ -20,7 +20,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from sluice.api.app import create_app
+from sluice.api.app import serving
 from sluice.platform import Platform
 from tests.conftest import Api, account_client, make_settings
 from tests.integration.test_mail_in import DOMAIN, listener, message, send
@@ -98,7 +98,7 @@ async def test_an_account_at_its_storage_quota_stores_nothing_more(
     assert (await _me(filler))["stored_bytes"] < used + 4096
 
     # Its endpoint refuses before reading the body; its data store writes are refused.
-    app = create_app(platform=quota_platform)
+    app = serving(quota_platform)
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app), base_url="http://sluice.test"
     ) as public:

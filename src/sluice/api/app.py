@@ -1,4 +1,10 @@
-"""The ASGI application: ``/v1`` routes, the error shape, and the platform's lifetime."""
+"""The ASGI application: ``/v1`` routes, the error shape, and the platform's lifetime.
+
+The app holds no platform: its lifespan opens one and hands it to every request as lifespan
+state (``scope["state"]["platform"]``, read as ``request.state.platform``), as Starlette
+documents. So one app can serve platforms opened elsewhere (``serving``: the tests' in-process
+platforms), and FastAPI's analysis of each route, made at an app's first request to it, is paid
+once per process rather than once per platform."""
 
 from __future__ import annotations
 
@@ -7,9 +13,11 @@ import contextlib
 import gc
 import signal
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sluice import __version__, metrics, public_url
 from sluice.api import (
@@ -44,6 +52,7 @@ from sluice.config import Settings
 from sluice.errors import SluiceError
 from sluice.platform import Platform
 from sluice.web import app as web
+from sluice.web import assets
 
 
 class App(FastAPI):
@@ -53,11 +62,12 @@ class App(FastAPI):
         if scope["type"] != "http":
             await super().__call__(scope, receive, send)
             return
-        settings = self.state.platform.settings
+        platform: Platform = scope["state"]["platform"]
+        settings = platform.settings
         # An endpoint host answers nothing else: the web UI and /v1 never serve on it.
         to = ingress.target(scope, settings.endpoint_base, settings.proxies)
         if to is not None:
-            await ingress.serve(self.state.platform, to, scope, receive, _counted("endpoint", send))
+            await ingress.serve(platform, to, scope, receive, _counted("endpoint", send))
             return
         send = _counted("api", send)
         if (picked := fields.wanted(scope)) is not None:
@@ -122,35 +132,28 @@ def _on_second_signal(action: Callable[[], None]) -> None:
             return  # not the main thread (tests): nothing to listen to
 
 
-def create_app(
-    settings: Settings | None = None,
-    *,
-    platform: Platform | None = None,
-    clock: Clock | None = None,
-) -> App:
-    """An app that opens its own platform from ``settings``, or serves a given open one."""
+def create_app(settings: Settings, *, clock: Clock | None = None) -> App:
+    """An app whose lifespan opens the platform ``settings`` describes (``sluice serve``)."""
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        if platform is not None:
-            app.state.platform = platform
-            yield
-            return
-        assert settings is not None
+    async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Platform]]:
         # The "api" role leaves queued jobs and timers to "worker" processes.
         background = settings.role != "api"
         async with Platform.open(settings, clock=clock, background=background) as opened:
-            app.state.platform = opened
             # What startup built (FastAPI's routes, SQLAlchemy's tables, pydantic models) lives
             # as long as the process: out of the cyclic collector's way, which otherwise walks
             # it on every full collection (measured: 7-12% more endpoint requests a second).
             gc.collect()
             gc.freeze()
-            yield
+            yield {"platform": opened}
             # Shutting down: the jobs in flight get their grace period; a second signal (the
             # first one stopped the server) ends it.
             _on_second_signal(opened.jobs.hurry)
 
+    return _build(settings, lifespan)
+
+
+def _build(settings: Settings, lifespan: Callable[[FastAPI], Any] | None) -> App:
     app = App(
         title="Sluice",
         version=__version__,
@@ -163,11 +166,31 @@ def create_app(
         docs_url=None,
         redoc_url=None,
     )
-    if platform is not None:
-        app.state.platform = platform
     errors.install(app)
     openapi.install(app)
     for module in ROUTERS:
         app.include_router(module.router)
-    web.install(app, platform.settings if platform is not None else settings or Settings())
+    web.install(app, settings)
     return app
+
+
+#: The apps ``serving`` built, by the web UI's assets folder (the one thing of a platform's
+#: settings an app is built with).
+_served: dict[Path, App] = {}
+
+
+def serving(platform: Platform) -> ASGIApp:
+    """The app serving ``platform``, an open platform the caller owns, with no lifespan (the
+    tests' in-process platforms; ``httpx.ASGITransport``, uvicorn with ``lifespan="off"``):
+    one app per process (per web UI assets folder), ``platform`` put in each request's state."""
+    key = assets.folder(platform.settings)
+    app = _served.get(key)
+    if app is None:
+        app = _served[key] = _build(platform.settings, None)
+
+    async def with_platform(scope: Scope, receive: Receive, send: Send) -> None:
+        await app(
+            {**scope, "state": {**scope.get("state", {}), "platform": platform}}, receive, send
+        )
+
+    return with_platform

@@ -17,7 +17,7 @@ from sluice.web import session as sessions
 
 async def get_platform(request: Request) -> Platform:
     # async: FastAPI runs a sync dependency in a thread, a hand-off on every request.
-    platform: Platform = request.app.state.platform
+    platform: Platform = request.state.platform
     return platform
 
 

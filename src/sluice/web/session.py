@@ -46,7 +46,7 @@ def csrf_token(session_token: str) -> str:
 
 
 def platform_of(request: Request) -> Platform:
-    platform: Platform = request.app.state.platform
+    platform: Platform = request.state.platform
     return platform
 
 
