@@ -3,7 +3,10 @@ made at an earlier revision, filled, then upgraded keeps (and converts) its rows
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +15,7 @@ import sqlalchemy as sa
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sluice.platform import Platform
@@ -45,6 +49,51 @@ def to(revision: str) -> Callable[[Any], None]:
         command.upgrade(database.alembic_config(sync_conn), revision)
 
     return run
+
+
+def test_head_is_alembics_head_and_each_file_is_named_by_its_revision() -> None:
+    """``database.HEAD`` (what a start compares the database with before loading Alembic) is
+    read from the file names: they must start with their revision ids."""
+    scripts = ScriptDirectory(str(database.MIGRATIONS))
+    assert scripts.get_heads() == [database.HEAD]
+    for script in scripts.walk_revisions():
+        assert script.path is not None
+        assert Path(script.path).name.startswith(script.revision + "_"), script.path
+
+
+async def test_a_database_at_an_earlier_revision_is_upgraded_at_start(engine: AsyncEngine) -> None:
+    async with engine.begin() as conn:
+        await conn.run_sync(to("0023"))
+    await database.migrate(engine)
+    async with engine.connect() as conn:
+        version = (await conn.execute(sa.text("SELECT version_num FROM alembic_version"))).all()
+    assert version == [(database.HEAD,)]
+
+
+_START = """
+import asyncio, sys
+from sluice.storage import database
+async def main():
+    engine = database.create_engine(sys.argv[1])
+    await database.migrate(engine)
+    await engine.dispose()
+asyncio.run(main())
+print(sorted(m for m in sys.modules if m == "alembic" or m.startswith("alembic.")))
+"""
+
+
+async def test_a_start_on_a_database_at_head_does_not_load_alembic(tmp_path: Path) -> None:
+    """In a process of its own: the first start migrates (Alembic loaded), the next finds the
+    database at ``HEAD`` and leaves Alembic unloaded."""
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    starts = [
+        subprocess.run(
+            [sys.executable, "-c", _START, url], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        for _ in range(2)
+    ]
+    assert starts[0] != "[]"
+    assert starts[1] == "[]"
 
 
 async def test_migrations_match_the_tables(platform: Platform) -> None:

@@ -17,9 +17,6 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 import httpx
-from botocore import auth as aws_auth
-from botocore import awsrequest
-from botocore import credentials as aws_credentials
 
 from sluice.config import Settings
 from sluice.engine.outbound.destinations.config import elapsed_ms, invalid, mapping, string
@@ -80,7 +77,14 @@ def sign_v4(
     ``url``'s path is already URI-encoded (S3 encodes it once, and its signer does not normalize
     it). Every header in ``headers`` is signed; they must include ``host``, ``x-amz-date``
     (``20130524T000000Z``, the time the signature is dated) and ``x-amz-content-sha256``.
+
+    botocore is imported at the first signature, not with the server (~35 ms of every start,
+    for an instance that may never send to S3).
     """
+    from botocore import auth as aws_auth
+    from botocore import awsrequest
+    from botocore import credentials as aws_credentials
+
     request = awsrequest.AWSRequest(method=method, url=url, headers=headers)
     # botocore's ``add_auth`` reads the wall clock and rewrites the date headers; a send is
     # dated by the platform's clock (``now_ms``), so its public steps are called here with
