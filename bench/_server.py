@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -213,6 +214,59 @@ def check_run(data: Any, expect: Any = None) -> None:
 
 
 # ---- statistics ---------------------------------------------------------------------------
+
+
+def wrk_post(
+    url: str,
+    body: str,
+    *,
+    seconds: float,
+    concurrency: int = 1,
+    headers: dict[str, str] | None = None,
+    cpu: int = 1,
+) -> dict[str, Any]:
+    """``wrk`` POSTing ``body`` (JSON) to ``url`` on CPU ``cpu`` for whole ``seconds``: its
+    counts and latencies (requests, requests/s, non-2xx answers, socket errors, p50/p99 in ms)."""
+    lines = ['wrk.method = "POST"', f"wrk.body = {json.dumps(body)}"]
+    lines += [
+        f"wrk.headers[{json.dumps(k)}] = {json.dumps(v)}"
+        for k, v in {"Content-Type": "application/json", **(headers or {})}.items()
+    ]
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as lua:
+        lua.write("\n".join(lines) + "\n")
+    try:
+        out = subprocess.run(
+            [
+                *("taskset", "-c", str(cpu), "wrk", "-t1", f"-c{concurrency}"),
+                *(f"-d{max(1, round(seconds))}s", "--latency", "-s", lua.name, url),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    finally:
+        os.unlink(lua.name)
+
+    def found(pattern: str) -> re.Match[str]:
+        match = re.search(pattern, out)
+        if match is None:
+            raise RuntimeError(f"no {pattern!r} in wrk's output:\n{out}")
+        return match
+
+    def ms(label: str) -> float:
+        m = found(rf"\n\s+{label}\s+([\d.]+)(us|ms|s)\b")
+        return float(m.group(1)) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[m.group(2)]
+
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    errors = re.search(r"Socket errors: (.*)", out)
+    return {
+        "requests": int(found(r"(\d+) requests in").group(1)),
+        "rps": float(found(r"Requests/sec:\s+([\d.]+)").group(1)),
+        "non_2xx": int(non2xx.group(1)) if non2xx else 0,
+        "socket_errors": errors.group(1) if errors else "",
+        "p50_ms": ms("50%"),
+        "p99_ms": ms("99%"),
+    }
 
 
 def percentile(values: Sequence[float], p: float) -> float:

@@ -34,7 +34,6 @@ Results: printed rows, and bench/results/asgi_servers.json.
 from __future__ import annotations
 
 import argparse
-import re
 import sqlite3
 import subprocess
 import sys
@@ -52,11 +51,13 @@ from _server import (
     environment,
     free_port,
     write_results,
+    wrk_post,
 )
 from ingest import EMITTER, cpu_seconds, wait_drained
 
 KINDS = ("bare-uvicorn", "sluice-uvicorn", "bare-granian", "sluice-granian")
-LUA = BENCH_DIR / "results" / "asgi_servers_post.lua"
+#: Where the factory module granian imports is written.
+GENERATED = BENCH_DIR / "results"
 #: The factory granian imports: the app ``sluice serve`` runs, from the same SLUICE_* settings.
 FACTORY = """
 from sluice import logs
@@ -69,28 +70,6 @@ def make():
     logs.configure(settings.log_level, settings.log_format)
     return create_app(settings)
 """
-
-
-def wrk(port: int, path: str, seconds: float, concurrency: int) -> dict[str, Any]:
-    out = subprocess.run(
-        [
-            *("taskset", "-c", "1", "wrk", "-t1", f"-c{concurrency}", f"-d{seconds}s"),
-            *("--latency", "-s", str(LUA), f"http://127.0.0.1:{port}{path}"),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    errors = re.search(r"Socket errors: (.*)", out)
-    p50 = re.search(r"\n\s+50%\s+(\S+)", out)
-    return {
-        "requests": int(re.search(r"(\d+) requests in", out).group(1)),  # type: ignore[union-attr]
-        "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),  # type: ignore[union-attr]
-        "non_2xx": int(bad.group(1)) if bad else 0,
-        "socket_errors": errors.group(1) if errors else "",
-        "p50": p50.group(1) if p50 else "?",
-    }
 
 
 def events(db: Path) -> int:
@@ -108,7 +87,7 @@ def start(kind: str, env: dict[str, str], data_dir: Path, args: argparse.Namespa
         cmd = [str(SLUICE), "serve", "--host", "127.0.0.1", "--port", str(port)]
     elif kind == "sluice-granian":
         cmd = [*granian, "--factory", "asgi_servers_app:make"]
-        env["PYTHONPATH"] = f"{args.granian_path}:{LUA.parent}"
+        env["PYTHONPATH"] = f"{args.granian_path}:{GENERATED}"
     elif kind == "bare-uvicorn":
         cmd = [sys.executable, str(BENCH_DIR / "_bare_app.py"), str(port)]
     else:
@@ -138,12 +117,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=8)
     parser.add_argument("--concurrency", type=int, default=64)
     args = parser.parse_args()
-    LUA.parent.mkdir(parents=True, exist_ok=True)
-    LUA.write_text(
-        'wrk.method = "POST"\nwrk.body = \'{"i":1}\'\n'
-        'wrk.headers["Content-Type"] = "application/json"\n'
-    )
-    (LUA.parent / "asgi_servers_app.py").write_text(FACTORY)
+    GENERATED.mkdir(parents=True, exist_ok=True)
+    (GENERATED / "asgi_servers_app.py").write_text(FACTORY)
     env = {
         "SLUICE_HTTP_RATE_PER_SECOND": "0",
         "SLUICE_SHED_BACKLOG_SECONDS": "0",
@@ -166,15 +141,15 @@ def main() -> None:
             sluice = kind.startswith("sluice")
             proc, port = start(kind, run_env, data_dir, args)
             try:
-                target = path if sluice else "/"
+                url = f"http://127.0.0.1:{port}" + (path if sluice else "/")
                 before = events(db) if sluice else 0
-                warm = wrk(port, target, 2, args.concurrency)
+                warm = wrk_post(url, '{"i":1}', seconds=2, concurrency=args.concurrency)
                 if sluice and args.role == "all":
                     wait_drained(db, 600)
                 for pid in [proc.pid, *descendants(proc.pid)]:
                     subprocess.run(["taskset", "-apc", "0", str(pid)], capture_output=True)
                 cpu0 = cpu_seconds(proc.pid)
-                cell = wrk(port, target, args.seconds, args.concurrency)
+                cell = wrk_post(url, '{"i":1}', seconds=args.seconds, concurrency=args.concurrency)
                 cpu1 = cpu_seconds(proc.pid)
                 row: dict[str, Any] = {"round": round_, "kind": kind, **cell}
                 row["cpu_us"] = (cpu1 - cpu0) / max(cell["requests"], 1) * 1e6

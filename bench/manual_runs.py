@@ -21,51 +21,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._server import Server, api, environment, percentile, write_results
+from bench._server import Server, api, environment, percentile, write_results, wrk_post
 
 STEP = "export default defineComponent({ async run({ steps }) { return steps.trigger.event.n } })"
 WARMUP = 200
-
-
-def _wrk(url: str, key: str, seconds: float) -> dict[str, Any]:
-    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as lua:
-        lua.write(
-            'wrk.method = "POST"\nwrk.body = \'{"event": {"n": 1}}\'\n'
-            'wrk.headers["Content-Type"] = "application/json"\n'
-            f'wrk.headers["Authorization"] = "Bearer {key}"\n'
-        )
-    try:
-        out = subprocess.run(
-            ["taskset", "-c", "1", "wrk", "-t1", "-c1", f"-d{max(1, round(seconds))}s",
-             "--latency", "-s", lua.name, url],
-            capture_output=True, text=True, check=True,
-        ).stdout  # fmt: skip
-    finally:
-        os.unlink(lua.name)
-
-    def ms(label: str) -> float:
-        m = re.search(rf"{label}\s+([\d.]+)(us|ms|s)\b", out)
-        if m is None:
-            raise RuntimeError(f"no {label} in wrk's output:\n{out}")
-        return float(m.group(1)) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[m.group(2)]
-
-    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    return {
-        "requests": int(re.search(r"(\d+) requests in", out).group(1)),  # type: ignore[union-attr]
-        "p50_ms": ms("50%"),
-        "p99_ms": ms("99%"),
-        "non2xx": int(non2xx.group(1)) if non2xx else 0,
-    }
 
 
 def one_round(seconds: float, httpx_n: int) -> dict[str, Any]:
@@ -88,7 +54,12 @@ def one_round(seconds: float, httpx_n: int) -> dict[str, Any]:
             # The runner was started by the first run: pin it (and any thread) too.
             for pid in _tree(server.pid):
                 os.sched_setaffinity(pid, {0})
-            measured = _wrk(server.base_url + path, account.api_key, seconds)
+            measured = wrk_post(
+                server.base_url + path,
+                '{"event": {"n": 1}}',
+                seconds=seconds,
+                headers={"Authorization": f"Bearer {account.api_key}"},
+            )
             httpx_ms = []
             for i in range(httpx_n):
                 t0 = time.perf_counter()
@@ -97,7 +68,7 @@ def one_round(seconds: float, httpx_n: int) -> dict[str, Any]:
                 if response.status_code != 200:
                     raise RuntimeError(f"run → {response.status_code}: {response.text[:300]}")
             stored = client.get(path, params={"limit": 1}).json()["page_info"]["total_count"]
-    answered = WARMUP + measured["requests"] - measured["non2xx"] + httpx_n
+    answered = WARMUP + measured["requests"] - measured["non_2xx"] + httpx_n
     return {
         **measured,
         "httpx_p50_ms": percentile(httpx_ms, 50) if httpx_ms else None,
@@ -133,13 +104,13 @@ def main() -> int:
         rounds.append(result)
         print(
             f"round {r + 1}: wrk c=1 p50 {result['p50_ms']:.3f} ms, p99 {result['p99_ms']:.3f} ms, "
-            f"{result['requests']} requests ({result['non2xx']} non-2xx); httpx client p50 "
+            f"{result['requests']} requests ({result['non_2xx']} non-2xx); httpx client p50 "
             f"{result['httpx_p50_ms']:.3f} ms; answered 200 {result['answered_200']}, stored "
             f"{result['stored']}",
             flush=True,
         )
     worst = max(rounds, key=lambda x: x["p50_ms"])
-    lost = sum(x["lost"] for x in rounds) + sum(x["non2xx"] for x in rounds)
+    lost = sum(x["lost"] for x in rounds) + sum(x["non_2xx"] for x in rounds)
     met = worst["p50_ms"] < 2.0 and lost == 0
     print(
         f"\nworst of {args.rounds}: p50 {worst['p50_ms']:.3f} ms (load at start "
