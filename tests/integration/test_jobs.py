@@ -576,6 +576,9 @@ async def test_a_worker_stopped_in_the_middle_of_a_statement_is_taken_over(
             "UPDATE jobs SET status = 'done' WHERE id = $1 AND claim = $2", held.id, held.claim
         )
         await stopped.prepare("SELECT now()")  # stopped here (SIGSTOP), mid-statement
+        # The backend sends the statement's description before it waits for the rest: on a
+        # busy machine the heartbeat could look before it is seen waiting (seen under -n 3).
+        await _seen_waiting_for_client(platform, stopped.get_server_pid())
 
         clock.advance(seconds=2)  # its lease passed
         other = JobWorker(platform.db, clock, WorkerConfig(lease_ms=30_000, stalled_session_ms=0))
@@ -590,6 +593,25 @@ async def test_a_worker_stopped_in_the_middle_of_a_statement_is_taken_over(
             await stopped.fetch("SELECT 1")  # when it wakes: nothing of it commits
     finally:
         stopped.terminate()
+
+
+async def _seen_waiting_for_client(platform: Platform, pid: int) -> None:
+    """Until ``pg_stat_activity`` shows backend ``pid`` waiting for its client mid-statement
+    (what ``database.end_stalled_sessions`` looks for); at most 10 s."""
+    import asyncio
+    import time
+
+    query = sa.text(
+        "SELECT state = 'active' AND wait_event = 'ClientRead' FROM pg_stat_activity"
+        " WHERE pid = :pid"
+    )
+    deadline = time.monotonic() + 10
+    while True:
+        async with platform.db.connect() as conn:
+            if await conn.scalar(query, {"pid": pid}):
+                return
+        assert time.monotonic() < deadline, f"backend {pid} never seen waiting for its client"
+        await asyncio.sleep(0.005)
 
 
 async def test_a_stalled_workers_failure_leaves_the_job_of_its_new_holder(
