@@ -50,3 +50,26 @@ async def test_a_metrics_token_guards_the_page(api: Api) -> None:
         assert refused.status_code == 401 and refused.json()["code"] == "unauthorized"
         allowed = await client.get("/metrics", headers={"Authorization": "Bearer s3cret"})
         assert allowed.status_code == 200 and "sluice_runs_total" in allowed.text
+
+
+def _count(text: str, labels: str) -> float:
+    prefix = f"sluice_http_requests_total{{{labels}}} "
+    return sum(float(line[len(prefix) :]) for line in text.splitlines() if line.startswith(prefix))
+
+
+async def test_endpoint_answers_are_counted_by_status(api: Api) -> None:
+    """The endpoints' hot path sends its prebuilt answer itself; it is counted all the same."""
+    code = """export default { name: "Counted", version: "0.0.1",
+  props: { http: "$.interface.http" }, async run(e) { this.$emit(e) } };"""
+    deployed = await api.client.post("/v1/sources", json={"component_code": code})
+    assert deployed.status_code == 200, deployed.text
+    path = "/e/" + deployed.json()["data"]["endpoint_url"].rsplit("/", 1)[1]
+    metrics = {"Authorization": ""}
+    ok, missing = 'kind="endpoint",status="200"', 'kind="endpoint",status="404"'
+    before = (await api.client.get("/metrics", headers=metrics)).text
+    for _ in range(3):
+        assert (await api.client.post(path, json={"a": 1}, headers=metrics)).status_code == 200
+    assert (await api.client.post("/e/en_nope", json={}, headers=metrics)).status_code == 404
+    after = (await api.client.get("/metrics", headers=metrics)).text
+    assert _count(after, ok) - _count(before, ok) == 3
+    assert _count(after, missing) - _count(before, missing) == 1

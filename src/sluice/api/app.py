@@ -67,7 +67,7 @@ class App(FastAPI):
         # An endpoint host answers nothing else: the web UI and /v1 never serve on it.
         to = ingress.target(scope, settings.endpoint_base, settings.proxies)
         if to is not None:
-            await ingress.serve(platform, to, scope, receive, _counted("endpoint", send))
+            await ingress.serve(platform, to, scope, receive, send)  # counts its own answers
             return
         send = _counted("api", send)
         if (picked := fields.wanted(scope)) is not None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
-from sluice import errors, public_url
+from sluice import errors, metrics, public_url
 from sluice.api import errors as api_errors
 from sluice.domain import endpoint_origins, http_events
 from sluice.domain.http_events import Answer, Refusal
@@ -84,20 +84,26 @@ def _host(scope: Scope, proxies: public_url.TrustedProxies) -> str:
 
 
 async def serve(platform: Platform, to: Target, scope: Scope, receive: Receive, send: Send) -> None:
-    """Answer one endpoint request."""
+    """Answer one endpoint request, counted in ``sluice_http_requests`` (kind ``endpoint``)."""
     endpoint_id = to.endpoint_id
     started = False
 
     async def send_tracked(message: Message) -> None:
         nonlocal started
+        if message["type"] == "http.response.start":
+            metrics.request("endpoint", message["status"])
         started = True
         await send(message)
 
     try:
         answer = await _answer(platform, to, scope, receive)
         if answer is _DEFAULT:
-            await send_tracked(_DEFAULT_START)
-            await send_tracked(_DEFAULT_BODY)
+            # The hot path: the prebuilt messages, sent as they are (a wrapper per message
+            # was ~4% of an ingested request's CPU).
+            metrics.request("endpoint", _DEFAULT.status)
+            started = True
+            await send(_DEFAULT_START)
+            await send(_DEFAULT_BODY)
             return
         response = (
             _render(answer, to.own_origin)
