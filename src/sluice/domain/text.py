@@ -20,6 +20,8 @@ import math
 import re
 from typing import Any
 
+import orjson
+
 from sluice.errors import InvalidRequest
 
 #: The key of a stored JSON value that holds characters storage cannot take.
@@ -102,21 +104,28 @@ def to_stored(value: Any) -> Any:
 
 
 def stored_json(value: Any) -> str:
-    """``json.dumps(to_stored(value))``, what a JSON column stores as text, with one C-speed
-    dump for the usual value: its ASCII JSON without a ``\\u`` escape holds no NUL and no
-    surrogate (every non-ASCII character would be escaped), so it needs no walk.
+    """``json.dumps(to_stored(value))``, what a JSON column stores as text (compact, UTF-8),
+    with one orjson dump for the usual value (about a tenth of ``json.dumps``' CPU: the job of
+    each request to an endpoint is one): orjson refuses lone surrogates (and what else it
+    cannot dump as ``json`` would, e.g. keys that are not strings), and writes NUL as
+    ``\\u0000``; those values, and one shaped like the wrapper, take ``to_stored``'s way.
 
-    >>> stored_json({"a": [1, "b"]})
-    '{"a": [1, "b"]}'
+    >>> stored_json({"a": [1, "b"], "é": None})
+    '{"a":[1,"b"],"é":null}'
     >>> stored_json("\\ud800") == json.dumps({MARKER: '"\\\\ud800"'})
+    True
+    >>> stored_json({1: "\\x00"}) == json.dumps({MARKER: json.dumps({1: "\\x00"})})
     True
     """
     if value is None:
         return "null"
-    dumped = json.dumps(value)
-    if "\\u" not in dumped and not _is_wrapper(value):
-        return dumped
-    return json.dumps(to_stored(value))
+    try:
+        dumped = orjson.dumps(value)
+    except TypeError:  # orjson.JSONEncodeError
+        return json.dumps(to_stored(value))
+    if b"\\u0000" in dumped or _is_wrapper(value):
+        return json.dumps(to_stored(value))
+    return dumped.decode()
 
 
 def from_stored(value: Any) -> Any:
