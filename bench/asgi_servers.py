@@ -20,14 +20,18 @@ flight when it stops, at most C per run: ``extra`` is that, never a loss).
 
 ``--role api`` starts both Sluices with ``SLUICE_ROLE=api``: they accept and store the
 requests as jobs and run none (no drain), which is the HTTP layer plus Sluice's own ingest
-path alone.
+path alone. ``--role split`` adds beside each a ``sluice serve --role worker`` process (``nice
+10``, every process of it on CPU 1 with wrk) that runs the jobs while the requests come: the
+runs on another core, as docs/deploy.md's roles deploy them; ``runs_per_s`` is the events it
+stored during the window.
 
-Needs wrk and granian. granian is not a dependency of Sluice: install it beside the venv,
-e.g. ``.venv/bin/pip install --target /tmp/granian granian`` (then delete the ``click`` it
-brings, which would shadow the venv's), and pass ``--granian-path /tmp/granian``.
+Needs wrk, and granian for its two servers. granian is not a dependency of Sluice: install it
+beside the venv, e.g. ``.venv/bin/pip install --target /tmp/granian granian`` (then delete the
+``click`` it brings, which would shadow the venv's), and pass ``--granian-path /tmp/granian``;
+without it only the two uvicorn servers run (goal 3's own figure: Sluice against the bare app).
 
-Run:  .venv/bin/python bench/asgi_servers.py --granian-path /tmp/granian [--role all|api]
-      [--rounds 3] [--seconds 8] [--concurrency 64]
+Run:  .venv/bin/python bench/asgi_servers.py [--granian-path /tmp/granian]
+      [--role all|api|split] [--rounds 3] [--seconds 8] [--concurrency 64]
 Results: printed rows, and bench/results/asgi_servers.json.
 """
 
@@ -109,10 +113,28 @@ def start(kind: str, env: dict[str, str], data_dir: Path, args: argparse.Namespa
             time.sleep(0.1)
 
 
+def start_worker(env: dict[str, str], data_dir: Path) -> subprocess.Popen[bytes]:
+    """``--role split``'s job worker: ``sluice serve --role worker`` on the same data dir."""
+    return subprocess.Popen(
+        ["nice", "-n", "10", str(SLUICE), "serve", "--role", "worker"],
+        env={**env, "SLUICE_ROLE": "worker"},
+        cwd=data_dir,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def pin(root: int, cpu: int) -> None:
+    """Every thread of ``root`` and of its descendants (its Node runners) on CPU ``cpu``."""
+    for pid in [root, *descendants(root)]:
+        subprocess.run(["taskset", "-apc", str(cpu), str(pid)], capture_output=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--granian-path", required=True, help="a folder granian is installed in")
-    parser.add_argument("--role", choices=("all", "api"), default="all")
+    parser.add_argument("--granian-path", help="granian's folder (else uvicorn only)")
+    parser.add_argument("--role", choices=("all", "api", "split"), default="all")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=8)
     parser.add_argument("--concurrency", type=int, default=64)
@@ -134,47 +156,59 @@ def main() -> None:
         server.stop()
     path = "/e/" + source["endpoint_url"].rsplit("/", 1)[1]
     data_dir, db = server.data_dir, server.data_dir / "sluice.db"
-    run_env = {**server._env(), **({"SLUICE_ROLE": "api"} if args.role == "api" else {})}
+    kinds = KINDS if args.granian_path else tuple(k for k in KINDS if k.endswith("uvicorn"))
+    run_env = server._env()
+    if args.role in ("api", "split"):
+        # The split worker has no in-process wake-up from the API process: it polls.
+        run_env.update({"SLUICE_ROLE": "api", "SLUICE_JOB_POLL_SECONDS": "0.05"})
     rows = []
     for round_ in range(args.rounds):
-        for kind in KINDS:
+        for kind in kinds:
             sluice = kind.startswith("sluice")
             proc, port = start(kind, run_env, data_dir, args)
+            worker = start_worker(run_env, data_dir) if sluice and args.role == "split" else None
             try:
                 url = f"http://127.0.0.1:{port}" + (path if sluice else "/")
                 before = events(db) if sluice else 0
                 warm = wrk_post(url, '{"i":1}', seconds=2, concurrency=args.concurrency)
-                if sluice and args.role == "all":
+                if sluice and args.role != "api":
                     wait_drained(db, 600)
-                for pid in [proc.pid, *descendants(proc.pid)]:
-                    subprocess.run(["taskset", "-apc", "0", str(pid)], capture_output=True)
+                pin(proc.pid, 0)
+                if worker is not None:
+                    pin(worker.pid, 1)
+                ran = events(db) if worker is not None else 0
                 cpu0 = cpu_seconds(proc.pid)
                 cell = wrk_post(url, '{"i":1}', seconds=args.seconds, concurrency=args.concurrency)
                 cpu1 = cpu_seconds(proc.pid)
                 row: dict[str, Any] = {"round": round_, "kind": kind, **cell}
                 row["cpu_us"] = (cpu1 - cpu0) / max(cell["requests"], 1) * 1e6
-                if sluice and args.role == "all":
+                if worker is not None:
+                    row["runs_per_s"] = (events(db) - ran) / args.seconds
+                if sluice and args.role != "api":
                     drain_started = time.perf_counter()
                     wait_drained(db, 600)
                     row["drain_s"] = time.perf_counter() - drain_started
-                    row["drain_cpu_us"] = (
-                        (cpu_seconds(proc.pid) - cpu1) / max(cell["requests"], 1) * 1e6
-                    )
+                    if worker is None:  # split: the API process has nothing to drain
+                        row["drain_cpu_us"] = (
+                            (cpu_seconds(proc.pid) - cpu1) / max(cell["requests"], 1) * 1e6
+                        )
                     row["sustained_rps"] = cell["requests"] / (args.seconds + row["drain_s"])
                     extra = events(db) - before - warm["requests"] - cell["requests"]
                     row["extra_events"] = extra
                     if not 0 <= extra <= 2 * args.concurrency:
                         print(f"  !! {kind}: {extra} events against wrk's counts", flush=True)
             finally:
-                proc.terminate()
-                proc.wait(60)
+                for running in (proc, worker):
+                    if running is not None:
+                        running.terminate()
+                        running.wait(60)
             rows.append(row)
             shown = {k: round(v, 1) if isinstance(v, float) else v for k, v in row.items()}
             print(shown, flush=True)
     ratios: dict[str, list[float]] = {}
     for round_ in range(args.rounds):
         by = {r["kind"]: r for r in rows if r["round"] == round_}
-        for kind in KINDS[1:]:
+        for kind in kinds[1:]:
             ratios.setdefault(kind, []).append(by[kind]["rps"] / by["bare-uvicorn"]["rps"])
     print("requests/s against the bare app under uvicorn, by round (worst first):")
     for kind, values in ratios.items():
