@@ -32,12 +32,14 @@ without it only the two uvicorn servers run (goal 3's own figure: Sluice against
 
 Run:  .venv/bin/python bench/asgi_servers.py [--granian-path /tmp/granian]
       [--role all|api|split] [--rounds 3] [--seconds 8] [--concurrency 64]
+      [--postgres postgresql://postgres@127.0.0.1:5432/postgres]   (a fresh database there)
 Results: printed rows, and bench/results/asgi_servers.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sqlite3
 import subprocess
 import sys
@@ -51,13 +53,15 @@ from _server import (
     SLUICE,
     Server,
     api,
+    create_database,
     descendants,
+    drop_database,
     environment,
     free_port,
     write_results,
     wrk_post,
 )
-from ingest import EMITTER, cpu_seconds, wait_drained
+from ingest import EMITTER, _pg, cpu_seconds, wait_drained, wait_drained_pg
 
 KINDS = ("bare-uvicorn", "sluice-uvicorn", "bare-granian", "sluice-granian")
 #: Where the factory module granian imports is written.
@@ -76,9 +80,20 @@ def make():
 """
 
 
-def events(db: Path) -> int:
+def events(db: Path | str) -> int:
+    """Events stored: ``db`` is the SQLite file, or a PostgreSQL URL (``--postgres``)."""
+    if isinstance(db, str):
+        return int(_pg(db, lambda c: c.fetchval("SELECT count(*) FROM events")))
     with sqlite3.connect(db, timeout=30) as conn:
         return int(conn.execute("SELECT count(*) FROM events").fetchone()[0])
+
+
+def drained(db: Path | str) -> None:
+    """Until no job of the server's is queued or running."""
+    if isinstance(db, str):
+        wait_drained_pg(db, 600)
+    else:
+        wait_drained(db, 600)
 
 
 def start(kind: str, env: dict[str, str], data_dir: Path, args: argparse.Namespace) -> Any:
@@ -138,7 +153,21 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=8)
     parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument(
+        "--postgres", help="an admin URL: the servers on a fresh database there (else SQLite)"
+    )
     args = parser.parse_args()
+    if not args.postgres:
+        run(args, None)
+        return
+    url = asyncio.run(create_database(args.postgres))
+    try:
+        run(args, url)
+    finally:
+        asyncio.run(drop_database(args.postgres, url))
+
+
+def run(args: argparse.Namespace, database_url: str | None) -> None:
     GENERATED.mkdir(parents=True, exist_ok=True)
     (GENERATED / "asgi_servers_app.py").write_text(FACTORY)
     env = {
@@ -147,6 +176,8 @@ def main() -> None:
         "SLUICE_EVENT_RETENTION": "100000000",
         "SLUICE_STORAGE_QUOTA_MB": "100000",
     }
+    if database_url:
+        env["SLUICE_DATABASE_URL"] = database_url
     server = Server(env=env, keep=True)
     server.start()
     try:
@@ -155,7 +186,8 @@ def main() -> None:
     finally:
         server.stop()
     path = "/e/" + source["endpoint_url"].rsplit("/", 1)[1]
-    data_dir, db = server.data_dir, server.data_dir / "sluice.db"
+    data_dir = server.data_dir
+    db: Path | str = database_url or data_dir / "sluice.db"
     kinds = KINDS if args.granian_path else tuple(k for k in KINDS if k.endswith("uvicorn"))
     run_env = server._env()
     if args.role in ("api", "split"):
@@ -172,7 +204,7 @@ def main() -> None:
                 before = events(db) if sluice else 0
                 warm = wrk_post(url, '{"i":1}', seconds=2, concurrency=args.concurrency)
                 if sluice and args.role != "api":
-                    wait_drained(db, 600)
+                    drained(db)
                 pin(proc.pid, 0)
                 if worker is not None:
                     pin(worker.pid, 1)
@@ -186,7 +218,7 @@ def main() -> None:
                     row["runs_per_s"] = (events(db) - ran) / args.seconds
                 if sluice and args.role != "api":
                     drain_started = time.perf_counter()
-                    wait_drained(db, 600)
+                    drained(db)
                     row["drain_s"] = time.perf_counter() - drain_started
                     if worker is None:  # split: the API process has nothing to drain
                         row["drain_cpu_us"] = (
@@ -214,7 +246,14 @@ def main() -> None:
     for kind, values in ratios.items():
         print(f"  {kind:15} " + "  ".join(f"{v:.2f}" for v in sorted(values)))
     out = write_results(
-        "asgi_servers", {"role": args.role, "rows": rows, "ratios": ratios, "env": environment()}
+        "asgi_servers",
+        {
+            "role": args.role,
+            "postgres": bool(database_url),
+            "rows": rows,
+            "ratios": ratios,
+            "env": environment(),
+        },
     )
     print(f"results: {out}")
 
