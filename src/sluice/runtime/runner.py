@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import signal
@@ -366,7 +365,7 @@ class NodeRunner:
 
     def _dispatch(self, line: bytes) -> None:
         try:
-            message = json.loads(line)
+            message = protocol.decode(line)
             entry = self._pending.get(int(message["id"]))
         except RecursionError:  # user code's values nest deeper than Python's parser goes
             message = protocol.too_deep_answer(line)
