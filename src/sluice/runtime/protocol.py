@@ -99,8 +99,7 @@ def encode(message: dict[str, Any]) -> bytes:
     try:
         return orjson.dumps(message, option=orjson.OPT_APPEND_NEWLINE)
     except TypeError:  # orjson.JSONEncodeError
-        pass
-    dumped = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
+        dumped = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
     try:
         return dumped.encode() + b"\n"
     except UnicodeEncodeError:
