@@ -5,6 +5,7 @@ does as root)."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import http.server
 import os
@@ -13,8 +14,8 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,8 @@ SLUICE = str(Path(sys.executable).with_name("sluice"))
 SERVE = [sys.executable, str(Path(__file__).resolve().parent.parent / "sluice_cheap_hashes.py")]
 CHROMIUM = os.environ.get("SLUICE_TEST_CHROMIUM", "/usr/bin/chromium")
 PASSWORD = "correct horse battery"
+#: How many of a server's last log lines a failing test's report shows.
+LOG_LINES = 200
 
 
 def _free_port() -> int:
@@ -40,6 +43,10 @@ class Server:
     url: str
     data_dir: Path
     pid: int = 0
+    #: The last lines the server wrote to stderr (its log), shown with a failing test's report.
+    log: collections.deque[str] = field(
+        default_factory=lambda: collections.deque(maxlen=LOG_LINES), repr=False
+    )
 
 
 @contextlib.contextmanager
@@ -59,18 +66,18 @@ def serve(data_dir: Path, extra_env: dict[str, str] | None = None) -> Iterator[S
         [*SERVE, "serve", "--host", "127.0.0.1"], env=env, stderr=subprocess.PIPE, text=True
     )
     assert proc.stderr is not None
-    seen = []
+    server = Server(env.get("SLUICE_PUBLIC_URL") or f"http://127.0.0.1:{port}", data_dir, proc.pid)
     for line in proc.stderr:  # the server's own word that it is up
-        seen.append(line)
+        server.log.append(line)
         if "Application startup complete" in line:
             break
     else:
         proc.stderr.close()
-        pytest.fail("sluice serve exited:\n" + "".join(seen))
-    drain = threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True)
+        pytest.fail("sluice serve exited:\n" + "".join(server.log))
+    drain = threading.Thread(target=server.log.extend, args=(proc.stderr,), daemon=True)
     drain.start()
     try:
-        yield Server(env.get("SLUICE_PUBLIC_URL") or f"http://127.0.0.1:{port}", data_dir, proc.pid)
+        yield server
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -190,6 +197,22 @@ def page(server: Server, browser: Browser, owner_state: dict[str, object]) -> It
     yield opened
     context.close()
     assert not problems, problems
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A failing test's report shows the log of each server it used (a fixture's): what the
+    server said about the failure (a run's error, a warning) is otherwise thrown away."""
+    report: pytest.TestReport = yield
+    if report.failed:
+        for name, value in getattr(item, "funcargs", {}).items():
+            if isinstance(value, Server):
+                report.sections.append(
+                    (f"sluice serve log ({name}, {value.url})", "".join(value.log.copy()))
+                )
+    return report
 
 
 class _Files(http.server.BaseHTTPRequestHandler):
