@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -22,14 +21,10 @@ from pathlib import Path
 
 import asyncpg
 
+from tests.ports import free_port
+
 SLUICE = str(Path(sys.executable).with_name("sluice"))
 START_TIMEOUT_S = 120.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

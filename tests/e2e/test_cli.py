@@ -29,6 +29,7 @@ import httpx
 import pytest
 
 from tests.conftest import CACHE
+from tests.ports import free_port
 
 SLUICE = str(Path(sys.executable).with_name("sluice"))
 FIXTURES = Path(__file__).parent / "fixtures" / "cli"
@@ -176,9 +177,7 @@ def cli(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cli]:
 @contextlib.contextmanager
 def cli_server(data_dir: Path, settings: dict[str, str] | None = None) -> Iterator[Cli]:
     """A server (with ``settings``: SLUICE_* variables) and a logged-in CLI for it."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     env = {
         **os.environ,
         "SLUICE_DATA_DIR": str(data_dir),

@@ -14,18 +14,14 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.ports import free_port
+
 SLUICE = str(Path(sys.executable).with_name("sluice"))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "SLUICE_DATA_DIR": str(tmp_path), "SLUICE_PORT": str(port)}
     proc = subprocess.Popen(
         [SLUICE, "serve", "--host", "127.0.0.1"], env=env, stderr=subprocess.PIPE, text=True
@@ -135,7 +131,7 @@ def test_api_and_worker_roles_share_the_work(tmp_path: Path) -> None:
     and counts them on its own metrics port."""
     import time
 
-    port, metrics_port = _free_port(), _free_port()
+    port, metrics_port = free_port(), free_port()
     env = {
         **os.environ,
         "SLUICE_DATA_DIR": str(tmp_path),

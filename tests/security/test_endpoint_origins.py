@@ -33,7 +33,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
-from tests.ui.conftest import CHROMIUM, Server, _free_port, create_owner, run_cli, serve
+from tests.ports import free_port
+from tests.ui.conftest import CHROMIUM, Server, create_owner, run_cli, serve
 
 #: An attacker's endpoint: it answers with the cookies it was sent, and tries to set a cookie
 #: for every visitor of the origin, a nameless one (``=sluice_session=…``, which some browsers
@@ -336,7 +337,7 @@ def test_per_endpoint_hosts_behind_a_tls_terminating_proxy(
     endpoint host. With the ``proxy_set_header Host $http_host;`` docs/deploy.md gave before, the
     proxy on a port of its own dropped the port from ``Host`` and the UI refused its own
     sign-up form ("cross-origin request refused"): seen on the first run of this test."""
-    port = _free_port()
+    port = free_port()
     env = {
         "SLUICE_ENDPOINT_BASE_URL": f"https://{{id}}.hooks.localhost:{port}/",
         "SLUICE_TRUSTED_PROXIES": "127.0.0.1",

@@ -28,6 +28,7 @@ import pytest_asyncio
 from sluice.platform import Platform
 from sluice.runtime.sandbox import JAIL_COMPONENTS, JAIL_RUNTIME, JS_DIR
 from tests.conftest import Api, account_client, make_settings
+from tests.ports import free_port
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("SLUICE_SANDBOX") == "off", reason="the sandbox is off in this environment"
@@ -378,9 +379,7 @@ def test_descriptors_the_server_inherits_stay_out_of_the_jail(tmp_path: Path) ->
     sluice = str(Path(sys.executable).with_name("sluice"))
     read_end, write_end = os.pipe()
     os.dup2(write_end, 777)  # inheritable, as a shell's pipe is
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     env = {**os.environ, "SLUICE_DATA_DIR": str(tmp_path), "SLUICE_PORT": str(port)}
     env["SLUICE_SANDBOX"] = "on"
     proc = subprocess.Popen(

@@ -10,7 +10,6 @@ import contextlib
 import http.server
 import os
 import secrets
-import socket
 import subprocess
 import sys
 import threading
@@ -22,6 +21,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from tests.conftest import CACHE, PG_URL, SKIP_PG
+from tests.ports import free_port
 
 SLUICE = str(Path(sys.executable).with_name("sluice"))
 #: What starts the UI tests' servers: ``sluice`` with passwords hashed at argon2id's lowest cost.
@@ -30,12 +30,6 @@ CHROMIUM = os.environ.get("SLUICE_TEST_CHROMIUM", "/usr/bin/chromium")
 PASSWORD = "correct horse battery"
 #: How many of a server's last log lines a failing test's report shows.
 LOG_LINES = 200
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -52,7 +46,7 @@ class Server:
 @contextlib.contextmanager
 def serve(data_dir: Path, extra_env: dict[str, str] | None = None) -> Iterator[Server]:
     """``sluice serve`` on a free port; ``{port}`` in an ``extra_env`` value becomes it."""
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "SLUICE_DATA_DIR": str(data_dir),
@@ -73,6 +67,7 @@ def serve(data_dir: Path, extra_env: dict[str, str] | None = None) -> Iterator[S
             break
     else:
         proc.stderr.close()
+        proc.wait(timeout=30)  # reaped: an unreaped child fails the next test's setup
         pytest.fail("sluice serve exited:\n" + "".join(server.log))
     drain = threading.Thread(target=server.log.extend, args=(proc.stderr,), daemon=True)
     drain.start()

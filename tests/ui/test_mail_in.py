@@ -11,14 +11,15 @@ from email.message import EmailMessage
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.ui.conftest import Server, _free_port, database_name, serve_on
+from tests.ports import free_port
+from tests.ui.conftest import Server, database_name, serve_on
 
 DOMAIN = "inbound.sluice.test"
 
 
 @pytest.fixture(scope="module")
 def mail_port() -> int:
-    return _free_port()
+    return free_port()
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
