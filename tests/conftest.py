@@ -39,6 +39,7 @@ from sluice.api.app import serving
 from sluice.config import Settings
 from sluice.platform import Platform
 from sluice.storage import tables
+from tests import netns
 from tests.sluice_cheap_hashes import CHEAP
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -226,6 +227,30 @@ def _rank(item: pytest.Item) -> int:
     parts = Path(item.nodeid.split("::", 1)[0]).parts
     where = parts[1] if len(parts) > 2 and parts[0] == "tests" else ""
     return _ORDER.index(where) if where in _ORDER else len(_ORDER)
+
+
+#: The run's network namespace (tests/netns.py), made by the process that started pytest.
+_netns: list[netns.Netns] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Before any test (and before pytest-xdist starts its workers, which inherit the
+    environment): the egress tests' namespace, so that making it disturbs no browser."""
+    if hasattr(config, "workerinput") or os.environ.get(netns.ENV):
+        return  # a worker, or a pytest inside a run that made one
+    made = netns.create()
+    if isinstance(made, str):
+        os.environ[netns.ENV] = "!" + made
+        return
+    _netns.append(made)
+    os.environ[netns.ENV] = made.encode()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    while _netns:
+        netns.delete(_netns.pop())
+    if not hasattr(config, "workerinput"):
+        os.environ.pop(netns.ENV, None)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -25,6 +25,7 @@ from sluice.config import Settings
 from sluice.domain import egress
 from sluice.engine.outbound import destinations, http_clients, posts
 from sluice.runtime.egress import EgressProxy, ProxyLimits, StaticResolver
+from tests import netns
 from tests.conftest import Api
 from tests.integration.test_destinations import http_server
 from tests.integration.test_mailer import free_port
@@ -314,7 +315,7 @@ async def test_proxy_closes_idle_tunnels(tmp_path: Path) -> None:
             writer.close()
 
 
-# --- a test host in a network namespace (10.x, on both ends of a veth pair) --------------------
+# --- a test host in a network namespace (10.x, on both ends of a veth pair: tests/netns.py) -----
 
 
 @dataclass(frozen=True)
@@ -323,54 +324,34 @@ class Namespace:
     port: int
 
 
-def _ip(*args: str) -> None:
-    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=10)
-
-
 @pytest.fixture(scope="module")
 def netns_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Namespace]:
-    tag = secrets.token_hex(3)
-    name, host_if, ns_if = f"sluice-eg-{tag}", f"veg{tag}a", f"veg{tag}b"
-    subnet = 250, secrets.randbelow(256)
-    host_ip, ns_ip = f"10.{subnet[0]}.{subnet[1]}.1", f"10.{subnet[0]}.{subnet[1]}.2"
+    made = netns.shared()
+    if isinstance(made, str):
+        pytest.skip(made)
+    root = tmp_path_factory.mktemp("netns-www")
+    (root / "hello.txt").write_text("hello from the namespace\n")
+    port = 8000 + secrets.randbelow(1000)
+    server = subprocess.Popen(
+        ["ip", "netns", "exec", made.name, sys.executable, "-u", "-m", "http.server",
+         str(port), "--bind", made.address, "--directory", str(root)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
     try:
-        _ip("netns", "add", name)
-    except (OSError, subprocess.SubprocessError) as exc:
-        pytest.skip(f"cannot create a network namespace (needs root and iproute2): {exc}")
-    server: subprocess.Popen[str] | None = None
-    try:
-        _ip("link", "add", host_if, "type", "veth", "peer", "name", ns_if)
-        _ip("link", "set", ns_if, "netns", name)
-        _ip("addr", "add", f"{host_ip}/30", "dev", host_if)
-        _ip("link", "set", host_if, "up")
-        _ip("-n", name, "addr", "add", f"{ns_ip}/30", "dev", ns_if)
-        _ip("-n", name, "link", "set", ns_if, "up")
-        _ip("-n", name, "link", "set", "lo", "up")
-        root = tmp_path_factory.mktemp("netns-www")
-        (root / "hello.txt").write_text("hello from the namespace\n")
-        port = 8000 + secrets.randbelow(1000)
-        server = subprocess.Popen(
-            ["ip", "netns", "exec", name, sys.executable, "-u", "-m", "http.server",
-             str(port), "--bind", ns_ip, "--directory", str(root)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
         assert server.stdout is not None
         # It prints once it listens: a bounded wait on that line, not a sleep.
         line = server.stdout.readline()
         assert "Serving HTTP" in line, line
-        yield Namespace(ns_ip, port)
+        yield Namespace(made.address, port)
     finally:
-        if server is not None:
-            server.terminate()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                server.wait(timeout=10)
-            if server.poll() is None:
-                server.kill()
-                server.wait(timeout=10)
-            if server.stdout is not None:
-                server.stdout.close()
-        subprocess.run(["ip", "netns", "del", name], check=False, timeout=10)
-        subprocess.run(["ip", "link", "del", host_if], check=False, capture_output=True, timeout=10)
+        server.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            server.wait(timeout=10)
+        if server.poll() is None:
+            server.kill()
+            server.wait(timeout=10)
+        if server.stdout is not None:
+            server.stdout.close()
 
 
 async def test_netns_host_is_refused_unless_allow_listed(
