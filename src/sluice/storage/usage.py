@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
-from sluice.storage import files
+from sluice.storage import database, files
 from sluice.storage.tables import (
     account_usage,
     component_state,
@@ -43,9 +43,22 @@ _ADD = sa.text(
 
 
 def add_sync(conn: Connection, owner_id: str, n: int, now_ms: int) -> int:
-    """Count ``n`` more bytes for the account; its figure after."""
-    row = conn.execute(_ADD, {"owner_id": owner_id, "n": max(n, 0), "now_ms": now_ms})
-    return int(row.scalar_one())
+    """Count ``n`` more bytes for the account; its figure after. On SQLite on the driver's
+    cursor (``database.sqlite_dbapi``): through SQLAlchemy this one statement was ~10% of the
+    server's own CPU for a workflow request (its result's set-up more than the SQL), as every
+    run and every batch of source runs is charged."""
+    values = {"owner_id": owner_id, "n": max(n, 0), "now_ms": now_ms}
+    dbapi = database.sqlite_dbapi(conn)
+    if dbapi is None:
+        return int(conn.execute(_ADD, values).scalar_one())
+    cursor = dbapi.cursor()
+    try:
+        cursor.execute(_ADD.text, values)
+        # Read to its end: the statement is done (and reset) before the transaction commits.
+        ((stored,),) = cursor.fetchall()
+    finally:
+        cursor.close()
+    return int(stored)
 
 
 def read_sync(conn: Connection, owner_id: str) -> tuple[int, int]:
