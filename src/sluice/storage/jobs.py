@@ -375,13 +375,28 @@ def complete_many_sync(conn: Connection, held: list[Job], *, now_ms: int) -> set
             "claims": [job.claim for job in held],
         }
         return {int(row[0]) for row in conn.execute(_COMPLETE_MANY_PG, params)}
-    result = conn.execute(
-        t.update()
-        .where(_held(held))
-        .values(status=JobState.DONE, finished_ms=now_ms, locked_until_ms=None)
-        .returning(t.c.id)
+    dbapi = database.sqlite_dbapi(conn)
+    assert dbapi is not None
+    # On the driver's cursor: through SQLAlchemy this statement (its IN list of pairs expanded
+    # and compiled per call) was ~9% of the server's own samples under a source's load.
+    values: list[Any] = [JobState.DONE.value, now_ms, JobState.RUNNING.value]
+    for job in held:
+        values += (job.id, job.claim)
+    cursor = dbapi.cursor()
+    try:
+        cursor.execute(_complete_many_sqlite(len(held)), values)
+        return {int(row[0]) for row in cursor.fetchall()}
+    finally:
+        cursor.close()
+
+
+def _complete_many_sqlite(n: int) -> str:
+    """``complete_many_sync``'s statement on SQLite for ``n`` jobs (row values, SQLite 3.15+)."""
+    pairs = ",".join(["(?,?)"] * n)  # placeholders only: every value is a parameter
+    return (
+        "UPDATE jobs SET status = ?, finished_ms = ?, locked_until_ms = NULL"  # noqa: S608
+        f" WHERE status = ? AND (id, claim) IN (VALUES {pairs}) RETURNING id"
     )
-    return {int(row[0]) for row in result}
 
 
 async def complete(conn: AsyncConnection, job: Job, *, now_ms: int) -> bool:

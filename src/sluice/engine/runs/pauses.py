@@ -56,8 +56,10 @@ class FlowUrls:
 
     @classmethod
     def new(cls, base: str) -> FlowUrls:
-        """Fresh secrets (32 random base62 characters each) under ``base``."""
-        return cls(ids.random_token(32), ids.random_token(32), base)
+        """Fresh secrets (32 random base62 characters each) under ``base``: one draw for both
+        (every run makes them, paused or not: a draw is a system call)."""
+        both = ids.random_token(64)
+        return cls(both[:32], both[32:], base)
 
     def call(self, run_id: str) -> dict[str, str]:
         return {
