@@ -203,6 +203,11 @@ def _take(
     skip_owners: tuple[str, ...] = (),
 ) -> list[Job]:
     postgres = conn.dialect.name == "postgresql"
+    dbapi = None if postgres else database.sqlite_dbapi(conn)
+    if dbapi is not None:
+        return _take_sqlite(
+            dbapi, expired, now_ms, limit, kinds, worker_id, locked_until_ms, skip_owners
+        )
     statement = _take_statement(expired, bool(kinds), bool(skip_owners), postgres)
     params: dict[str, Any] = {
         "b_now": now_ms,
@@ -215,6 +220,52 @@ def _take(
     if skip_owners:
         params["b_skip"] = list(skip_owners)
     return [_job(r) for r in conn.execute(statement, params)]
+
+
+def _take_sqlite(
+    dbapi: Any,
+    expired: bool,
+    now_ms: int,
+    limit: int,
+    kinds: tuple[JobKind, ...] | None,
+    worker_id: str,
+    locked_until_ms: int,
+    skip_owners: tuple[str, ...],
+) -> list[Job]:
+    """``_take`` on SQLite on the driver's cursor: ``_take_statement`` written out, its rows read
+    with one orjson load each (through SQLAlchemy, a claim's result rows and their JSON were
+    ~6% of the server's own samples under a source's load)."""
+    params: list[Any] = [JobState.RUNNING.value, locked_until_ms, worker_id]
+    if expired:
+        where = "status = ? AND locked_until_ms < ?"
+        params += (JobState.RUNNING.value, now_ms)
+    else:
+        where = "status = ? AND run_after_ms <= ?"
+        params += (JobState.QUEUED.value, now_ms)
+    if kinds:
+        where += f" AND kind IN ({','.join('?' * len(kinds))})"
+        params += (kind.value for kind in kinds)
+    if skip_owners:
+        where += f" AND owner_id NOT IN ({','.join('?' * len(skip_owners))})"
+        params += skip_owners
+    params.append(limit)
+    statement = (
+        "UPDATE jobs SET status = ?, locked_until_ms = ?, worker_id = ?,"  # noqa: S608
+        " attempts = attempts + 1, claim = claim + 1"
+        f" WHERE id IN (SELECT id FROM jobs WHERE {where} ORDER BY id LIMIT ?)"
+        " RETURNING id, kind, owner_id, target_id, payload, attempts, created_ms, claim"
+    )  # placeholders only: every value is a parameter
+    cursor = dbapi.cursor()
+    try:
+        cursor.execute(statement, params)
+        rows = cursor.fetchall()
+    finally:
+        cursor.close()
+    loads = text.loads_stored
+    return [
+        Job(row[0], JobKind(row[1]), row[2], row[3], loads(row[4]), row[5], row[6], row[7])
+        for row in rows
+    ]
 
 
 def release_sync(conn: Connection, held: list[Job]) -> None:
