@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
 import httpx
@@ -23,6 +23,7 @@ from sluice.domain.outcomes import SourceResults
 from sluice.domain.states import JobKind
 from sluice.engine.queue.jobs import BatchHandler, Finish, FinishMany, JobWorker, WorkerConfig
 from sluice.platform import Platform
+from sluice.storage import database
 from sluice.storage.jobs import Job
 from sluice.storage.tables import events as events_table
 from sluice.storage.tables import jobs as jobs_table
@@ -55,6 +56,12 @@ def statements() -> Iterator[list[str]]:
         yield seen
     finally:
         sa.event.remove(sa.engine.Engine, "before_cursor_execute", note)
+
+
+def _trace(conn: sa.Connection, note: Callable[[str], object] | None) -> None:
+    dbapi = database.sqlite_dbapi(conn)
+    if dbapi is not None:
+        dbapi.set_trace_callback(note)
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -179,8 +186,14 @@ async def test_one_statement_marks_a_batch_done_and_a_taken_over_job_is_not_stor
         (SourceResults(f"inv{i}", [{"event": {"i": i}, "meta": {}}], {}, [], [], None), None)
         for i in range(4)
     ]
+    # On SQLite the hot statements run on the driver's cursor, which SQLAlchemy's events do not
+    # see (database.sqlite_dbapi): the writer's own connection reports what it runs as well.
+    await platform.commit.writer(lambda conn: _trace(conn, statements.append))
     statements.clear()
-    answers = await platform.commit.sources(deployment, None, runs, finish_many=finish_many)
+    try:
+        answers = await platform.commit.sources(deployment, None, runs, finish_many=finish_many)
+    finally:
+        await platform.commit.writer(lambda conn: _trace(conn, None))
     assert marked == [[0, 1, 2, 3]]
     assert isinstance(answers[1], errors.LeaseLost)
     assert sorted(e["i"] for e in (await _events(platform, source_id))[""]) == [0, 2, 3]

@@ -27,7 +27,6 @@ _LAST = (
     .order_by(t.c.ts_ms.desc(), t.c.seq.desc())
     .limit(1)
 )
-_INSERT = t.insert()
 #: A batch's events on PostgreSQL: one statement of arrays unnested server-side (one bind, one
 #: execution), where an executemany bound and executed each row. The values are what the
 #: columns' types would bind (``columns.Str``, ``columns.StoredJSON``).
@@ -40,6 +39,18 @@ _INSERT_MANY_PG = sa.text(
     ") AS r(e, o, i, ts, s, c, m, p, mt)"
 )
 _STR_COLUMNS = ("emitter_id", "owner_id", "id", "channel", "emit_id")
+#: Events a statement inserts on SQLite: 9 parameters a row, under the 999 an older SQLite
+#: allows a statement.
+_SQLITE_ROWS = 100
+
+
+def _insert_sqlite(n: int) -> str:
+    """One statement inserting ``n`` events on SQLite (placeholders only)."""
+    rows = ",".join(["(?,?,?,?,?,?,?,?,?)"] * n)
+    return (
+        "INSERT INTO events (emitter_id, owner_id, id, ts_ms, seq, channel, emit_id, payload,"  # noqa: S608
+        f" meta) VALUES {rows}"
+    )
 
 
 def append_sync(
@@ -83,13 +94,15 @@ def append_events_sync(
         ts_ms, seq = last[0], last[1] + 1
     rows = []
     out = []
-    for channel, payload, meta in items:
+    # Every event's emit id from one random draw (a draw is a system call).
+    emit_ids = ids.random_token(27 * len(items))
+    for n, (channel, payload, meta) in enumerate(items):
         event = Event(
             ids.event_id(ts_ms, seq),
             emitter_id,
             ts_ms,
             channel,
-            ids.random_token(27),
+            emit_ids[27 * n : 27 * (n + 1)],
             payload,
             meta,
         )
@@ -109,20 +122,43 @@ def append_events_sync(
         out.append(event)
         seq += 1
     if deferred is None:
-        conn.execute(_INSERT, rows)
+        insert_rows_sync(conn, rows)
     else:
         deferred.extend(rows)
     memo[key] = (ts_ms, seq - 1)
     return out
 
 
+def _str(value: Any) -> Any:
+    """As ``columns.Str`` binds a value."""
+    return text.clean(value) if isinstance(value, str) else value
+
+
 def insert_rows_sync(conn: Connection, rows: list[dict[str, Any]]) -> None:
-    """The rows ``append_events_sync`` deferred, in one statement (on PostgreSQL one round
-    trip, whatever their number)."""
+    """The rows ``append_events_sync`` made, in one statement (on PostgreSQL one round trip,
+    whatever their number; on SQLite one per ``_SQLITE_ROWS``). Their JSON is
+    ``text.stored_json``'s (compact, UTF-8) on both: on SQLite the driver's cursor takes the
+    values the columns' types would bind (through SQLAlchemy's executemany each row was bound
+    one value at a time, the JSON by ``json.dumps``)."""
     if not rows:
         return
-    if conn.dialect.name != "postgresql":
-        conn.execute(_INSERT, rows)
+    dbapi = database.sqlite_dbapi(conn)
+    if dbapi is not None:
+        clean, dumps = text.clean, text.stored_json
+        cursor = dbapi.cursor()
+        try:
+            for start in range(0, len(rows), _SQLITE_ROWS):
+                chunk = rows[start : start + _SQLITE_ROWS]
+                values: list[Any] = []
+                for r in chunk:
+                    values += (
+                        clean(r["emitter_id"]), clean(r["owner_id"]), clean(r["id"]), r["ts_ms"],
+                        r["seq"], _str(r["channel"]), clean(r["emit_id"]), dumps(r["payload"]),
+                        dumps(r["meta"]),
+                    )  # fmt: skip
+                cursor.execute(_insert_sqlite(len(chunk)), values)
+        finally:
+            cursor.close()
         return
     columns = {name: [text.clean(row[name]) for row in rows] for name in _STR_COLUMNS}
     columns["ts_ms"] = [row["ts_ms"] for row in rows]
