@@ -209,7 +209,11 @@ def test_a_new_sources_test_event_is_shaped_as_its_events(page: Page) -> None:
     page.goto("/workflows/new")
     page.get_by_label("New source", exact=True).check()
     page.get_by_label("New Messages", exact=True).check()  # the e-mail source
+    # Its props come by htmx above the button: a click before they land can miss the button
+    # as it moves (seen once: the test event stayed empty).
+    expect(page.locator("[data-trigger-props]")).to_contain_text("New Messages")
     page.get_by_role("button", name="Generate a test event").click()
+    expect(page.get_by_label("Test event")).not_to_have_value("")
     generated = json.loads(page.get_by_label("Test event").input_value())
     assert generated["subject"] == "A test message"
     assert generated["from"]["address"] == "ada@example.com"
@@ -220,7 +224,9 @@ def test_a_new_sources_test_event_is_shaped_as_its_events(page: Page) -> None:
     expect(step.locator("[data-test-return]")).to_contain_text('"subject": "A test message"')
 
     page.get_by_label("New Requests", exact=True).check()  # a webhook: an HTTP request
+    expect(page.locator("[data-trigger-props]")).to_contain_text("New Requests")
     page.get_by_role("button", name="Generate a test event").click()
+    expect(page.get_by_label("Test event")).not_to_have_value("")
     assert json.loads(page.get_by_label("Test event").input_value())["method"] == "POST"
 
 
