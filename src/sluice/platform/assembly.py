@@ -79,6 +79,7 @@ from sluice.runtime.packages import PackageFetcher
 from sluice.runtime.pool import PoolConfig, RunnerPool
 from sluice.runtime.sandbox import Sandbox, SandboxConfig
 from sluice.storage import accounts, database
+from sluice.storage.change_counters import ChangeCounter
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +115,12 @@ class Platform(Services):
             stack.push_async_callback(db.dispose)
             reader = database.Reader(db)
             stack.callback(reader.dispose)
+            # Workflow rows' changes, counted for every process on this SQLite file (a run's
+            # read of its workflow skips the database while the count stands still).
+            workflow_changes = None
+            if reader.sqlite_path is not None:
+                workflow_changes = ChangeCounter.beside(reader.sqlite_path, "workflow")
+                stack.callback(workflow_changes.close)
             # One shared client per egress policy for the process's own requests (webhooks).
             clients = await stack.enter_async_context(
                 http_clients.Clients(
@@ -136,8 +143,9 @@ class Platform(Services):
                 )
             )
             platform = cls._assemble(
-                settings, clock, db, reader, cipher, pool, clients, background=background
-            )
+                settings, clock, db, reader, cipher, pool, clients,
+                workflow_changes=workflow_changes, background=background,
+            )  # fmt: skip
             # Before any request: a fresh install's registry has its triggers and actions.
             await CoreComponents(db, platform.components, clock).seed()
             if platform.mail_in is not None:
@@ -172,6 +180,7 @@ class Platform(Services):
         pool: RunnerPool,
         clients: http_clients.Clients,
         *,
+        workflow_changes: ChangeCounter | None,
         background: bool,
     ) -> Platform:
         """Every engine service, each given what it uses when it is made; nothing is opened
@@ -205,8 +214,9 @@ class Platform(Services):
             credentials=credentials, stores=stores,
         )  # fmt: skip
         workflows = Workflows(
-            db, components, cipher, settings, clock, credentials=credentials, reader=reader
-        )
+            db, components, cipher, settings, clock,
+            credentials=credentials, reader=reader, changes=workflow_changes,
+        )  # fmt: skip
         executor = Executor(db, pool, workflows, commit, settings, clock, reader, stores=stores)
         waiters, enqueuer = Waiters(), Enqueuer(db, clock)
         sends = SendJobs(db, cipher, Mailer(settings), settings, clock, commit, clients)

@@ -38,6 +38,11 @@ from sluice.engine.components.workflow_input import (
 )
 from sluice.storage import database, runs, subscriptions, timers
 from sluice.storage import workflows as store
+from sluice.storage.change_counters import ChangeCounter
+
+#: A workflow this process read is read again (its stamp) once this old, even when no process
+#: counted a change (``ChangeCounter``: a process that died between its commit and its count).
+_RECHECK_MS = 5_000
 
 
 class Workflows:
@@ -51,12 +56,17 @@ class Workflows:
         *,
         credentials: Credentials,
         reader: database.Reader | None = None,
+        changes: ChangeCounter | None = None,
     ) -> None:
         self.db = db
         #: Hot-path reads (inline on SQLite): the workflow of a run.
         self.reader = reader
-        #: The workflows read for runs, by id, with their stamps (``current``).
-        self._current: dict[str, tuple[store.Stamp, Workflow]] = {}
+        #: Changes to workflow rows, counted across the processes of a SQLite file (None on
+        #: PostgreSQL): moved after each change here commits (``_changed``).
+        self.changes = changes
+        #: The workflows read for runs, by id: their stamps, the change count they were read
+        #: under and when (``current``).
+        self._current: dict[str, tuple[store.Stamp, Workflow, int | None, int]] = {}
         self.credentials = credentials
         self.components = components
         self.cipher = cipher
@@ -84,23 +94,43 @@ class Workflows:
         return found
 
     async def current(self, owner_id: str, workflow_id: str) -> Workflow | None:
-        """The workflow as stored now, for a run: a small row (its stamp: deployment, active,
-        name …) is read every time, the whole row (its steps) only when the stamp changed."""
+        """The workflow as stored now, for a run. On SQLite, the copy this process read is
+        used while no process has changed a workflow since (``changes``, a memory read) and
+        it is under ``_RECHECK_MS`` old; else a small row (its stamp: deployment, active, name
+        …) is read, and the whole row (its steps) only when the stamp changed."""
         if self.reader is None:
             async with self.db.connect() as conn:
                 return await store.get(conn, owner_id, workflow_id)
+        # The count first, then the rows: a change counted after this read is seen next time.
+        counted = self.changes.value() if self.changes is not None else None
+        now_ms = self.clock.now_ms()
+        cached = self._current.get(workflow_id)
+        if cached is not None and cached[1].owner_id != owner_id:
+            cached = None
+        if (
+            cached is not None
+            and counted is not None
+            and cached[2] == counted
+            and now_ms - cached[3] < _RECHECK_MS
+        ):
+            return cached[1]
         stamp = await self.reader(lambda conn: store.stamp_sync(conn, owner_id, workflow_id))
         if stamp is None:
             return None
-        cached = self._current.get(workflow_id)
-        if cached is not None and cached[0] == stamp and cached[1].owner_id == owner_id:
-            return cached[1]
-        found = await self.reader(lambda conn: store.get_sync(conn, owner_id, workflow_id))
+        if cached is not None and cached[0] == stamp:
+            found: Workflow | None = cached[1]
+        else:
+            found = await self.reader(lambda conn: store.get_sync(conn, owner_id, workflow_id))
         if found is not None:
             if len(self._current) > 4096:
                 self._current.clear()
-            self._current[workflow_id] = (store.stamp_of(found), found)
+            self._current[workflow_id] = (store.stamp_of(found), found, counted, now_ms)
         return found
+
+    def _changed(self) -> None:
+        """After a change to a workflow row has committed, before its caller hears of it."""
+        if self.changes is not None:
+            self.changes.bump()
 
     def endpoint_url(self, workflow: Workflow) -> str | None:
         if workflow.endpoint_id is None:
@@ -202,6 +232,7 @@ class Workflows:
         async with self.db.begin() as conn:
             await store.replace(conn, updated)
             await self._sync_trigger(conn, updated, previous=current)
+        self._changed()
         return updated
 
     async def delete(self, owner_id: str, workflow_id: str) -> None:
@@ -212,6 +243,7 @@ class Workflows:
             await runs.delete_for_workflow(conn, workflow.id)
             if await store.error_workflow_id(conn, owner_id) == workflow.id:
                 await store.set_error_workflow_id(conn, owner_id, None)
+        self._changed()
 
     async def set_error_workflow(self, owner_id: str, workflow_id: str | None) -> None:
         async with self.db.begin() as conn:

@@ -1,0 +1,94 @@
+"""A run's read of its workflow (``Workflows.current``) across processes: on SQLite a process
+keeps the workflow it read while the change counter shared by the file's processes stands
+still (no database read at all), and reads again as soon as another process has changed a
+workflow; on PostgreSQL it reads the workflow's stamp every time. Another process is another
+``Workflows`` on the same database, with its own counter on the same file."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import sqlalchemy as sa
+
+from sluice.clock import FakeClock
+from sluice.engine.components import workflows as workflows_module
+from sluice.engine.components.workflow_input import WorkflowInput
+from sluice.engine.components.workflows import Workflows
+from sluice.platform import Platform
+from sluice.storage import tables
+from sluice.storage.change_counters import ChangeCounter
+from tests.conftest import Api
+from tests.integration.test_workflows import step
+
+
+def _process(platform: Platform, clock: FakeClock, reads: list[int]) -> Workflows:
+    """A ``Workflows`` as another process has it, counting its database reads."""
+
+    async def reader(fn: Callable[[Any], Any]) -> Any:
+        reads.append(1)
+        return await platform.reader(fn)
+
+    path = platform.reader.sqlite_path
+    return Workflows(
+        platform.db, platform.components, platform.cipher, platform.settings, clock,
+        credentials=platform.credentials, reader=reader,  # type: ignore[arg-type]
+        changes=ChangeCounter.beside(path, "workflow") if path is not None else None,
+    )  # fmt: skip
+
+
+async def test_a_change_in_another_process_is_read_at_once(api: Api) -> None:
+    platform = api.platform
+    created = await api.client.post(
+        "/v1/workflows",
+        json={"name": "read me", "trigger": {"type": "http"}, "steps": [step("s", "run() {}")]},
+    )
+    workflow_id = created.json()["data"]["id"]
+    clock, reads = FakeClock(), []
+    serving = _process(platform, clock, reads)
+    first = await serving.current(api.account_id, workflow_id)
+    assert first is not None and first.name == "read me"
+    before = len(reads)
+    assert await serving.current(api.account_id, workflow_id) == first
+    sqlite = platform.reader.sqlite_path is not None
+    # SQLite: nothing read while no process counted a change; PostgreSQL: the stamp.
+    assert len(reads) - before == (0 if sqlite else 1)
+
+    elsewhere = _process(platform, FakeClock(), [])
+    await elsewhere.update(api.account_id, workflow_id, WorkflowInput(name="renamed", active=False))
+    now = await serving.current(api.account_id, workflow_id)
+    assert now is not None and (now.name, now.active) == ("renamed", False)
+    # Through the platform's own Workflows (this process's API), likewise.
+    await platform.workflows.update(api.account_id, workflow_id, WorkflowInput(active=True))
+    again = await serving.current(api.account_id, workflow_id)
+    assert again is not None and again.active is True
+    await elsewhere.delete(api.account_id, workflow_id)
+    assert await serving.current(api.account_id, workflow_id) is None
+
+
+async def test_a_change_nobody_counted_is_read_within_the_recheck(api: Api) -> None:
+    """A row changed with no count (a process that died between its commit and its count) is
+    read once the copy is ``_RECHECK_MS`` old."""
+    platform = api.platform
+    created = await api.client.post(
+        "/v1/workflows",
+        json={"name": "quiet", "trigger": {"type": "http"}, "steps": [step("s", "run() {}")]},
+    )
+    workflow_id = created.json()["data"]["id"]
+    clock, reads = FakeClock(), []
+    serving = _process(platform, clock, reads)
+    read = await serving.current(api.account_id, workflow_id)
+    assert read is not None and read.name == "quiet"
+    async with platform.db.begin() as conn:
+        await conn.execute(
+            sa.update(tables.workflows)
+            .where(tables.workflows.c.id == workflow_id)
+            .values(name="uncounted", updated_at=tables.workflows.c.updated_at + 1)
+        )
+    seen = await serving.current(api.account_id, workflow_id)
+    assert seen is not None
+    # SQLite keeps its copy (nothing counted); PostgreSQL reads the stamp every time.
+    assert seen.name == ("quiet" if platform.reader.sqlite_path is not None else "uncounted")
+    clock.advance(ms=workflows_module._RECHECK_MS)
+    later = await serving.current(api.account_id, workflow_id)
+    assert later is not None and later.name == "uncounted"
