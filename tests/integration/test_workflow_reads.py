@@ -6,6 +6,7 @@ workflow; on PostgreSQL it reads the workflow's stamp every time. Another proces
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -92,3 +93,27 @@ async def test_a_change_nobody_counted_is_read_within_the_recheck(api: Api) -> N
     clock.advance(ms=workflows_module._RECHECK_MS)
     later = await serving.current(api.account_id, workflow_id)
     assert later is not None and later.name == "uncounted"
+
+
+async def test_a_run_of_a_workflow_deleted_while_it_ran_is_not_stored(api: Api) -> None:
+    """The run's commit asks whether its workflow is still there (once per group commit, for
+    the group's runs of one workflow): runs of two workflows committed together, one of them
+    deleted meanwhile, store only the other's."""
+    platform = api.platform
+    kept, gone = [
+        (
+            await api.client.post(
+                "/v1/workflows",
+                json={"name": name, "trigger": {"type": "http"}, "steps": [step("s", "run() {}")]},
+            )
+        ).json()["data"]["id"]
+        for name in ("kept", "gone")
+    ]
+    workflows = [await platform.workflows.get(api.account_id, i) for i in (kept, kept, gone)]
+    assert (await api.client.delete(f"/v1/workflows/{gone}")).status_code == 200
+    stored = await asyncio.gather(
+        *(platform.executor.execute(w, {"n": 1}, source_type="TEST") for w in workflows)
+    )
+    assert [s.run is not None for s in stored] == [True, True, False]
+    listed = (await api.client.get(f"/v1/workflows/{kept}/runs")).json()
+    assert listed["page_info"]["total_count"] == 2

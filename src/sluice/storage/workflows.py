@@ -102,7 +102,14 @@ def stamp_sync(conn: Connection, owner_id: str, workflow_id: str) -> Stamp | Non
 
 
 def exists_sync(conn: Connection, owner_id: str, workflow_id: str) -> bool:
-    return _first(conn, _EXISTS, _EXISTS_SQLITE, owner_id, workflow_id) is not None
+    """Whether the workflow is still there (a run's commit asks), once a transaction: a group
+    commit's runs of one workflow read it once (``database.memo``; workflows are deleted in
+    transactions of their own)."""
+    memo, key = database.memo(conn), ("workflow_exists", owner_id, workflow_id)
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = _first(conn, _EXISTS, _EXISTS_SQLITE, owner_id, workflow_id) is not None
+    return bool(found)
 
 
 def stamp_of(w: Workflow) -> Stamp:
