@@ -38,13 +38,19 @@ def _process(platform: Platform, clock: FakeClock, reads: list[int]) -> Workflow
     )  # fmt: skip
 
 
-async def test_a_change_in_another_process_is_read_at_once(api: Api) -> None:
-    platform = api.platform
+async def _created(api: Api, name: str) -> str:
+    """A new webhook workflow's id, made over the API."""
     created = await api.client.post(
         "/v1/workflows",
-        json={"name": "read me", "trigger": {"type": "http"}, "steps": [step("s", "run() {}")]},
+        json={"name": name, "trigger": {"type": "http"}, "steps": [step("s", "run() {}")]},
     )
-    workflow_id = created.json()["data"]["id"]
+    workflow_id: str = created.json()["data"]["id"]
+    return workflow_id
+
+
+async def test_a_change_in_another_process_is_read_at_once(api: Api) -> None:
+    platform = api.platform
+    workflow_id = await _created(api, "read me")
     clock, reads = FakeClock(), []
     serving = _process(platform, clock, reads)
     first = await serving.current(api.account_id, workflow_id)
@@ -71,11 +77,7 @@ async def test_a_change_nobody_counted_is_read_within_the_recheck(api: Api) -> N
     """A row changed with no count (a process that died between its commit and its count) is
     read once the copy is ``_RECHECK_MS`` old."""
     platform = api.platform
-    created = await api.client.post(
-        "/v1/workflows",
-        json={"name": "quiet", "trigger": {"type": "http"}, "steps": [step("s", "run() {}")]},
-    )
-    workflow_id = created.json()["data"]["id"]
+    workflow_id = await _created(api, "quiet")
     clock, reads = FakeClock(), []
     serving = _process(platform, clock, reads)
     read = await serving.current(api.account_id, workflow_id)
@@ -100,15 +102,7 @@ async def test_a_run_of_a_workflow_deleted_while_it_ran_is_not_stored(api: Api) 
     the group's runs of one workflow): runs of two workflows committed together, one of them
     deleted meanwhile, store only the other's."""
     platform = api.platform
-    kept, gone = [
-        (
-            await api.client.post(
-                "/v1/workflows",
-                json={"name": name, "trigger": {"type": "http"}, "steps": [step("s", "run() {}")]},
-            )
-        ).json()["data"]["id"]
-        for name in ("kept", "gone")
-    ]
+    kept, gone = await _created(api, "kept"), await _created(api, "gone")
     workflows = [await platform.workflows.get(api.account_id, i) for i in (kept, kept, gone)]
     assert (await api.client.delete(f"/v1/workflows/{gone}")).status_code == 200
     stored = await asyncio.gather(
