@@ -41,8 +41,12 @@ def build(page: Page, name: str, code: str, *, trigger: str = "Manual") -> str:
 
 
 def run_now(page: Page, event: str = "{}") -> None:
-    if page.locator("details[open] > summary", has_text="Run now").count() == 0:
-        page.locator("summary", has_text="Run now").click()
+    # The workflow's page first: a look at whether "Run now" is open taken while a save's
+    # redirect was still on its way saw none, and the click then closed the new page's open
+    # one (its Event field hidden: a 30 s time-out in CI). Opened, not toggled.
+    summary = page.locator("summary", has_text="Run now")
+    expect(summary).to_be_visible()
+    summary.locator("xpath=..").evaluate("details => { details.open = true; }")
     page.get_by_label("Event").fill(event)
     page.get_by_role("button", name="Run", exact=True).click()
     expect(page.get_by_role("heading", name="Steps")).to_be_visible()
