@@ -16,7 +16,8 @@ with its children, wrk to CPU 1 (side_by_side.py's way); the systems alternate e
 Run:  .venv/bin/python bench/isolation_floor.py [--seconds 5] [--rounds 3] [--conc 64]
       [--only nodered,inline,vm,worker,process,stored,starlette,asgi,sluice]
 Prints each system's req/s per round, then the worst round's ratio to Node-RED's in the same
-round. Needs wrk and taskset (side_by_side.py), and Node-RED (installed on first use there).
+round; writes bench/results/isolation_floor.json. Needs wrk and taskset (side_by_side.py), and
+Node-RED (installed on first use there).
 """
 
 from __future__ import annotations
@@ -30,8 +31,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT.parent / "shared" / "bench"))
+sys.path.insert(0, str(HERE))
 
 import side_by_side as sbs  # noqa: E402
+from _server import environment, write_results  # noqa: E402
 
 MODES = ("inline", "vm", "worker", "process", "stored")
 #: Python's side: the bare Starlette app (side_by_side.py's), and Sluice's shape without its
@@ -101,13 +104,24 @@ def main() -> None:
             finally:
                 proc.stop()
     print("\nratio to Node-RED, each round (worst first):")
+    by_ratio: dict[str, list[float]] = {}
     for c in conc:
         base = figures[("nodered", c)]
         for name in names:
             if name == "nodered":
                 continue
             ratios = sorted(x / b for x, b in zip(figures[(name, c)], base, strict=True))
+            by_ratio[f"{name}@{c}"] = ratios
             print(f"  c={c:<3d} {name:8s} " + ", ".join(f"{r:.2f}" for r in ratios))
+    out = write_results(
+        "isolation_floor",
+        {
+            "rps": {f"{name}@{c}": rps for (name, c), rps in figures.items()},
+            "ratio_to_nodered": by_ratio,
+            "env": environment(),
+        },
+    )
+    print(f"results: {out}")
 
 
 if __name__ == "__main__":
