@@ -1,8 +1,15 @@
-"""The per-client connection count (api/connections.py)."""
+"""The per-client connection count, and a response's writes (api/connections.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import doctest
+import socket
+from collections.abc import Iterable
+from typing import Any
+
+import httpx
+import uvicorn
 
 from sluice import public_url
 from sluice.api import connections
@@ -20,3 +27,136 @@ def test_trusted_proxies_are_not_capped_and_closed_connections_free_their_place(
     assert counts.admit("192.0.2.1")
     unlimited = connections.ClientCounts(0, public_url.TrustedProxies(""))
     assert all(unlimited.admit("192.0.2.1") for _ in range(1000))
+
+
+class _Socket(asyncio.Transport):
+    """The kernel's side of a connection: what reached it, one entry a system call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[list[bytes]] = []
+        self.closed = self.aborted = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.calls.append([bytes(data)])
+
+    def writelines(self, list_of_data: Iterable[bytes | bytearray | memoryview]) -> None:
+        self.calls.append([bytes(d) for d in list_of_data])
+
+    def is_closing(self) -> bool:
+        return self.closed or self.aborted
+
+    def close(self) -> None:
+        self.closed = True
+
+    def abort(self) -> None:
+        self.aborted = True
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+
+async def test_a_responses_head_and_body_leave_in_one_write() -> None:
+    kernel = _Socket()
+    one = connections.OneWrite(kernel, asyncio.get_running_loop())
+    one.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n")
+    assert kernel.calls == [] and one.get_write_buffer_size() == 38
+    one.write(b"ok")
+    assert kernel.calls == [[b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"]]
+    await asyncio.sleep(0)  # the turn's flush was cancelled: nothing more is written
+    assert len(kernel.calls) == 1
+
+
+async def test_a_lone_write_leaves_at_the_loops_next_turn() -> None:
+    kernel = _Socket()
+    one = connections.OneWrite(kernel, asyncio.get_running_loop())
+    one.write(b"data: 1\n\n")  # a streamed chunk: no second write follows it
+    await asyncio.sleep(0)
+    assert kernel.calls == [[b"data: 1\n\n"]]
+
+
+async def test_closing_sends_what_is_held_and_aborting_drops_it() -> None:
+    kernel = _Socket()
+    one = connections.OneWrite(kernel, asyncio.get_running_loop())
+    one.write(b"last")
+    one.close()
+    assert kernel.calls == [[b"last"]] and kernel.closed
+    await asyncio.sleep(0)
+    assert kernel.calls == [[b"last"]]
+
+    other = _Socket()
+    one = connections.OneWrite(other, asyncio.get_running_loop())
+    one.write(b"never")
+    one.abort()
+    await asyncio.sleep(0)
+    assert other.calls == [] and other.aborted
+
+
+async def test_a_large_body_is_not_copied_to_join_its_head() -> None:
+    kernel = _Socket()
+    one = connections.OneWrite(kernel, asyncio.get_running_loop())
+    body = b"x" * (connections.OneWrite.COPY_AT_MOST + 1)
+    one.write(b"head")
+    one.write(body)
+    assert kernel.calls == [[b"head", body]]  # one writelines: one vectored system call
+
+
+async def test_a_real_server_answers_whole_and_streams_without_holding_back() -> None:
+    """uvicorn with the guarded protocol: a plain answer, a HEAD, a closing connection, and a
+    streamed answer whose first chunk reaches the client while the app still waits to send
+    the second (nothing waits for a later write)."""
+    first_seen = asyncio.Event()
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        if scope["path"] == "/stream":
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"one;", "more_body": True})
+            await asyncio.wait_for(first_seen.wait(), 10)
+            await send({"type": "http.response.body", "body": b"two"})
+            return
+        body = b"hello"
+        headers = [(b"content-length", b"5"), (b"content-type", b"text/plain")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    counts = connections.ClientCounts(0, public_url.TrustedProxies(""))
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        lifespan="off",
+        http=connections.protocol(5.0, counts),
+        timeout_keep_alive=60,  # a held write would wait for that close: the bounds below fail
+    )
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        while not server.started:
+            await asyncio.sleep(0.01)
+        base = f"http://127.0.0.1:{port}"
+        async with httpx.AsyncClient(timeout=10) as client:
+            for _ in range(3):  # kept alive: each answer whole, the next one after it
+                plain = await client.get(base + "/")
+                assert (plain.status_code, plain.content) == (200, b"hello")
+            head = await client.head(base + "/")
+            assert head.status_code == 200 and head.content == b""
+            closing = await client.get(base + "/", headers={"Connection": "close"})
+            assert closing.content == b"hello"
+            async with client.stream("GET", base + "/stream") as streamed:
+                chunks = streamed.aiter_raw()
+                assert await asyncio.wait_for(chunks.__anext__(), 10) == b"one;"
+                first_seen.set()
+                rest = asyncio.wait_for(_joined(chunks), 10)
+                assert await rest == b"two"
+    finally:
+        server.should_exit = True
+        await task
+        sock.close()
+
+
+async def _joined(chunks: Any) -> bytes:
+    return b"".join([chunk async for chunk in chunks])
