@@ -244,15 +244,17 @@ class Sandbox:
     def _probe(self) -> None:
         """Start a trivial jail once, so a host without user namespaces fails at startup with
         a clear message, not at the first invocation. As root, first with the view as an
-        overlay mount: where that fails, views are plain binds."""
-        if self.hides_sources and self._try_jail() is not None:
+        overlay mount: where that fails, views are plain binds (a second jail, the only one
+        the probe starts again)."""
+        failed = self._try_jail()
+        if failed is not None and self.hides_sources:
             log.warning(
                 "the jails' mountinfo shows the sandbox's directory: a jail with its view as "
                 "an overlay mount did not start",
                 extra={"action": "sandbox_no_overlay"},
             )
             self.hides_sources = False
-        failed = self._try_jail()
+            failed = self._try_jail()
         if failed is not None:
             raise errors.SandboxUnavailable(
                 f"bubblewrap could not start a sandbox ({failed[:300]}); "
