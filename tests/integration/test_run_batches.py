@@ -21,7 +21,14 @@ from sluice.api.app import serving
 from sluice.clock import FakeClock
 from sluice.domain.outcomes import SourceResults
 from sluice.domain.states import JobKind
-from sluice.engine.queue.jobs import BatchHandler, Finish, FinishMany, JobWorker, WorkerConfig
+from sluice.engine.queue.jobs import (
+    BatchHandler,
+    Finish,
+    FinishMany,
+    JobWorker,
+    WorkerConfig,
+    runs_batches,
+)
 from sluice.platform import Platform
 from sluice.storage import database
 from sluice.storage.jobs import Job
@@ -281,3 +288,20 @@ async def test_a_batch_whose_claim_was_lost_stores_nothing(
     assert await _jobs(platform, source_id) == [("done", 2)] * 4
     stalled.writer.dispose()
     other.writer.dispose()
+
+
+def test_whether_a_handler_runs_batches_is_read_from_its_class() -> None:
+    """``runs_batches`` (remembered per class) answers as ``isinstance`` does, for a handler
+    class with ``run_batch``, a plain handler function, a class without it, and no handler."""
+
+    async def plain(job: Job, finish: Finish) -> None:
+        return None
+
+    class Alone:
+        async def __call__(self, job: Job, finish: Finish) -> None:
+            return None
+
+    stalling = _Stalling.__new__(_Stalling)
+    for handler in (stalling, plain, Alone(), None, stalling, plain):
+        assert runs_batches(handler) is isinstance(handler, BatchHandler)
+    assert runs_batches(stalling) and not runs_batches(plain) and not runs_batches(Alone())

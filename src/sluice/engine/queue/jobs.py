@@ -65,7 +65,7 @@ from collections.abc import (
     Sequence,
 )
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeGuard, runtime_checkable
 
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -104,6 +104,21 @@ class BatchHandler(Protocol):
         it alone (``errors.LeaseLost``: fenced). Raising fails them all (each queued again
         with backoff)."""
         ...
+
+
+#: Handler classes and whether they run batches (``runs_batches``).
+_BATCHING: dict[type, bool] = {}
+
+
+def runs_batches(handler: object) -> TypeGuard[BatchHandler]:
+    """Whether ``handler`` runs batches (a ``BatchHandler``), remembered per class:
+    ``isinstance`` against a runtime-checkable Protocol looks up each of its members on every
+    call (~3.7 µs; made for every claimed job, ~5% of a draining worker's samples)."""
+    cls = type(handler)
+    known = _BATCHING.get(cls)
+    if known is None:
+        known = _BATCHING[cls] = issubclass(cls, BatchHandler)
+    return known
 
 
 @dataclass(frozen=True)
@@ -570,13 +585,13 @@ class JobWorker:
 
     def _execute_unit(self, unit: list[Job]) -> Coroutine[Any, Any, bool]:
         handler = self.handlers[unit[0].kind]
-        if len(unit) > 1 and isinstance(handler, BatchHandler):
+        if len(unit) > 1 and runs_batches(handler):
             return self._execute_batch(unit, handler)
         return self._execute(unit[0])
 
     def _unit_size(self) -> int:
         """The most jobs a unit holds: ``run_batch`` when a handler runs batches, else 1."""
-        batching = any(isinstance(h, BatchHandler) for h in self.handlers.values())
+        batching = any(runs_batches(h) for h in self.handlers.values())
         return max(1, self.config.run_batch) if batching else 1
 
     def _units(self, claimed: Sequence[Job]) -> list[list[int]]:
@@ -587,7 +602,7 @@ class JobWorker:
         units: list[list[int]] = []
         open_units: dict[tuple[JobKind, str], list[int]] = {}
         for position, job in enumerate(claimed):
-            if size > 1 and isinstance(self.handlers.get(job.kind), BatchHandler):
+            if size > 1 and runs_batches(self.handlers.get(job.kind)):
                 key = (job.kind, job.target_id)
                 unit = open_units.get(key)
                 if unit is not None and len(unit) < size:
