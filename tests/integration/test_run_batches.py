@@ -111,17 +111,23 @@ async def _jobs(platform: Platform, source_id: str) -> list[tuple[str, int]]:
         return [(row.status, row.attempts) for row in rows]
 
 
-def _sizes(platform: Platform, source_id: str) -> list[int]:
+def _sizes(
+    platform: Platform, source_id: str, invocation_ids: list[str] | None = None
+) -> list[int]:
     """Records the size of every batch the invoker runs for the source (the platform is
-    shared: a drain also runs what other test files left queued)."""
+    shared: a drain also runs what other test files left queued), and its runs' invocation
+    ids in ``invocation_ids``."""
     sizes: list[int] = []
     invoker = platform.invoker
     run_many = invoker.run_many
 
     async def counting(deployment: Any, runs: Sequence[Any], **kwargs: Any) -> Any:
+        outcomes = await run_many(deployment, runs, **kwargs)
         if deployment.id == source_id:
             sizes.append(len(runs))
-        return await run_many(deployment, runs, **kwargs)
+            if invocation_ids is not None:
+                invocation_ids.extend(outcome.invocation_id for outcome in outcomes)
+        return outcomes
 
     invoker.run_many = counting  # type: ignore[method-assign]
     return sizes
@@ -133,12 +139,15 @@ async def test_a_run_that_throws_fails_alone_and_the_others_are_stored_once(
     platform = api.platform
     source_id, path = await deploy(api, THROWS_ON_2)
     await _post(public, path, 5)
-    sizes = _sizes(platform, source_id)
+    invocation_ids: list[str] = []
+    sizes = _sizes(platform, source_id, invocation_ids)
     try:
         await platform.jobs.drain()
     finally:
         del platform.invoker.run_many  # type: ignore[method-assign]
     assert sizes == [5]  # one batch: one claim, one runner call, one transaction
+    # One random draw for the batch, an id of its own for each run.
+    assert len(set(invocation_ids)) == 5 and {len(i) for i in invocation_ids} == {27}
     stored = await _events(platform, source_id)
     assert sorted(e["i"] for e in stored[""]) == [0, 1, 3, 4]  # each once
     [error] = stored["$errors"]  # the thrown run, on its error path

@@ -186,7 +186,9 @@ class Invoker:
             props, refused = {}, exc
         entry = await self.components.materialize(component)
         timeout_ms = int((timeout_seconds or self.settings.source_timeout_seconds) * 1000)
-        invocation_ids = [ids.random_token(27) for _ in runs]
+        # Every run's id from one random draw (a draw is a system call), as events' emit ids.
+        drawn = ids.random_token(27 * len(runs))
+        invocation_ids = [drawn[27 * n : 27 * (n + 1)] for n in range(len(runs))]
         invocations = [
             self._invocation(
                 deployment,
