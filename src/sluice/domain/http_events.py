@@ -190,7 +190,7 @@ def parse_body(content_type: str, raw: bytes, text: str) -> Any:
     kind = media_type(content_type)
     if kind == "application/json" or kind.endswith("+json"):
         try:
-            value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite)
+            value = _JSON.decode(text)
         except (ValueError, RecursionError):
             return text
         if text_rules.too_deep(value):
@@ -214,6 +214,11 @@ def _finite(literal: str) -> float:
         # 1e400: Python reads infinity, which no JSON store or JSON.parse takes back.
         raise ValueError(f"{literal} is too large for a 64-bit float")
     return number
+
+
+#: A JSON body's decoder, made once: ``json.loads`` with these hooks builds a decoder (and its
+#: scanner) for every call, ~1.5 µs of each request's parse.
+_JSON = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite)
 
 
 @dataclass(frozen=True)
