@@ -13,6 +13,7 @@ import uvicorn
 
 from sluice import public_url
 from sluice.api import connections
+from tests.integration.test_sse import _Server
 
 
 def test_doctests() -> None:
@@ -132,11 +133,10 @@ async def test_a_real_server_answers_whole_and_streams_without_holding_back() ->
         http=connections.protocol(5.0, counts),
         timeout_keep_alive=60,  # a held write would wait for that close: the bounds below fail
     )
-    server = uvicorn.Server(config)
+    server = _Server(config)  # no signal handlers taken from the test process; a ready event
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
-        while not server.started:
-            await asyncio.sleep(0.01)
+        await asyncio.wait_for(server.ready.wait(), 10)
         base = f"http://127.0.0.1:{port}"
         async with httpx.AsyncClient(timeout=10) as client:
             for _ in range(3):  # kept alive: each answer whole, the next one after it
