@@ -186,8 +186,10 @@ class Api:
 async def account_client(
     platform: Platform, username: str, email: str | None = None, *, is_admin: bool = False
 ) -> AsyncIterator[Api]:
-    # Usernames name one account each: fixtures made again on one platform need their own.
-    unique = f"{username}-{secrets.token_hex(3)}"
+    # Usernames name one account each: fixtures made again on one platform need their own. Six
+    # random bytes, not three: a worker's session makes ~1,000 accounts on a platform, and at 24
+    # bits two of them share a suffix in about one run of fifty (CI saw it: "is taken").
+    unique = f"{username}-{secrets.token_hex(6)}"
     account, key = await platform.create_account(unique, email, is_admin=is_admin)
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=serving(platform), raise_app_exceptions=False),
@@ -200,7 +202,7 @@ async def account_client(
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def api(platform: Platform) -> AsyncIterator[Api]:
-    name = f"user-{secrets.token_hex(3)}"
+    name = f"user-{secrets.token_hex(6)}"
     # An address of its own: no two accounts share one (a login names an account by it).
     async with account_client(platform, name, f"u-{name}@example.com") as a:
         yield a
