@@ -24,7 +24,7 @@ from __future__ import annotations
 import http.cookiejar
 import logging
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpcore
 import httpx
@@ -32,8 +32,11 @@ import httpx
 from sluice import errors
 from sluice.config import Settings
 from sluice.domain import egress
-from sluice.engine.outbound import posts, tls
+from sluice.engine.outbound import tls
 from sluice.runtime.egress import Resolver, SystemResolver, vet
+
+if TYPE_CHECKING:
+    from sluice.engine.outbound import posts
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +154,12 @@ class Clients:
         self._closed = False
 
     def poster(self, policy: egress.EgressPolicy) -> posts.Poster:
-        """The webhook deliveries' client for ``policy`` (``engine/outbound/posts.py``)."""
+        """The webhook deliveries' client for ``policy`` (``engine/outbound/posts.py``).
+
+        Imported here, at a process's first delivery, not with this module: it loads aiohttp,
+        ~0.1 s of CPU at every start (a server's is ~1.7 s), which many never use."""
+        from sluice.engine.outbound import posts
+
         if self._closed:
             raise errors.NotReady("the outbound HTTP clients are closed (shutting down)")
         shared = self._posters.get(policy)

@@ -64,6 +64,22 @@ class _VettingResolver(AbstractResolver):
         return None
 
 
+#: What ``Poster.post`` raises for the network or the URL (``errors.EgressRefused`` and
+#: ``TimeoutError`` aside): aiohttp's errors, a socket's, a URL that does not parse.
+ERRORS = (aiohttp.ClientError, OSError, ValueError)
+
+
+def failure(exc: Exception) -> str:
+    """An attempt's error as stored and listed (docs/api.md): ``ConnectError: …`` when no
+    connection could be made, else the error's class and message."""
+    if isinstance(exc, aiohttp.ClientConnectorError) and not isinstance(
+        exc, aiohttp.ClientSSLError
+    ):
+        reason = exc.os_error.strerror or str(exc.os_error)
+        return f"ConnectError: cannot connect to {exc.host}:{exc.port}: {reason}"
+    return f"{type(exc).__name__}: {exc}"
+
+
 class Poster:
     """POSTs under one egress policy on kept-alive connections; made on first use inside the
     event loop, closed by ``aclose``."""

@@ -17,7 +17,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
 import httpx
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -90,17 +89,6 @@ def headers(delivery: Delivery) -> dict[str, str]:
         "X-Sluice-Emitter-Id": str(payload.get("emitter_id") or ""),
         "X-Sluice-Channel": str(payload.get("channel") or ""),
     }
-
-
-def failure(exc: Exception) -> str:
-    """An attempt's error as stored and listed (docs/api.md): ``ConnectError: …`` when no
-    connection could be made, else the error's class and message."""
-    if isinstance(exc, aiohttp.ClientConnectorError) and not isinstance(
-        exc, aiohttp.ClientSSLError
-    ):
-        reason = exc.os_error.strerror or str(exc.os_error)
-        return f"ConnectError: cannot connect to {exc.host}:{exc.port}: {reason}"
-    return f"{type(exc).__name__}: {exc}"
 
 
 class Webhooks:
@@ -209,8 +197,11 @@ class Webhooks:
         payload: dict[str, Any] = delivery.payload or {}
         body = json.dumps(payload.get("event"), ensure_ascii=False).encode()
         limit = self.settings.delivery_timeout_seconds
+        from sluice.engine.outbound import posts  # loaded by ``poster`` (its docstring says why)
+
+        poster = self.clients.poster(self.egress)
         try:
-            status = await self.clients.poster(self.egress).post(
+            status = await poster.post(
                 hook.url,
                 body,
                 headers(delivery),
@@ -224,8 +215,8 @@ class Webhooks:
             return Attempt(error=f"refused: {http_clients.explain(exc)}")
         except TimeoutError:
             return Attempt(error=f"timed out after {limit:g} s")
-        except (aiohttp.ClientError, OSError, ValueError) as exc:
-            return Attempt(error=failure(exc))
+        except posts.ERRORS as exc:
+            return Attempt(error=posts.failure(exc))
 
     async def accept(self, job: Job, finish: Callable[[Connection], None]) -> None:
         """An ``emit`` job to a webhook (queued before deliveries had their own table, or by
