@@ -3,18 +3,21 @@ headers every page carries, and the checked form of a state-changing request."""
 
 from __future__ import annotations
 
+import functools
 import json
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
-from markdown_it import MarkdownIt
 from markupsafe import Markup
 from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse
 
 from sluice.web import session as sessions
+
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
 
 #: No inline script or style anywhere: everything comes from /assets (same origin).
 CSP = (
@@ -41,13 +44,18 @@ def _pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
 
-# Components' descriptions are Markdown. "js-default": no raw HTML (it is escaped), and links
-# are validated (no javascript: or data: URLs): safe for text from any author.
-_markdown = MarkdownIt("js-default")
+@functools.cache
+def _markdown() -> MarkdownIt:
+    """Components' descriptions are Markdown. "js-default": no raw HTML (it is escaped), and
+    links are validated (no javascript: or data: URLs): safe for text from any author. Made at
+    the first page that shows one: markdown-it is ~20 ms of every server's start otherwise."""
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("js-default")
 
 
 def _render_markdown(text: str | None) -> Markup:
-    return Markup(_markdown.render(text or ""))  # noqa: S704 (markdown-it escapes the input)
+    return Markup(_markdown().render(text or ""))  # noqa: S704 (markdown-it escapes the input)
 
 
 env = Environment(
