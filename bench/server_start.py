@@ -17,6 +17,7 @@ e.g.  .venv/bin/python bench/server_start.py /tmp/base . --runs 5
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import socket
 import statistics
@@ -92,11 +93,9 @@ def start_once(checkout: Path) -> tuple[float, float, float]:
             while True:
                 if proc.poll() is not None:
                     raise RuntimeError(f"sluice serve exited ({proc.returncode}) in {checkout}")
-                try:
+                with contextlib.suppress(httpx.TransportError):  # not listening yet
                     if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).is_success:
                         break
-                except httpx.TransportError:
-                    pass
                 if time.perf_counter() > deadline:
                     raise RuntimeError("no /healthz answer in 120 s")
                 time.sleep(0.01)
