@@ -156,8 +156,9 @@ class Clients:
     def poster(self, policy: egress.EgressPolicy) -> posts.Poster:
         """The webhook deliveries' client for ``policy`` (``engine/outbound/posts.py``).
 
-        Imported here, at a process's first delivery, not with this module: it loads aiohttp,
-        ~0.1 s of CPU at every start (a server's is ~1.7 s), which many never use."""
+        Imported here, at a process's first delivery, not with this module: it loads aiohttp
+        and its dependencies, a fifth of a server's start (1.70 -> 1.38 s of CPU without them,
+        ``bench/server_start.py``), which many processes never use."""
         from sluice.engine.outbound import posts
 
         if self._closed:
