@@ -265,7 +265,9 @@ async def test_a_failed_attempt_is_one_warning_without_a_stack(
         await api.client.post(f"/v1/sources/{source['id']}/run", json={"event": {"n": 1}})
         caplog.clear()
         with caplog.at_level(logging.INFO):
-            assert await api.platform.deliveries.drain() == 1
+            # One pass, not drain(): the retry is due a second later on the real clock, and a
+            # loaded machine took that long over the first attempt (a -n 2 run saw a second).
+            assert await api.platform.deliveries.run_once() == 1
         [record] = [r for r in caplog.records if r.levelno >= logging.WARNING]
         assert record.levelno == logging.WARNING and record.exc_info is None
         assert record.__dict__["action"] == "delivery_failed"
