@@ -12,7 +12,6 @@ import shutil
 import signal
 import sqlite3
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -21,20 +20,21 @@ from pathlib import Path
 
 import asyncpg
 
+from tests import zygote
 from tests.ports import free_port
 
-SLUICE = str(Path(sys.executable).with_name("sluice"))
 START_TIMEOUT_S = 120.0
 
 
 @dataclass
 class Sluice:
-    """One ``sluice serve`` process of a role; ``start`` returns once it says it is ready."""
+    """One ``sluice serve`` process of a role (forked from the test process's zygote:
+    ``tests/zygote.py``); ``start`` returns once it says it is ready."""
 
     role: str
     env: dict[str, str]
     port: int = 0
-    proc: subprocess.Popen[str] | None = None
+    proc: zygote.Forked | None = None
     log: list[str] = field(default_factory=list)
     reader: threading.Thread | None = None
 
@@ -42,8 +42,8 @@ class Sluice:
         env = {**self.env, "SLUICE_ROLE": self.role}
         if self.port:
             env["SLUICE_PORT"] = str(self.port)
-        self.proc = subprocess.Popen(
-            [SLUICE, "serve", "--host", "127.0.0.1"],
+        self.proc = zygote.popen(
+            ["serve", "--host", "127.0.0.1"],
             env=env,
             stderr=subprocess.PIPE,
             stdout=subprocess.DEVNULL,

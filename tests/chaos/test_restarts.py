@@ -19,7 +19,6 @@ import asyncio
 import json
 import os
 import signal
-import subprocess
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -29,7 +28,8 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from tests.chaos.processes import SLUICE, Postgres, Sluice, free_port, running, stored_sqlite
+from tests import zygote
+from tests.chaos.processes import Postgres, Sluice, free_port, running, stored_sqlite
 
 SOURCE = """
 export default { name: "chaos", version: "1", props: { http: "$.interface.http" },
@@ -59,11 +59,9 @@ def _env(data_dir: Path, database_url: str) -> dict[str, str]:
 
 def _deploy(base: str, env: dict[str, str]) -> tuple[str, str]:
     """An account and its HTTP source: (source id, endpoint path)."""
-    created = subprocess.run(
-        [SLUICE, "accounts", "create", "--name", "chaos"],
+    created = zygote.run(
+        ["accounts", "create", "--name", "chaos"],
         env=env,
-        capture_output=True,
-        text=True,
         check=True,
         timeout=120,
     )

@@ -29,7 +29,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.chaos.processes import SLUICE, Postgres, Sluice, free_port, running, stored_sqlite
+from tests import zygote
+from tests.chaos.processes import Postgres, Sluice, free_port, running, stored_sqlite
 from tests.chaos.test_restarts import _check, _deploy, _env, _settled
 from tests.conftest import CACHE
 
@@ -205,11 +206,9 @@ async def _postgres_down(tmp_path: Path, pg: Postgres) -> None:
         server.start()
         source_id, path = _deploy(base, env)
         key = json.loads(
-            subprocess.run(
-                [SLUICE, "accounts", "create", "--name", "reader"],
+            zygote.run(
+                ["accounts", "create", "--name", "reader"],
                 env=env,
-                capture_output=True,
-                text=True,
                 check=True,
                 timeout=120,
             ).stdout

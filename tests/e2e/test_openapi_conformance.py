@@ -28,7 +28,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.chaos.processes import SLUICE, Sluice, free_port, running
+from tests import zygote
+from tests.chaos.processes import Sluice, free_port, running
 
 ST = str(Path(sys.executable).with_name("st"))
 #: A hang, not a slow run.
@@ -47,11 +48,9 @@ def test_the_api_conforms_to_its_openapi_document(tmp_path: Path) -> None:
     server = Sluice("all", env, port=free_port())
     with running(server):
         server.start()
-        created = subprocess.run(
-            [SLUICE, "accounts", "create", "--name", "st", "--email", "st@example.com"],
+        created = zygote.run(
+            ["accounts", "create", "--name", "st", "--email", "st@example.com"],
             env=env,
-            capture_output=True,
-            text=True,
             check=True,
             timeout=60,
         )

@@ -20,12 +20,10 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
+from tests import zygote
 from tests.conftest import CACHE, PG_URL, SKIP_PG
 from tests.ports import free_port
 
-SLUICE = str(Path(sys.executable).with_name("sluice"))
-#: What starts the UI tests' servers: ``sluice`` with passwords hashed at argon2id's lowest cost.
-SERVE = [sys.executable, str(Path(__file__).resolve().parent.parent / "sluice_cheap_hashes.py")]
 CHROMIUM = os.environ.get("SLUICE_TEST_CHROMIUM", "/usr/bin/chromium")
 PASSWORD = "correct horse battery"
 #: How many of a server's last log lines a failing test's report shows.
@@ -56,8 +54,14 @@ def serve(data_dir: Path, extra_env: dict[str, str] | None = None) -> Iterator[S
         "SLUICE_EGRESS_ALLOW": "127.0.0.1:*",
         **{k: v.replace("{port}", str(port)) for k, v in (extra_env or {}).items()},
     }
-    proc = subprocess.Popen(
-        [*SERVE, "serve", "--host", "127.0.0.1"], env=env, stderr=subprocess.PIPE, text=True
+    # Forked from the test process's zygote (tests/zygote.py), with passwords hashed at
+    # argon2id's lowest cost (tests/sluice_cheap_hashes.py).
+    proc = zygote.popen(
+        ["serve", "--host", "127.0.0.1"],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+        cheap_hashes=True,
     )
     assert proc.stderr is not None
     server = Server(env.get("SLUICE_PUBLIC_URL") or f"http://127.0.0.1:{port}", data_dir, proc.pid)
@@ -240,10 +244,4 @@ def file_server() -> Iterator[tuple[str, dict[str, str]]]:
 def run_cli(
     *args: str, data_dir: Path, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [SLUICE, *args, "--data-dir", str(data_dir)],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    return zygote.run([*args, "--data-dir", str(data_dir)], input=stdin, check=True)
