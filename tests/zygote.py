@@ -331,6 +331,9 @@ def _child(
     try:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        # Ctrl+C as in a terminal, whatever the zygote inherited (a test process started in
+        # the background by a non-interactive shell ignores SIGINT).
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         conn.close()
         for other in children.values():
             other.close()

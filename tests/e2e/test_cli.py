@@ -1,4 +1,9 @@
-"""The `sluice` client commands for real: the executable in a subprocess, a real server process.
+"""The `sluice` client commands for real: a real server process, and each command a process of
+its own. The server and the one-shot commands (``Cli.run``) are forked from the test process's
+zygote (``tests/zygote.py``: the command's own code, run with its arguments, environment and
+streams, without paying its imports again); the long-running and interactive ones
+(``Cli.start``: ``dev``, ``events -f``, prompts on a pseudo-terminal) exec the installed
+``sluice`` executable, as ``tests/e2e/test_serve.py`` and ``test_readme_prompts.py`` do.
 
 Nothing waits on time: a test reads the child's output until the text it expects appears
 (with a generous overall limit). Prompts are answered through a pseudo-terminal.
@@ -28,6 +33,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests import zygote
 from tests.conftest import CACHE
 from tests.ports import free_port
 
@@ -47,14 +53,7 @@ class Cli:
     def run(
         self, *args: str, env: dict[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [SLUICE, *args],
-            env={**self.env, **(env or {})},
-            capture_output=True,
-            text=True,
-            stdin=subprocess.DEVNULL,
-            timeout=120,
-        )
+        return zygote.run(args, env={**self.env, **(env or {})}, timeout=120)
 
     def ok(self, *args: str) -> str:
         done = self.run(*args)
@@ -187,8 +186,8 @@ def cli_server(data_dir: Path, settings: dict[str, str] | None = None) -> Iterat
     }
     for name in ("SLUICE_API_KEY", "SLUICE_BASE_URL", "SLUICE_PROFILE"):
         env.pop(name, None)
-    server = subprocess.Popen(
-        [SLUICE, "serve", "--host", "127.0.0.1", "--port", str(port)],
+    server = zygote.popen(
+        ["serve", "--host", "127.0.0.1", "--port", str(port)],
         env={**env, **(settings or {})},
         stderr=subprocess.PIPE,
         text=True,
@@ -204,22 +203,14 @@ def cli_server(data_dir: Path, settings: dict[str, str] | None = None) -> Iterat
     drain = threading.Thread(target=lambda: [None for _ in server.stderr], daemon=True)
     drain.start()
     try:
-        created = subprocess.run(
-            [SLUICE, "accounts", "create", "--name", "ada", "--email", "ada@example.com"],
+        created = zygote.run(
+            ["accounts", "create", "--name", "ada", "--email", "ada@example.com"],
             env=env,
-            capture_output=True,
-            text=True,
             check=True,
         )
         key = json.loads(created.stdout)["api_key"]
         base = f"http://127.0.0.1:{port}"
-        login = subprocess.run(
-            [SLUICE, "login", "--base-url", base, "--api-key", key],
-            env=env,
-            capture_output=True,
-            text=True,
-            stdin=subprocess.DEVNULL,
-        )
+        login = zygote.run(["login", "--base-url", base, "--api-key", key], env=env)
         assert login.returncode == 0, login.stderr
         assert "Logged in as ada (ada@example.com)" in login.stdout
         with httpx.Client(

@@ -4,12 +4,11 @@ an OAuth connection, against a real ``sluice serve``."""
 from __future__ import annotations
 
 import json
-import subprocess
 
 import httpx
 
 from tests.e2e import test_cli
-from tests.e2e.test_cli import SLUICE, Cli, one_line_error
+from tests.e2e.test_cli import Cli, one_line_error
 
 # The same module-scoped fixture: one server, one account, a config file from `sluice login`.
 cli = test_cli.cli
@@ -21,14 +20,8 @@ def test_apps_list_set_and_connect(cli: Cli) -> None:
     assert "needs a client" in cli.ok("apps", "list", "github")
     one_line_error(cli.run("apps", "set", "crm", "--name", "CRM"), "admin")
 
-    created = subprocess.run(
-        [SLUICE, "accounts", "create", "--name", "ops", "--admin"],
-        env=cli.env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    admin = {"SLUICE_API_KEY": json.loads(created.stdout)["api_key"]}
+    created = cli.ok("accounts", "create", "--name", "ops", "--admin")
+    admin = {"SLUICE_API_KEY": json.loads(created)["api_key"]}
     made = cli.run(
         "apps", "set", "crm", "--name", "CRM", "--auth-type", "keys",
         "--field", "api_key:API Key:secret", "--field", "region:Region:optional",

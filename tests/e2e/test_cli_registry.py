@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import tarfile
 from pathlib import Path
 
 import pytest
 
 from tests import monorepo
-from tests.e2e.test_cli import SLUICE, Cli, cli
+from tests.e2e.test_cli import Cli, cli
 
 __all__ = ["cli"]
 
@@ -56,14 +55,8 @@ def test_deploy_asks_for_the_props_additional_props_adds(cli: Cli, tmp_path: Pat
 
 @pytest.mark.npm
 def test_registry_import_then_deploy_by_key(cli: Cli) -> None:
-    created = subprocess.run(
-        [SLUICE, "accounts", "create", "--name", "root", "--admin"],
-        env=cli.env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    admin = {"SLUICE_API_KEY": json.loads(created.stdout)["api_key"]}
+    created = cli.ok("accounts", "create", "--name", "root", "--admin")
+    admin = {"SLUICE_API_KEY": json.loads(created)["api_key"]}
     done = cli.run("registry", "import", "@pipedream/pipedream@0.4.2", env=admin)
     assert done.returncode == 0, done.stderr
     assert "@pipedream/pipedream 0.4.2: 5 components, 5 loaded, 0 skipped, 0 failed" in (
@@ -87,14 +80,8 @@ def test_registry_import_then_deploy_by_key(cli: Cli) -> None:
 def test_registry_import_from_a_monorepo_checkout_and_archive(cli: Cli, tmp_path: Path) -> None:
     """A checkout laid out as Pipedream's monorepo: one app or every app, from the directory
     and from an archive of it; each app's package.json dependency is installed from npm."""
-    created = subprocess.run(
-        [SLUICE, "accounts", "create", "--name", "tree-admin", "--admin"],
-        env=cli.env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    admin = {"SLUICE_API_KEY": json.loads(created.stdout)["api_key"]}
+    created = cli.ok("accounts", "create", "--name", "tree-admin", "--admin")
+    admin = {"SLUICE_API_KEY": json.loads(created)["api_key"]}
     checkout = monorepo.write(
         tmp_path / "pipedream",
         {
