@@ -64,12 +64,14 @@ class Forked:
         args: Sequence[str],
         pid: int,
         status: socket.socket,
+        stdin: IO[Any] | None,
         stdout: IO[Any] | None,
         stderr: IO[Any] | None,
     ) -> None:
         self.args = list(args)
         self.pid = pid
         self.returncode: int | None = None
+        self.stdin = stdin
         self.stdout = stdout
         self.stderr = stderr
         self._status = status
@@ -164,9 +166,7 @@ def popen(
         conn.close()
         raise RuntimeError("the test zygote did not start the command (see its stderr)")
     pid = json.loads(answer)["pid"]
-    if streams[0][1] is not None:
-        streams[0][1].close()  # Popen's stdin=PIPE is not used here: run() passes a file
-    return Forked(args, pid, conn, streams[1][1], streams[2][1])
+    return Forked(args, pid, conn, streams[0][1], streams[1][1], streams[2][1])
 
 
 def run(
