@@ -20,7 +20,12 @@ flight when it stops, at most C per run: ``extra`` is that, never a loss).
 
 ``--role api`` starts both Sluices with ``SLUICE_ROLE=api``: they accept and store the
 requests as jobs and run none (no drain), which is the HTTP layer plus Sluice's own ingest
-path alone. ``--role split`` adds beside each a ``sluice serve --role worker`` process (``nice
+path alone. With ``--interleave N`` (``--role api`` only, the two uvicorn servers) each round
+starts the bare app and Sluice together and measures them in N alternating slices of
+``--seconds``/N (at least 1 s each; the first of each pair alternates), summed: a spell of the
+machine's noise then falls on both, not on one server's whole window.
+
+``--role split`` adds beside each a ``sluice serve --role worker`` process (``nice
 10``, every process of it on CPU 1 with wrk) that runs the jobs while the requests come: the
 runs on another core, as docs/deploy.md's roles deploy them; ``runs_per_s`` is the events it
 stored during the window.
@@ -31,7 +36,7 @@ beside the venv, e.g. ``.venv/bin/pip install --target /tmp/granian granian`` (t
 without it only the two uvicorn servers run (goal 3's own figure: Sluice against the bare app).
 
 Run:  .venv/bin/python bench/asgi_servers.py [--granian-path /tmp/granian]
-      [--role all|api|split] [--rounds 3] [--seconds 8] [--concurrency 64]
+      [--role all|api|split] [--rounds 3] [--seconds 8] [--concurrency 64] [--interleave N]
       [--postgres postgresql://postgres@127.0.0.1:5432/postgres]   (a fresh database there)
 Results: printed rows, and bench/results/asgi_servers.json.
 """
@@ -140,6 +145,64 @@ def start_worker(env: dict[str, str], data_dir: Path) -> subprocess.Popen[bytes]
     )
 
 
+def interleaved(
+    round_: int, env: dict[str, str], data_dir: Path, path: str, args: argparse.Namespace
+) -> list[dict[str, Any]]:
+    """One round of ``--interleave``: the bare app and Sluice (``--role api``) up together,
+    measured in alternating slices; their sums, one row each."""
+    kinds = ("bare-uvicorn", "sluice-uvicorn")
+    procs = {kind: start(kind, env, data_dir, args) for kind in kinds}
+    urls = {
+        kind: f"http://127.0.0.1:{port}" + (path if kind.startswith("sluice") else "/")
+        for kind, (_proc, port) in procs.items()
+    }
+    sums: dict[str, dict[str, Any]] = {
+        kind: {"requests": 0, "cpu": 0.0, "rps": [], "p50": [], "p99": [], "non_2xx": 0}
+        for kind in kinds
+    }
+    seconds = max(1, round(args.seconds / args.interleave))
+    try:
+        for kind in kinds:
+            wrk_post(urls[kind], '{"i":1}', seconds=2, concurrency=args.concurrency)
+            pin(procs[kind][0].pid, 0)
+        for slice_ in range(args.interleave):
+            for kind in kinds if slice_ % 2 == 0 else kinds[::-1]:
+                pid = procs[kind][0].pid
+                cpu0 = cpu_seconds(pid)
+                cell = wrk_post(
+                    urls[kind], '{"i":1}', seconds=seconds, concurrency=args.concurrency
+                )
+                total = sums[kind]
+                total["cpu"] += cpu_seconds(pid) - cpu0
+                total["requests"] += cell["requests"]
+                total["non_2xx"] += cell["non_2xx"]
+                total["rps"].append(cell["rps"])
+                total["p50"].append(cell["p50_ms"])
+                total["p99"].append(cell["p99_ms"])
+    finally:
+        for proc, _port in procs.values():
+            proc.terminate()
+            proc.wait(60)
+    rows = []
+    for kind in kinds:
+        total = sums[kind]
+        row = {
+            "round": round_,
+            "kind": kind,
+            "requests": total["requests"],
+            "rps": sum(total["rps"]) / len(total["rps"]),
+            "non_2xx": total["non_2xx"],
+            "p50_ms": sorted(total["p50"])[len(total["p50"]) // 2],
+            "p99_ms": max(total["p99"]),
+            "cpu_us": total["cpu"] / max(total["requests"], 1) * 1e6,
+            "slices": args.interleave,
+        }
+        rows.append(row)
+        shown = {k: round(v, 1) if isinstance(v, float) else v for k, v in row.items()}
+        print(shown, flush=True)
+    return rows
+
+
 def pin(root: int, cpu: int) -> None:
     """Every thread of ``root`` and of its descendants (its Node runners) on CPU ``cpu``."""
     for pid in [root, *descendants(root)]:
@@ -156,7 +219,15 @@ def main() -> None:
     parser.add_argument(
         "--postgres", help="an admin URL: the servers on a fresh database there (else SQLite)"
     )
+    parser.add_argument(
+        "--interleave",
+        type=int,
+        default=0,
+        help="--role api: both servers up at once, measured in N alternating slices",
+    )
     args = parser.parse_args()
+    if args.interleave and (args.role != "api" or args.granian_path):
+        parser.error("--interleave is for --role api with the two uvicorn servers")
     if not args.postgres:
         run(args, None)
         return
@@ -193,8 +264,10 @@ def run(args: argparse.Namespace, database_url: str | None) -> None:
     if args.role in ("api", "split"):
         # The split worker has no in-process wake-up from the API process: it polls.
         run_env.update({"SLUICE_ROLE": "api", "SLUICE_JOB_POLL_SECONDS": "0.05"})
-    rows = []
-    for round_ in range(args.rounds):
+    rows: list[dict[str, Any]] = []
+    for round_ in range(args.rounds if args.interleave else 0):
+        rows += interleaved(round_, run_env, data_dir, path, args)
+    for round_ in range(0 if args.interleave else args.rounds):
         for kind in kinds:
             sluice = kind.startswith("sluice")
             proc, port = start(kind, run_env, data_dir, args)
@@ -250,6 +323,7 @@ def run(args: argparse.Namespace, database_url: str | None) -> None:
         {
             "role": args.role,
             "postgres": bool(database_url),
+            "interleave": args.interleave,
             "rows": rows,
             "ratios": ratios,
             "env": environment(),
