@@ -26,7 +26,9 @@ The count is per process (each ``sluice serve`` process accepts on its own).
 The protocol also writes each answer's head and body in one system call (``OneWrite``):
 uvicorn writes them apart, two ``write`` calls and, with ``TCP_NODELAY``, two TCP segments a
 response; at ~15,000 source requests a second on one core that second call was ~5% of the
-server's CPU (issue 29).
+server's CPU (issue 29). An answer known before its request (an endpoint's default ``200``)
+goes out whole on uvicorn's own cycle (``WholeAnswer``), past the checks uvicorn's ``send``
+makes of every ASGI message.
 """
 
 from __future__ import annotations
@@ -34,9 +36,11 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import Iterable
+from http import HTTPStatus
 from typing import Any
 
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from starlette.types import Send
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 from sluice import public_url
 from sluice.config import Settings
@@ -214,6 +218,14 @@ class OneWrite(asyncio.Transport):
         else:
             self._transport.writelines((held, data))
 
+    def write_now(self, data: bytes) -> None:
+        """Send ``data`` at once (with what is held, if anything): it is a whole answer, and
+        waiting for a next write would only delay it by a turn of the loop."""
+        if self._held is None:
+            self._transport.write(data)
+        else:
+            self.write(data)
+
     def writelines(self, list_of_data: Iterable[bytes | bytearray | memoryview]) -> None:
         for data in list_of_data:
             self.write(data)
@@ -292,3 +304,59 @@ def server_options(settings: Settings) -> dict[str, Any]:
         ),
         "timeout_keep_alive": settings.http_keep_alive_seconds,
     }
+
+
+class WholeAnswer:
+    """An answer whose bytes are known before its request (an endpoint's default ``200
+    {"success":true}``), written whole on uvicorn's own HTTP cycle.
+
+    uvicorn's ``send`` assembles an answer's head from its ASGI message on every request (a
+    regular expression over each header's name and value), and ``OneWrite`` holds that head
+    for the body's write: 12% of a source request's CPU, measured with
+    ``bench/asgi_servers.py --role api --interleave 5`` (issue 29). ``send`` writes the
+    status line, uvicorn's own headers (``date`` and ``server``: the cycle's
+    ``default_headers``, which uvicorn makes anew each second), the answer's headers and its
+    body in one write, then marks the cycle answered as uvicorn's ``send`` does at an
+    answer's end (keep-alive, the next pipelined request). It does so only on uvicorn's
+    httptools cycle, before anything was sent, on a connection that stays open, with writes
+    not paused, not for ``HEAD`` and not with uvicorn's access log on; else it sends nothing
+    and returns False, and the caller sends the ASGI messages."""
+
+    def __init__(self, status: int, headers: Iterable[tuple[bytes, bytes]], body: bytes) -> None:
+        self._status_line = f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\n".encode()
+        self._tail = b"".join(k + b": " + v + b"\r\n" for k, v in headers) + b"\r\n" + body
+        #: The bytes for the last ``default_headers`` seen (a new list each second).
+        self._defaults: list[tuple[bytes, bytes]] | None = None
+        self._whole = b""
+
+    def send(self, send: Send) -> bool:
+        """The answer written on ``send``'s cycle (True), or nothing sent (False)."""
+        cycle = getattr(send, "__self__", None)
+        if type(cycle) is not RequestResponseCycle:
+            return False
+        if cycle.disconnected:
+            return True  # uvicorn's send drops an answer to a client gone, as here
+        if (
+            cycle.response_started
+            or not cycle.keep_alive
+            or cycle.access_log
+            or cycle.flow.write_paused
+            or cycle.scope["method"] == "HEAD"
+        ):
+            return False
+        defaults = cycle.default_headers
+        if defaults is not self._defaults:
+            self._defaults = defaults
+            head = b"".join(k + b": " + v + b"\r\n" for k, v in defaults)
+            self._whole = self._status_line + head + self._tail
+        cycle.response_started = True
+        cycle.waiting_for_100_continue = False
+        transport = cycle.transport
+        if isinstance(transport, OneWrite):
+            transport.write_now(self._whole)
+        else:
+            transport.write(self._whole)
+        cycle.response_complete = True
+        cycle.message_event.set()
+        cycle.on_response()
+        return True

@@ -1,0 +1,160 @@
+"""An endpoint's default answer on the wire, from a real ``sluice serve`` (uvicorn). That answer
+is written whole on uvicorn's own cycle (``api/connections.WholeAnswer``, issue 29), or by
+uvicorn's ``send`` where that does not apply (``HEAD``, a connection to close); the tests'
+in-process ASGI client never takes the first path, so it is checked here over raw sockets:
+kept-alive and pipelined requests, ``HEAD``, ``Connection: close``, ``Expect:
+100-continue``, and every request answered 200 stored as one event.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Iterator
+from typing import IO
+
+import httpx
+import pytest
+
+from tests.ui.conftest import Server, run_cli, serve
+
+EMITTER = (
+    'export default { name: "Answers", version: "0.0.1", props: { http: "$.interface.http" },'
+    " async run(event) { this.$emit(event.body); } };"
+)
+#: Every header of the default answer, uvicorn's ``date`` and ``server`` with it.
+DEFAULT_HEADERS = {
+    "date",
+    "server",
+    "content-type",
+    "access-control-allow-origin",
+    "content-length",
+}
+
+
+@pytest.fixture(scope="module")
+def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, str, str]]:
+    """The server, a source's endpoint path, and the source's id (with its account's key)."""
+    with serve(tmp_path_factory.mktemp("answers")) as running:
+        made = run_cli(
+            "accounts", "create", "--name", "ans", "--email", "ans@example.com",
+            data_dir=running.data_dir,
+        )  # fmt: skip
+        key = json.loads(made.stdout)["api_key"]
+        created = httpx.post(
+            running.url + "/v1/sources",
+            headers={"Authorization": f"Bearer {key}"},
+            json={"component_code": EMITTER, "name": "answers"},
+            timeout=120,
+        )
+        assert created.status_code in (200, 201), created.text
+        source = created.json()["data"]
+        yield running, "/e/" + source["endpoint_url"].rsplit("/", 1)[1], f"{source['id']} {key}"
+
+
+def _connect(server: Server) -> tuple[socket.socket, IO[bytes]]:
+    host, port = server.url.removeprefix("http://").split(":")
+    conn = socket.create_connection((host, int(port)), timeout=30)
+    return conn, conn.makefile("rb")
+
+
+def _post(path: str, n: int, extra: str = "") -> bytes:
+    body = json.dumps({"n": n}).encode()
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n{extra}\r\n"
+    )
+    return head.encode() + body
+
+
+def _answer(reader: IO[bytes], *, head_only: bool = False) -> tuple[bytes, dict[str, str], bytes]:
+    """One answer: its status line, headers (names lowercased) and body."""
+    status = reader.readline()
+    headers: dict[str, str] = {}
+    while (line := reader.readline()) not in (b"\r\n", b""):
+        name, _, value = line.decode("latin-1").partition(":")
+        assert name.lower() not in headers, f"{name} twice"
+        headers[name.lower()] = value.strip()
+    body = b"" if head_only else reader.read(int(headers.get("content-length", "0")))
+    return status, headers, body
+
+
+def _is_default(answer: tuple[bytes, dict[str, str], bytes]) -> None:
+    status, headers, body = answer
+    assert status == b"HTTP/1.1 200 OK\r\n"
+    assert set(headers) == DEFAULT_HEADERS, headers
+    assert headers["content-type"] == "application/json"
+    assert headers["access-control-allow-origin"] == "*"
+    assert headers["content-length"] == "16"
+    assert body == b'{"success":true}'
+
+
+def _stored(server: Server, source: str, wanted: set[int]) -> list[int]:
+    """The ``n`` of every event the source emitted, once those ``wanted`` are all stored
+    (bounded: then what there is). ``HEAD``'s event has no body, so no ``n``."""
+    source_id, key = source.split()
+    deadline = time.monotonic() + 60
+    while True:
+        page = httpx.get(
+            f"{server.url}/v1/sources/{source_id}/event_summaries",
+            params={"expand": "event", "limit": 100},
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=30,
+        ).json()
+        numbers = [
+            item["event"]["n"]
+            for item in page["data"]
+            if isinstance(item.get("event"), dict) and "n" in item["event"]
+        ]
+        if wanted <= set(numbers) or time.monotonic() > deadline:
+            return sorted(numbers)
+        time.sleep(0.1)
+
+
+def test_kept_alive_pipelined_and_continued_requests_get_the_whole_default_answer(
+    endpoint: tuple[Server, str, str],
+) -> None:
+    server, path, source = endpoint
+    conn, reader = _connect(server)
+    with conn, reader:
+        for n in range(3):  # one after another on one connection
+            conn.sendall(_post(path, n))
+            _is_default(_answer(reader))
+        conn.sendall(b"".join(_post(path, n) for n in range(3, 8)))  # pipelined
+        for _ in range(3, 8):
+            _is_default(_answer(reader))
+        # Expect: 100-continue: the body is sent only after the interim answer.
+        body = json.dumps({"n": 8}).encode()
+        conn.sendall(
+            f"POST {path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nExpect: 100-continue\r\n\r\n".encode()
+        )
+        assert reader.readline() == b"HTTP/1.1 100 Continue\r\n"
+        assert reader.readline() == b"\r\n"
+        conn.sendall(body)
+        _is_default(_answer(reader))
+    stored = _stored(server, source, set(range(9)))
+    assert [stored.count(n) for n in range(9)] == [1] * 9, stored
+
+
+def test_head_and_a_connection_to_close_are_answered_by_uvicorn_alike(
+    endpoint: tuple[Server, str, str],
+) -> None:
+    server, path, source = endpoint
+    conn, reader = _connect(server)
+    with conn, reader:
+        conn.sendall(f"HEAD {path} HTTP/1.1\r\nHost: test\r\n\r\n".encode())
+        status, headers, _ = _answer(reader, head_only=True)
+        assert status == b"HTTP/1.1 200 OK\r\n"
+        assert set(headers) == DEFAULT_HEADERS and headers["content-length"] == "16"
+        # No body came after HEAD's head: the next answer on the connection starts clean.
+        conn.sendall(_post(path, 100))
+        _is_default(_answer(reader))
+        conn.sendall(_post(path, 101, "Connection: close\r\n"))
+        status, headers, body = _answer(reader)
+        assert status == b"HTTP/1.1 200 OK\r\n" and body == b'{"success":true}'
+        assert headers["connection"] == "close"
+        assert reader.read() == b""  # the server closed it
+    stored = _stored(server, source, {100, 101})
+    assert stored.count(100) == 1 and stored.count(101) == 1, stored
