@@ -71,8 +71,9 @@ class RawHttp(asyncio.Protocol):
 async def bare_asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["type"] != "http":
         return
-    while (await receive()).get("more_body"):
-        pass
+    more = True
+    while more:  # the body read whole, as Sluice's endpoints read it
+        more = (await receive()).get("more_body", False)
     await send(START)
     await send(END)
 

@@ -125,11 +125,8 @@ def test_kept_alive_pipelined_and_continued_requests_get_the_whole_default_answe
         for _ in range(3, 8):
             _is_default(_answer(reader))
         # Expect: 100-continue: the body is sent only after the interim answer.
-        body = json.dumps({"n": 8}).encode()
-        conn.sendall(
-            f"POST {path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\nExpect: 100-continue\r\n\r\n".encode()
-        )
+        head, _, body = _post(path, 8, "Expect: 100-continue\r\n").partition(b"\r\n\r\n")
+        conn.sendall(head + b"\r\n\r\n")
         assert reader.readline() == b"HTTP/1.1 100 Continue\r\n"
         assert reader.readline() == b"\r\n"
         conn.sendall(body)

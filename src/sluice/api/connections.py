@@ -312,15 +312,15 @@ class WholeAnswer:
 
     uvicorn's ``send`` assembles an answer's head from its ASGI message on every request (a
     regular expression over each header's name and value), and ``OneWrite`` holds that head
-    for the body's write: 12% of a source request's CPU, measured with
-    ``bench/asgi_servers.py --role api --interleave 5`` (issue 29). ``send`` writes the
-    status line, uvicorn's own headers (``date`` and ``server``: the cycle's
-    ``default_headers``, which uvicorn makes anew each second), the answer's headers and its
-    body in one write, then marks the cycle answered as uvicorn's ``send`` does at an
-    answer's end (keep-alive, the next pipelined request). It does so only on uvicorn's
-    httptools cycle, before anything was sent, on a connection that stays open, with writes
-    not paused, not for ``HEAD`` and not with uvicorn's access log on; else it sends nothing
-    and returns False, and the caller sends the ASGI messages."""
+    for the body's write. ``send`` here writes the status line, uvicorn's own headers
+    (``date`` and ``server``: the cycle's ``default_headers``, which uvicorn makes anew each
+    second), the answer's headers and its body in one write, then marks the cycle answered as
+    uvicorn's ``send`` does at an answer's end (keep-alive, the next pipelined request): a
+    source request costs ~7% less CPU against the bare app's (``bench/asgi_servers.py --role
+    api --interleave 5``; bench/README.md, issue 29). It does so only on uvicorn's httptools
+    cycle, before anything was sent, on a connection that stays open, with writes not paused,
+    not for ``HEAD`` and not with uvicorn's access log on; else it sends nothing and returns
+    False, and the caller sends the ASGI messages."""
 
     def __init__(self, status: int, headers: Iterable[tuple[bytes, bytes]], body: bytes) -> None:
         self._status_line = f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\n".encode()

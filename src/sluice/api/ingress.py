@@ -101,8 +101,9 @@ async def serve(platform: Platform, to: Target, scope: Scope, receive: Receive, 
     try:
         answer = await _answer(platform, to, scope, receive)
         if answer is _DEFAULT:
-            # The hot path: the prebuilt messages, sent as they are (a wrapper per message
-            # was ~4% of an ingested request's CPU).
+            # The hot path: the prebuilt answer, written whole on uvicorn's cycle, else its
+            # prebuilt messages sent as they are (a wrapper per message was ~4% of an
+            # ingested request's CPU).
             metrics.request("endpoint", _DEFAULT.status)
             started = True
             if not _DEFAULT_WHOLE.send(send):  # not on uvicorn's cycle (e.g. the tests' ASGI)
