@@ -14,8 +14,7 @@ _.readable  # io.RawIOBase (runtime/npm_jail._Capped)
 _.readinto  # io.RawIOBase
 _.connect_unix_socket  # httpcore.AsyncNetworkBackend (engine/outbound/http_clients)
 _._pool  # httpx.AsyncHTTPTransport reads its own _pool (engine/outbound/http_clients replaces it)
-_.waiting_for_100_continue  # uvicorn's RequestResponseCycle reads it (api/connections.WholeAnswer)
-_.response_complete  # uvicorn's RequestResponseCycle and protocol read it (the same)
+_.response_complete  # uvicorn's protocol reads it of its cycle (api/connections.DirectCycle)
 _.handle_RCPT  # aiosmtpd's handler hook (engine/mail_in)
 _.handle_DATA  # aiosmtpd's handler hook
 rcpt_options  # aiosmtpd's handle_RCPT signature

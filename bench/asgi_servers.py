@@ -22,8 +22,10 @@ flight when it stops, at most C per run: ``extra`` is that, never a loss).
 requests as jobs and run none (no drain), which is the HTTP layer plus Sluice's own ingest
 path alone. With ``--interleave N`` (``--role api`` only, the two uvicorn servers) each round
 starts the bare app and Sluice together and measures them in N alternating slices of
-``--seconds``/N (at least 1 s each; the first of each pair alternates), summed: a spell of the
-machine's noise then falls on both, not on one server's whole window.
+``--seconds``/N (at least 1 s each; which goes first rotates), summed: a spell of the
+machine's noise then falls on both, not on one server's whole window. ``--also CHECKOUT``
+adds a third, Sluice from ``CHECKOUT/src`` (``sluice-also``): a change against its base
+commit in the same slices.
 
 ``--role split`` adds beside each a ``sluice serve --role worker`` process (``nice
 10``, every process of it on CPU 1 with wrk) that runs the jobs while the requests come: the
@@ -38,6 +40,7 @@ without it only the two uvicorn servers run (goal 3's own figure: Sluice against
 Run:  .venv/bin/python bench/asgi_servers.py [--granian-path /tmp/granian]
       [--role all|api|split] [--rounds 3] [--seconds 8] [--concurrency 64] [--interleave N]
       [--postgres postgresql://postgres@127.0.0.1:5432/postgres]   (a fresh database there)
+      [--interleave 5 --also /work/wt-base]   (--role api: a change against its base)
 Results: printed rows, and bench/results/asgi_servers.json.
 """
 
@@ -107,8 +110,10 @@ def start(kind: str, env: dict[str, str], data_dir: Path, args: argparse.Namespa
     granian = [sys.executable, "-m", "granian", "--interface", "asgi", "--workers", "1"]
     granian += ["--runtime-threads", "1", "--loop", "uvloop", "--no-ws", "--log-level", "warning"]
     granian += ["--host", "127.0.0.1", "--port", str(port)]
-    if kind == "sluice-uvicorn":
+    if kind in ("sluice-uvicorn", "sluice-also"):
         cmd = [str(SLUICE), "serve", "--host", "127.0.0.1", "--port", str(port)]
+        if kind == "sluice-also":
+            env["PYTHONPATH"] = str(Path(args.also) / "src")
     elif kind == "sluice-granian":
         cmd = [*granian, "--factory", "asgi_servers_app:make"]
         env["PYTHONPATH"] = f"{args.granian_path}:{GENERATED}"
@@ -150,7 +155,9 @@ def interleaved(
 ) -> list[dict[str, Any]]:
     """One round of ``--interleave``: the bare app and Sluice (``--role api``) up together,
     measured in alternating slices; their sums, one row each."""
-    kinds = ("bare-uvicorn", "sluice-uvicorn")
+    kinds: tuple[str, ...] = ("bare-uvicorn", "sluice-uvicorn")
+    if args.also:
+        kinds += ("sluice-also",)
     procs = {kind: start(kind, env, data_dir, args) for kind in kinds}
     urls = {
         kind: f"http://127.0.0.1:{port}" + (path if kind.startswith("sluice") else "/")
@@ -166,7 +173,8 @@ def interleaved(
             wrk_post(urls[kind], '{"i":1}', seconds=2, concurrency=args.concurrency)
             pin(procs[kind][0].pid, 0)
         for slice_ in range(args.interleave):
-            for kind in kinds if slice_ % 2 == 0 else kinds[::-1]:
+            turn = slice_ % len(kinds)  # who goes first rotates
+            for kind in kinds[turn:] + kinds[:turn]:
                 pid = procs[kind][0].pid
                 cpu0 = cpu_seconds(pid)
                 cell = wrk_post(
@@ -225,9 +233,17 @@ def main() -> None:
         default=0,
         help="--role api: both servers up at once, measured in N alternating slices",
     )
+    parser.add_argument(
+        "--also",
+        metavar="CHECKOUT",
+        help="--interleave: a third server, Sluice from CHECKOUT/src (e.g. a git worktree of "
+        "the base commit), in the same slices: a change measured against its base in one run",
+    )
     args = parser.parse_args()
     if args.interleave and (args.role != "api" or args.granian_path):
         parser.error("--interleave is for --role api with the two uvicorn servers")
+    if args.also and not args.interleave:
+        parser.error("--also needs --interleave")
     if not args.postgres:
         run(args, None)
         return
@@ -311,9 +327,13 @@ def run(args: argparse.Namespace, database_url: str | None) -> None:
             shown = {k: round(v, 1) if isinstance(v, float) else v for k, v in row.items()}
             print(shown, flush=True)
     ratios: dict[str, list[float]] = {}
+    if args.also:
+        kinds = (*kinds, "sluice-also")
     for round_ in range(args.rounds):
         by = {r["kind"]: r for r in rows if r["round"] == round_}
         for kind in kinds[1:]:
+            if kind not in by:
+                continue
             ratios.setdefault(kind, []).append(by[kind]["rps"] / by["bare-uvicorn"]["rps"])
     print("requests/s against the bare app under uvicorn, by round (worst first):")
     for kind, values in ratios.items():

@@ -160,3 +160,146 @@ async def test_a_real_server_answers_whole_and_streams_without_holding_back() ->
 
 async def _joined(chunks: Any) -> bytes:
     return b"".join([chunk async for chunk in chunks])
+
+
+class _Direct:
+    """Takes ``/d/…``: answers what it got (``/d/fail``: raises; ``/d/bad``: a header with a
+    line break; ``/d/wait``: once ``release`` is set)."""
+
+    def __init__(self) -> None:
+        self.taken: list[tuple[str, str, bytes]] = []
+        self.waiting = asyncio.Event()
+        self.release = asyncio.Event()
+
+    def take(self, scope: dict[str, Any]) -> Any:
+        if not scope["path"].startswith("/d/"):
+            return None
+        self.taken.append((scope["method"], scope["path"], scope["query_string"]))
+        return self.handle
+
+    async def handle(self, cycle: connections.DirectCycle) -> None:
+        path = cycle.scope["path"]
+        if path == "/d/fail":
+            raise ValueError("boom")
+        if path == "/d/wait":
+            self.waiting.set()
+            await self.release.wait()
+        if path == "/d/bad":
+            cycle.answer(200, [(b"x-bad", b"a\r\nb")], b"")
+        cycle.answer(201, [(b"x-direct", b"yes")], b"direct:" + cycle.request_body())
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """The ASGI app: ``self`` in the lifespan state, and what the protocol does not take
+        answered ``asgi:<path>:<body>``."""
+        if scope["type"] == "lifespan":
+            await receive()
+            scope["state"][connections.DIRECT] = self
+            await send({"type": "lifespan.startup.complete"})
+            await receive()
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        await _asgi(scope, receive, send)
+
+
+async def _asgi(scope: Any, receive: Any, send: Any) -> None:
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    out = b"asgi:" + scope["path"].encode() + b":" + body
+    headers = [(b"content-length", str(len(out)).encode())]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": out})
+
+
+async def _read_answer(reader: asyncio.StreamReader) -> tuple[bytes, dict[bytes, bytes], bytes]:
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+    status, *lines = head[:-4].split(b"\r\n")
+    headers = dict(line.split(b": ", 1) for line in lines)
+    body = await reader.readexactly(int(headers.get(b"content-length", b"0")))
+    return status, headers, body
+
+
+def _request(path: str, body: bytes = b"", extra: str = "", method: str = "POST") -> bytes:
+    head = f"{method} {path} HTTP/1.1\r\nHost: t\r\nContent-Length: {len(body)}\r\n{extra}\r\n"
+    return head.encode() + body
+
+
+async def test_requests_a_direct_takes_skip_the_asgi_cycle_and_the_rest_do_not() -> None:
+    direct = _Direct()
+    counts = connections.ClientCounts(0, public_url.TrustedProxies(""))
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        direct,
+        log_level="critical",
+        lifespan="on",
+        access_log=False,  # as ``sluice serve``: with uvicorn's access log on, nothing is taken
+        http=connections.protocol(5.0, counts, 5.0),
+    )
+    server = _Server(config)
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        await asyncio.wait_for(server.ready.wait(), 10)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(_request("/d/one?q=1", b"hi"))
+        status, headers, body = await _read_answer(reader)
+        assert (status, headers[b"x-direct"], body) == (
+            b"HTTP/1.1 201 Created",
+            b"yes",
+            b"direct:hi",
+        )
+        assert headers[b"content-length"] == b"9" and b"date" in headers
+        assert direct.taken == [("POST", "/d/one", b"q=1")]
+        # Not taken: HEAD, Expect: 100-continue, a chunked body, one over the limit, and
+        # anything the Direct declines.
+        writer.write(_request("/d/h", method="HEAD"))
+        assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200 OK")
+        writer.write(_request("/d/c", b"go", "Expect: 100-continue\r\n"))
+        assert (await reader.readuntil(b"\r\n\r\n")) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        assert (await _read_answer(reader))[2] == b"asgi:/d/c:go"
+        chunked = b"POST /d/k HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+        writer.write(chunked + b"2\r\nab\r\n0\r\n\r\n")
+        assert (await _read_answer(reader))[2] == b"asgi:/d/k:ab"
+        large = b"z" * (connections.DIRECT_MAX_BODY + 1)
+        writer.write(_request("/d/large", large))
+        assert (await _read_answer(reader))[2] == b"asgi:/d/large:" + large
+        at_limit = b"y" * connections.DIRECT_MAX_BODY
+        writer.write(_request("/d/limit", at_limit))
+        assert (await _read_answer(reader))[2] == b"direct:" + at_limit
+        writer.write(_request("/other", b"x"))
+        assert (await _read_answer(reader))[2] == b"asgi:/other:x"
+        # Pipelined behind a direct request not answered yet: uvicorn queues the next one,
+        # and the answers leave in order.
+        writer.write(_request("/d/wait", b"1") + _request("/d/after", b"2"))
+        await asyncio.wait_for(direct.waiting.wait(), 10)  # both heads parsed by now
+        direct.release.set()
+        assert (await _read_answer(reader))[2] == b"direct:1"
+        assert (await _read_answer(reader))[2] == b"asgi:/d/after:2"
+        assert [t[1] for t in direct.taken] == ["/d/one", "/d/limit", "/d/wait"]
+        # A handler that fails: 500, and the connection closed after it.
+        writer.write(_request("/d/fail"))
+        status, headers, body = await _read_answer(reader)
+        assert status == b"HTTP/1.1 500 Internal Server Error"
+        assert headers[b"connection"] == b"close" and await reader.read() == b""
+        writer.close()
+
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(_request("/d/bad"))  # a header that would split the answer: refused
+        status, _headers, _body = await _read_answer(reader)
+        assert status == b"HTTP/1.1 500 Internal Server Error"
+        writer.close()
+
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(_request("/d/two", b"x", "Connection: close\r\n"))
+        status, headers, body = await _read_answer(reader)
+        assert headers[b"connection"] == b"close" and body == b"direct:x"
+        assert await reader.read() == b""
+        writer.close()
+    finally:
+        server.should_exit = True
+        await task
+        sock.close()

@@ -27,6 +27,7 @@ from sluice.api import (
     bodies,
     catalog,
     components,
+    connections,
     data_stores,
     env_vars,
     errors,
@@ -136,7 +137,7 @@ def create_app(settings: Settings, *, clock: Clock | None = None) -> App:
     """An app whose lifespan opens the platform ``settings`` describes (``sluice serve``)."""
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Platform]]:
+    async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Any]]:
         # The "api" role leaves queued jobs and timers to "worker" processes.
         background = settings.role != "api"
         async with Platform.open(settings, clock=clock, background=background) as opened:
@@ -145,7 +146,8 @@ def create_app(settings: Settings, *, clock: Clock | None = None) -> App:
             # it on every full collection (measured: 7-12% more endpoint requests a second).
             gc.collect()
             gc.freeze()
-            yield {"platform": opened}
+            # The endpoints' requests are taken off uvicorn's parser (api/connections).
+            yield {"platform": opened, connections.DIRECT: ingress.Direct(opened)}
             # Shutting down: the jobs in flight get their grace period; a second signal (the
             # first one stopped the server) ends it.
             _on_second_signal(opened.jobs.hurry)

@@ -26,21 +26,35 @@ The count is per process (each ``sluice serve`` process accepts on its own).
 The protocol also writes each answer's head and body in one system call (``OneWrite``):
 uvicorn writes them apart, two ``write`` calls and, with ``TCP_NODELAY``, two TCP segments a
 response; at ~15,000 source requests a second on one core that second call was ~5% of the
-server's CPU (issue 29). An answer known before its request (an endpoint's default ``200``)
-goes out whole on uvicorn's own cycle (``WholeAnswer``), past the checks uvicorn's ``send``
-makes of every ASGI message.
+server's CPU (issue 29).
+
+And it hands some requests to a ``Direct`` (the endpoints': ``api/ingress.Direct``, put in
+the lifespan state under ``DIRECT``) straight off the parser: no ASGI cycle, no scope copy
+per message, no task until the body is in, and the answer written in one call
+(``DirectCycle``), past the checks uvicorn's ``send`` makes of every ASGI message. Everything
+else about the connection stays uvicorn's: keep-alive, pipelining (a request behind an
+unanswered one is queued by uvicorn and served as ASGI), flow control, shutdown, and the
+time-outs above.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import urllib.parse
 from collections import Counter
-from collections.abc import Iterable
-from http import HTTPStatus
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, Protocol
 
-from starlette.types import Send
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
+import httptools
+from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT
+from uvicorn.protocols.http.httptools_impl import (
+    HEADER_RE,
+    HEADER_VALUE_RE,
+    STATUS_LINE,
+    HttpToolsProtocol,
+    RequestResponseCycle,
+)
 
 from sluice import public_url
 from sluice.config import Settings
@@ -122,7 +136,8 @@ def protocol(
 
         def on_headers_complete(self) -> None:
             self._disarm()
-            super().on_headers_complete()
+            if not self._direct():
+                super().on_headers_complete()
             if body_timeout > 0:
                 self._body_started, self._body_received = self.loop.time(), 0
                 self._body_arm()
@@ -134,6 +149,75 @@ def protocol(
         def on_message_complete(self) -> None:
             self._body_done()
             super().on_message_complete()
+            cycle = self.cycle
+            if isinstance(cycle, DirectCycle) and not cycle.response_started:
+                # The body is in: the handler's turn.
+                run = cycle.run_direct()
+                if self.config.reset_contextvars:
+                    task = self.loop.create_task(run, context=contextvars.Context())
+                else:
+                    task = self.loop.create_task(run)
+                task.add_done_callback(self.tasks.discard)
+                self.tasks.add(task)
+
+        def _direct(self) -> bool:
+            """Hand the request whose head just ended to the app's ``Direct`` if it takes
+            it (True), with what uvicorn's ``on_headers_complete`` puts in the scope; else
+            False, and uvicorn's ASGI cycle gets it. Not taken: a pipelined request (the
+            one before is not answered yet; uvicorn queues it), ``Expect: 100-continue``,
+            HTTP/1.0, an upgrade, ``HEAD``, a chunked body or one over
+            ``DIRECT_MAX_BODY``, and everything while uvicorn's access log or concurrency
+            limit is on."""
+            direct: Direct | None = self.app_state.get(DIRECT)
+            if (
+                direct is None
+                or self.expect_100_continue
+                or self.access_log
+                or self.limit_concurrency is not None
+                or (self.cycle is not None and not self.cycle.response_complete)
+            ):
+                return False
+            parser = self.parser
+            if parser.get_http_version() != "1.1" or parser.should_upgrade():
+                return False
+            method = parser.get_method()
+            if method == b"HEAD" or method == b"CONNECT":
+                return False
+            for name, value in self.headers:
+                if name == b"content-length":
+                    if not value.isdigit() or int(value) > DIRECT_MAX_BODY:
+                        return False
+                elif name == b"transfer-encoding":
+                    return False
+            scope = self.scope
+            scope["method"] = method.decode("ascii")
+            url = httptools.parse_url(self.url)
+            raw_path: bytes = url.path
+            path = raw_path.decode("ascii")
+            if "%" in path:
+                path = urllib.parse.unquote(path)
+            scope["path"] = self.root_path + path
+            scope["raw_path"] = self.root_path.encode("ascii") + raw_path
+            scope["query_string"] = url.query or b""
+            handler = direct.take(scope)  # type: ignore[arg-type]
+            if handler is None:
+                return False
+            cycle = DirectCycle(
+                scope=scope,
+                transport=self.transport,
+                flow=self.flow,
+                logger=self.logger,
+                access_logger=self.access_logger,
+                access_log=False,
+                default_headers=self.server_state.default_headers,
+                message_event=asyncio.Event(),
+                expect_100_continue=False,
+                keep_alive=parser.should_keep_alive(),
+                on_response=self.on_response_complete,
+            )
+            cycle.handler = handler
+            self.cycle = cycle
+            return True
 
         def _body_arm(self) -> None:
             due = body_deadline(
@@ -306,57 +390,131 @@ def server_options(settings: Settings) -> dict[str, Any]:
     }
 
 
-class WholeAnswer:
+class Prebuilt:
     """An answer whose bytes are known before its request (an endpoint's default ``200
-    {"success":true}``), written whole on uvicorn's own HTTP cycle.
-
-    uvicorn's ``send`` assembles an answer's head from its ASGI message on every request (a
-    regular expression over each header's name and value), and ``OneWrite`` holds that head
-    for the body's write. ``send`` here writes the status line, uvicorn's own headers
-    (``date`` and ``server``: the cycle's ``default_headers``, which uvicorn makes anew each
-    second), the answer's headers and its body in one write, then marks the cycle answered as
-    uvicorn's ``send`` does at an answer's end (keep-alive, the next pipelined request): a
-    source request costs ~7% less CPU against the bare app's (``bench/asgi_servers.py --role
-    api --interleave 5``; bench/README.md, issue 29). It does so only on uvicorn's httptools
-    cycle, before anything was sent, on a connection that stays open, with writes not paused,
-    not for ``HEAD`` and not with uvicorn's access log on; else it sends nothing and returns
-    False, and the caller sends the ASGI messages."""
+    {"success":true}``): the status line, uvicorn's own headers (``date`` and ``server``: the
+    server's ``default_headers``, a new list each second), the answer's headers and its body,
+    joined once per list of uvicorn's headers."""
 
     def __init__(self, status: int, headers: Iterable[tuple[bytes, bytes]], body: bytes) -> None:
-        self._status_line = f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\n".encode()
+        self._status_line = STATUS_LINE[status]
         self._tail = b"".join(k + b": " + v + b"\r\n" for k, v in headers) + b"\r\n" + body
-        #: The bytes for the last ``default_headers`` seen (a new list each second).
+        #: The bytes for the last ``default_headers`` seen.
         self._defaults: list[tuple[bytes, bytes]] | None = None
         self._whole = b""
 
-    def send(self, send: Send) -> bool:
-        """The answer written on ``send``'s cycle (True), or nothing sent (False)."""
-        cycle = getattr(send, "__self__", None)
-        if type(cycle) is not RequestResponseCycle:
-            return False
-        if cycle.disconnected:
-            return True  # uvicorn's send drops an answer to a client gone, as here
-        if (
-            cycle.response_started
-            or not cycle.keep_alive
-            or cycle.access_log
-            or cycle.flow.write_paused
-            or cycle.scope["method"] == "HEAD"
-        ):
-            return False
-        defaults = cycle.default_headers
+    def whole(self, defaults: list[tuple[bytes, bytes]], keep_alive: bool) -> bytes:
+        if not keep_alive:
+            return self._status_line + _head(defaults) + b"connection: close\r\n" + self._tail
         if defaults is not self._defaults:
             self._defaults = defaults
-            head = b"".join(k + b": " + v + b"\r\n" for k, v in defaults)
-            self._whole = self._status_line + head + self._tail
-        cycle.response_started = True
-        cycle.waiting_for_100_continue = False
-        transport = cycle.transport
+            self._whole = self._status_line + _head(defaults) + self._tail
+        return self._whole
+
+
+def _head(headers: Iterable[tuple[bytes, bytes]]) -> bytes:
+    return b"".join(k + b": " + v + b"\r\n" for k, v in headers)
+
+
+#: The key of the lifespan state's ``Direct``: the requests it takes skip the ASGI cycle.
+DIRECT = "sluice.direct"
+#: A request whose body is longer than this, or chunked, goes the ASGI way (its body read as it
+#: streams, with the size checked as it comes): a direct request's body is read whole, before
+#: its handler starts, and never past uvicorn's read buffer (``HIGH_WATER_LIMIT``).
+DIRECT_MAX_BODY = min(64 * 1024, HIGH_WATER_LIMIT)
+
+
+class Direct(Protocol):
+    """Takes some requests straight off the HTTP parser (``DirectCycle``): no ASGI cycle, no
+    task until the body is in, the answer written in one call."""
+
+    def take(self, scope: dict[str, Any]) -> Callable[[DirectCycle], Awaitable[None]] | None:
+        """The handler of the request ``scope`` describes (method, path, query string,
+        headers, client: as uvicorn builds it), or None: the ASGI application gets it."""
+
+
+class DirectCycle(RequestResponseCycle):
+    """A request taken by a ``Direct``: its body read whole, then its handler run as a task,
+    which answers with one ``answer``/``answer_prebuilt`` (one write). It is uvicorn's cycle
+    for the rest of the connection's life: pipelined requests behind it wait for its answer
+    (``on_response``), a lost connection marks it ``disconnected``, a shutdown closes the
+    connection after it."""
+
+    handler: Callable[[DirectCycle], Awaitable[None]]
+
+    def request_body(self) -> bytes:
+        return bytes(self.body)
+
+    def answer_prebuilt(self, prebuilt: Prebuilt) -> None:
+        if self.disconnected or self.response_started:
+            return
+        self._write(prebuilt.whole(self.default_headers, self.keep_alive))
+
+    def answer(self, status: int, headers: Iterable[tuple[bytes, bytes]], body: bytes) -> None:
+        """Write the whole answer. Its headers are checked as uvicorn checks an ASGI app's
+        (``RuntimeError``: nothing written); ``content-length`` is added where missing, and
+        ``connection: close`` when the connection closes after it."""
+        if self.disconnected or self.response_started:
+            return
+        parts = [STATUS_LINE[status], _head(self.default_headers)]
+        has_length = False
+        for name, value in headers:
+            if HEADER_RE.search(name) or HEADER_VALUE_RE.search(value):
+                raise RuntimeError(f"invalid HTTP header {name!r}")
+            name = name.lower()
+            if name in (b"transfer-encoding", b"connection"):
+                continue  # the framing is this writer's: one body, content-length
+            has_length = has_length or name == b"content-length"
+            parts += (name, b": ", value, b"\r\n")
+        bodiless = status < 200 or status in (204, 304) or self.scope["method"] == "HEAD"
+        if not has_length and not (status < 200 or status in (204, 304)):
+            parts.append(b"content-length: %d\r\n" % len(body))
+        if not self.keep_alive:
+            parts.append(b"connection: close\r\n")
+        parts.append(b"\r\n")
+        if not bodiless:
+            parts.append(body)
+        self._write(b"".join(parts))
+
+    def _write(self, data: bytes) -> None:
+        self.response_started = True
+        transport = self.transport
         if isinstance(transport, OneWrite):
-            transport.write_now(self._whole)
+            transport.write_now(data)
         else:
-            transport.write(self._whole)
-        cycle.response_complete = True
-        cycle.message_event.set()
-        cycle.on_response()
-        return True
+            transport.write(data)
+        self.response_complete = True
+        self.message_event.set()
+        if not self.keep_alive:
+            transport.close()
+        self.on_response()
+
+    async def run_direct(self) -> None:
+        """The handler, and what uvicorn does for an ASGI app that fails: logged, ``500``
+        if nothing was answered yet."""
+        try:
+            await self.handler(self)
+        except BaseException as exc:
+            self.logger.error("Exception in direct handler\n", exc_info=exc)
+            if not self.response_started and not self.disconnected:
+                self.keep_alive = False
+                self.answer(
+                    500, [(b"content-type", b"text/plain; charset=utf-8")], b"Internal Server Error"
+                )
+            elif not self.response_complete:
+                self.transport.close()
+            if not isinstance(exc, Exception):
+                raise
+        else:
+            if not self.response_complete and not self.disconnected:
+                self.logger.error("direct handler returned without answering")
+                self.keep_alive = False
+                self.answer(
+                    500, [(b"content-type", b"text/plain; charset=utf-8")], b"Internal Server Error"
+                )
+        finally:
+            self.on_response = _nothing
+
+
+def _nothing() -> None:
+    pass

@@ -14,7 +14,9 @@ else raised is logged and answered 500 ``internal_error``, as the API's handler 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
@@ -41,8 +43,8 @@ _DEFAULT_START: Message = {
     ],
 }
 _DEFAULT_BODY: Message = {"type": "http.response.body", "body": _DEFAULT.body}
-#: The same answer as bytes, written whole on uvicorn's cycle (``connections.WholeAnswer``).
-_DEFAULT_WHOLE = connections.WholeAnswer(_DEFAULT.status, _DEFAULT_START["headers"], _DEFAULT.body)
+#: The same answer as bytes, for the requests taken off the parser (``Direct``).
+_DEFAULT_BYTES = connections.Prebuilt(_DEFAULT.status, _DEFAULT_START["headers"], _DEFAULT.body)
 
 
 @dataclass(frozen=True)
@@ -86,60 +88,55 @@ def _host(scope: Scope, proxies: public_url.TrustedProxies) -> str:
     return str(headers.get(b"host", b"").decode("latin-1"))
 
 
-async def serve(platform: Platform, to: Target, scope: Scope, receive: Receive, send: Send) -> None:
-    """Answer one endpoint request, counted in ``sluice_http_requests`` (kind ``endpoint``)."""
-    endpoint_id = to.endpoint_id
-    started = False
+class Direct:
+    """The endpoints' requests taken straight off uvicorn's HTTP parser
+    (``connections.Direct``; the lifespan state's ``connections.DIRECT``): the ASGI cycle,
+    ``App.__call__`` and uvicorn's checks of each ASGI message are skipped, and the answer goes
+    out in one write. A source's request cost 4-14% less CPU than through uvicorn's cycle
+    (``bench/asgi_servers.py --role api --interleave 6 --also <base>``; bench/README.md,
+    issue 29).
+    Requests the protocol does not hand over (see ``connections``) come through ``serve``."""
 
-    async def send_tracked(message: Message) -> None:
-        nonlocal started
-        if message["type"] == "http.response.start":
-            metrics.request("endpoint", message["status"])
-        started = True
-        await send(message)
+    def __init__(self, platform: Platform) -> None:
+        self.platform = platform
+        self.base = platform.settings.endpoint_base
+        self.proxies = platform.settings.proxies
 
-    try:
-        answer = await _answer(platform, to, scope, receive)
-        if answer is _DEFAULT:
-            # The hot path: the prebuilt answer, written whole on uvicorn's cycle, else its
-            # prebuilt messages sent as they are (a wrapper per message was ~4% of an
-            # ingested request's CPU).
-            metrics.request("endpoint", _DEFAULT.status)
-            started = True
-            if not _DEFAULT_WHOLE.send(send):  # not on uvicorn's cycle (e.g. the tests' ASGI)
-                await send(_DEFAULT_START)
-                await send(_DEFAULT_BODY)
-            return
-        response = (
-            _render(answer, to.own_origin)
-            if isinstance(answer, Answer)
-            else api_errors.unanswered(answer.reason, answer.message)
-        )
-    except errors.ClientDisconnected:
+    def take(
+        self, scope: dict[str, Any]
+    ) -> Callable[[connections.DirectCycle], Awaitable[None]] | None:
+        to = target(scope, self.base, self.proxies)
+        if to is None:
+            return None
+        platform = self.platform
+
+        async def handle(cycle: connections.DirectCycle) -> None:
+            await serve_direct(platform, to, cycle)
+
+        return handle
+
+
+async def serve_direct(platform: Platform, to: Target, cycle: connections.DirectCycle) -> None:
+    """Answer one endpoint request whose body is in ``cycle``, counted in
+    ``sluice_http_requests`` (kind ``endpoint``)."""
+    body = cycle.request_body()
+
+    async def read_body(limit: int) -> bytes:
+        return body
+
+    outcome = await _outcome(platform, to, cycle.scope, read_body)  # type: ignore[arg-type]
+    if outcome is _DEFAULT:
+        metrics.request("endpoint", _DEFAULT.status)
+        cycle.answer_prebuilt(_DEFAULT_BYTES)
         return
-    except errors.SluiceError as exc:
-        response = api_errors.render(exc)
-    except Exception:
-        if started:
-            raise
-        log.exception("unexpected error answering endpoint %s", endpoint_id)
-        response = api_errors.error_response(
-            500, "an internal error occurred; it has been logged", "internal_error"
-        )
-    await response(scope, receive, send_tracked)
+    response = _render(outcome, to.own_origin) if isinstance(outcome, Answer) else outcome
+    metrics.request("endpoint", response.status_code)
+    cycle.answer(response.status_code, response.raw_headers, bytes(response.body))
 
 
-async def _answer(
-    platform: Platform, to: Target, scope: Scope, receive: Receive
-) -> Answer | Refusal:
-    endpoint_id, path = to.endpoint_id, to.path
-    headers = endpoint_origins.request_headers(
-        [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]],
-        own_origin=to.own_origin,
-    )
-    method: str = scope["method"]
-    if method == "OPTIONS":
-        return await platform.ingress.preflight(endpoint_id, headers)
+async def serve(platform: Platform, to: Target, scope: Scope, receive: Receive, send: Send) -> None:
+    """Answer one endpoint request as ASGI, counted in ``sluice_http_requests`` (kind
+    ``endpoint``)."""
 
     async def read_body(limit: int) -> bytes:
         chunks: list[bytes] = []
@@ -158,6 +155,54 @@ async def _answer(
                 break
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
+    try:
+        outcome = await _outcome(platform, to, scope, read_body)
+    except errors.ClientDisconnected:
+        return
+    if outcome is _DEFAULT:
+        # The prebuilt messages sent as they are (a wrapper per message was ~4% of an
+        # ingested request's CPU).
+        metrics.request("endpoint", _DEFAULT.status)
+        await send(_DEFAULT_START)
+        await send(_DEFAULT_BODY)
+        return
+    response = _render(outcome, to.own_origin) if isinstance(outcome, Answer) else outcome
+    metrics.request("endpoint", response.status_code)
+    await response(scope, receive, send)
+
+
+async def _outcome(
+    platform: Platform, to: Target, scope: Scope, read_body: Callable[[int], Awaitable[bytes]]
+) -> Answer | Response:
+    """The endpoint's answer, or the error answer rendered with the API's one table
+    (``ClientDisconnected`` is raised: there is no one to answer)."""
+    try:
+        answer = await _answer(platform, to, scope, read_body)
+    except errors.ClientDisconnected:
+        raise
+    except errors.SluiceError as exc:
+        return api_errors.render(exc)
+    except Exception:
+        log.exception("unexpected error answering endpoint %s", to.endpoint_id)
+        return api_errors.error_response(
+            500, "an internal error occurred; it has been logged", "internal_error"
+        )
+    if isinstance(answer, Answer):
+        return answer
+    return api_errors.unanswered(answer.reason, answer.message)
+
+
+async def _answer(
+    platform: Platform, to: Target, scope: Scope, read_body: Callable[[int], Awaitable[bytes]]
+) -> Answer | Refusal:
+    endpoint_id, path = to.endpoint_id, to.path
+    headers = endpoint_origins.request_headers(
+        [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]],
+        own_origin=to.own_origin,
+    )
+    method: str = scope["method"]
+    if method == "OPTIONS":
+        return await platform.ingress.preflight(endpoint_id, headers)
     return await platform.ingress.accept(
         endpoint_id,
         IncomingRequest(
