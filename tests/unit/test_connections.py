@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import uvicorn
+from uvicorn.server import ServerState
 
 from sluice import public_url
 from sluice.api import connections
@@ -303,3 +304,142 @@ async def test_requests_a_direct_takes_skip_the_asgi_cycle_and_the_rest_do_not()
         server.should_exit = True
         await task
         sock.close()
+
+
+class _Timer:
+    def __init__(self, when: float, callback: Any) -> None:
+        self.when, self.callback, self.cancelled = when, callback, False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class _Clock:
+    """The running loop, with a fake clock for its timers: ``advance`` runs those due."""
+
+    def __init__(self, real: asyncio.AbstractEventLoop) -> None:
+        self.real = real
+        self.now = 0.0
+        self.timers: list[_Timer] = []
+
+    def time(self) -> float:
+        return self.now
+
+    def call_at(self, when: float, callback: Any, *args: Any) -> _Timer:
+        timer = _Timer(when, lambda: callback(*args))
+        self.timers.append(timer)
+        return timer
+
+    def call_later(self, delay: float, callback: Any, *args: Any) -> _Timer:
+        return self.call_at(self.now + delay, callback, *args)
+
+    def advance(self, to: float) -> None:
+        while due := sorted(
+            (t for t in self.timers if t.when <= to and not t.cancelled), key=lambda t: t.when
+        ):
+            timer = due[0]
+            self.timers.remove(timer)
+            self.now = max(self.now, timer.when)
+            timer.callback()
+        self.now = to
+
+    def armed(self) -> int:
+        return sum(not t.cancelled for t in self.timers)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)  # create_task, call_soon: the real loop's
+
+
+class _Peer(_Socket):
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"peername": ("192.0.2.1", 5000), "sockname": ("127.0.0.1", 80)}.get(name, default)
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+async def test_one_timer_keeps_the_head_body_and_keep_alive_time_outs() -> None:
+    """Head 2 s, body 2 s, keep-alive 1 s, on a fake clock: each deadline holds, requests back
+    to back keep the connection, and a timer is not set per request."""
+    direct = _Direct()
+    clock = _Clock(asyncio.get_running_loop())
+    counts = connections.ClientCounts(0, public_url.TrustedProxies(""))
+    config = uvicorn.Config(direct, access_log=False, timeout_keep_alive=1.0, log_level="critical")
+    config.load()
+    state = ServerState()
+
+    def connect(at: float) -> tuple[Any, _Peer]:
+        clock.advance(at)
+        made = connections.protocol(2.0, counts, 2.0, 0)(
+            config=config, server_state=state, app_state={connections.DIRECT: direct}, _loop=clock
+        )
+        peer = _Peer()
+        made.connection_made(peer)
+        return made, peer
+
+    async def answered(proto: Any, request: bytes) -> None:
+        proto.data_received(request)
+        await asyncio.gather(*state.tasks)
+
+    proto, peer = connect(0.0)
+    clock.advance(1.9)
+    await answered(proto, _request("/d/a", b"1"))  # idle from 1.9: closes at 2.9
+    clock.advance(2.8)
+    assert not peer.closed
+    for at in (2.8, 3.6, 4.4, 5.2, 6.0):  # back to back, each within the keep-alive
+        clock.advance(at)
+        await answered(proto, _request("/d/a", b"1"))
+    assert not peer.closed and clock.armed() == 1
+    assert len(peer.calls) == 6 and all(c[0].startswith(b"HTTP/1.1 201") for c in peer.calls)
+    clock.advance(6.99)
+    assert not peer.closed
+    clock.advance(7.0)
+    assert peer.closed  # idle for the keep-alive time-out
+
+    # A head that never ends: 2 s from the connection's start.
+    proto, peer = connect(10.0)
+    clock.advance(11.0)
+    proto.data_received(b"POST /d/x HTTP/1.1\r\nHo")
+    clock.advance(11.99)
+    assert not peer.closed
+    clock.advance(12.0)
+    assert peer.closed
+
+    # A later request's head on a kept-alive connection: 2 s from its first byte.
+    proto, peer = connect(20.0)
+    await answered(proto, _request("/d/a", b"1"))
+    clock.advance(20.5)
+    proto.data_received(b"POST /d/x HTTP/1.1\r\nHo")
+    clock.advance(22.49)
+    assert not peer.closed
+    proto.data_received(b"st: t\r\n")  # bytes that do not end the head do not move it
+    clock.advance(22.5)
+    assert peer.closed
+
+    # A body that stops coming: 2 s from the head's end.
+    proto, peer = connect(30.0)
+    proto.data_received(b"POST /d/x HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\n12345")
+    clock.advance(31.99)
+    assert not peer.closed
+    clock.advance(32.0)
+    assert peer.closed
+
+    # The next request's head starts while the one before is handled: its answer does not
+    # turn the head's deadline into the keep-alive one (bytes would then clear it).
+    proto, peer = connect(40.0)
+    direct.release.clear()
+    proto.data_received(_request("/d/wait", b"1") + b"POST /d/y HTTP/1.1\r\n")
+    await asyncio.wait_for(direct.waiting.wait(), 10)
+    clock.advance(40.5)
+    direct.release.set()
+    await asyncio.gather(*state.tasks)
+    assert peer.calls and not peer.closed
+    clock.advance(41.5)
+    proto.data_received(b"Host: t\r\n")
+    clock.advance(41.99)
+    assert not peer.closed
+    clock.advance(42.0)
+    assert peer.closed  # 2 s after the head's first byte
