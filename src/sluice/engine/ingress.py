@@ -161,7 +161,7 @@ class Ingress:
         return http_events.preflight_answer(requested)
 
     async def accept(self, endpoint_id: str, request: IncomingRequest) -> Answer | Refusal:
-        entry = await self.directory.find(endpoint_id)
+        entry = self.directory.cached(endpoint_id) or await self.directory.find(endpoint_id)
         endpoint = entry.endpoint
         self._take_token(endpoint_id)
         self.admission.check(endpoint.owner_id)

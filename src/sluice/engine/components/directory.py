@@ -63,6 +63,14 @@ class EndpointDirectory:
         self._prune_at = _PRUNE_AT
         self._loading: dict[str, asyncio.Future[Entry | None]] = {}
 
+    def cached(self, endpoint_id: str) -> Entry | None:
+        """The active endpoint's entry if it is cached and fresh, else None (then ``find``):
+        a request to a known endpoint, the usual one, costs no coroutine here."""
+        entry = self._entries.get(endpoint_id)
+        if entry is None or entry.expires < self.monotonic() or not entry.endpoint.active:
+            return None
+        return entry
+
     async def find(self, endpoint_id: str) -> Entry:
         """The active endpoint's entry; ``NotFound`` when it is unknown, deleted or inactive
         (not told apart: the endpoint is public)."""
