@@ -13,6 +13,7 @@ else raised is logged and answered 500 ``internal_error``, as the API's handler 
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -108,12 +109,7 @@ class Direct:
         to = target(scope, self.base, self.proxies)
         if to is None:
             return None
-        platform = self.platform
-
-        async def handle(cycle: connections.DirectCycle) -> None:
-            await serve_direct(platform, to, cycle)
-
-        return handle
+        return functools.partial(serve_direct, self.platform, to)
 
 
 async def serve_direct(platform: Platform, to: Target, cycle: connections.DirectCycle) -> None:
@@ -177,7 +173,26 @@ async def _outcome(
     """The endpoint's answer, or the error answer rendered with the API's one table
     (``ClientDisconnected`` is raised: there is no one to answer)."""
     try:
-        answer = await _answer(platform, to, scope, read_body)
+        headers = endpoint_origins.request_headers(
+            [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]],
+            own_origin=to.own_origin,
+        )
+        method: str = scope["method"]
+        answer: Answer | Refusal
+        if method == "OPTIONS":
+            answer = await platform.ingress.preflight(to.endpoint_id, headers)
+        else:
+            answer = await platform.ingress.accept(
+                to.endpoint_id,
+                IncomingRequest(
+                    method=method,
+                    path=to.path,
+                    query_string=scope.get("query_string", b"").decode("latin-1"),
+                    headers=headers,
+                    read_body=read_body,
+                    origin=lambda: _origin(scope, platform),
+                ),
+            )
     except errors.ClientDisconnected:
         raise
     except errors.SluiceError as exc:
@@ -190,30 +205,6 @@ async def _outcome(
     if isinstance(answer, Answer):
         return answer
     return api_errors.unanswered(answer.reason, answer.message)
-
-
-async def _answer(
-    platform: Platform, to: Target, scope: Scope, read_body: Callable[[int], Awaitable[bytes]]
-) -> Answer | Refusal:
-    endpoint_id, path = to.endpoint_id, to.path
-    headers = endpoint_origins.request_headers(
-        [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]],
-        own_origin=to.own_origin,
-    )
-    method: str = scope["method"]
-    if method == "OPTIONS":
-        return await platform.ingress.preflight(endpoint_id, headers)
-    return await platform.ingress.accept(
-        endpoint_id,
-        IncomingRequest(
-            method=method,
-            path=path,
-            query_string=scope.get("query_string", b"").decode("latin-1"),
-            headers=headers,
-            read_body=read_body,
-            origin=lambda: _origin(scope, platform),
-        ),
-    )
 
 
 def _origin(scope: Scope, platform: Platform) -> tuple[str, str]:
