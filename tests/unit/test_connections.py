@@ -443,3 +443,42 @@ async def test_one_timer_keeps_the_head_body_and_keep_alive_time_outs() -> None:
     assert not peer.closed
     clock.advance(42.0)
     assert peer.closed  # 2 s after the head's first byte
+
+
+async def test_a_direct_answer_after_the_client_left_or_at_a_shutdown() -> None:
+    """The client goes while its request is handled: the request still completes (what it
+    stored stays), its answer is dropped. A shutdown meanwhile: the answer goes, with
+    ``connection: close``, and the connection closes after it."""
+    direct = _Direct()
+    config = uvicorn.Config(direct, access_log=False, log_level="critical")
+    config.load()
+    state = ServerState()
+    counts = connections.ClientCounts(0, public_url.TrustedProxies(""))
+    make = connections.protocol(2.0, counts, 2.0, 0)
+
+    def connect() -> tuple[Any, _Peer]:
+        made = make(config=config, server_state=state, app_state={connections.DIRECT: direct})
+        peer = _Peer()
+        made.connection_made(peer)
+        return made, peer
+
+    gone, gone_peer = connect()
+    gone.data_received(_request("/d/wait", b"1"))
+    await asyncio.wait_for(direct.waiting.wait(), 10)
+    gone.connection_lost(None)
+    direct.release.set()
+    await asyncio.gather(*state.tasks)  # no error
+    assert gone_peer.calls == [] and counts.open == {}
+
+    direct.waiting.clear()
+    direct.release.clear()
+    stopping, peer = connect()
+    stopping.data_received(_request("/d/wait", b"2"))
+    await asyncio.wait_for(direct.waiting.wait(), 10)
+    stopping.shutdown()
+    assert not peer.closed  # the request in hand is answered first
+    direct.release.set()
+    await asyncio.gather(*state.tasks)
+    [[answer]] = peer.calls
+    assert answer.startswith(b"HTTP/1.1 201 Created") and b"\r\nconnection: close\r\n" in answer
+    assert answer.endswith(b"\r\n\r\ndirect:2") and peer.closed
