@@ -15,6 +15,7 @@ _.readinto  # io.RawIOBase
 _.connect_unix_socket  # httpcore.AsyncNetworkBackend (engine/outbound/http_clients)
 _._pool  # httpx.AsyncHTTPTransport reads its own _pool (engine/outbound/http_clients replaces it)
 _.response_complete  # uvicorn's protocol reads it of its cycle (api/connections.DirectCycle)
+_.total_requests  # uvicorn's ServerState counter (api/connections' on_response_complete keeps it as uvicorn's does)
 _.handle_RCPT  # aiosmtpd's handler hook (engine/mail_in)
 _.handle_DATA  # aiosmtpd's handler hook
 rcpt_options  # aiosmtpd's handle_RCPT signature
