@@ -482,3 +482,30 @@ async def test_a_direct_answer_after_the_client_left_or_at_a_shutdown() -> None:
     [[answer]] = peer.calls
     assert answer.startswith(b"HTTP/1.1 201 Created") and b"\r\nconnection: close\r\n" in answer
     assert answer.endswith(b"\r\n\r\ndirect:2") and peer.closed
+
+
+async def test_a_client_that_does_not_read_its_answers_gets_no_direct_answer_to_pile_up() -> None:
+    """Writes paused (the client reads nothing, the socket's buffer is full): a request goes to
+    uvicorn's ASGI cycle, whose ``send`` waits until the client reads again."""
+    direct = _Direct()
+    config = uvicorn.Config(direct, access_log=False, log_level="critical")
+    config.load()
+    state = ServerState()
+    counts = connections.ClientCounts(0, public_url.TrustedProxies(""))
+    proto = connections.protocol(2.0, counts, 2.0, 0)(
+        config=config, server_state=state, app_state={connections.DIRECT: direct}
+    )
+    peer = _Peer()
+    proto.connection_made(peer)
+    proto.pause_writing()
+    proto.data_received(_request("/d/held", b"1"))
+    assert direct.taken == []  # not taken: uvicorn's cycle has it
+    waiting = asyncio.ensure_future(asyncio.gather(*state.tasks))
+    await asyncio.sleep(0)  # the cycle's first step: as far as it goes before the drain
+    assert peer.calls == [] and not waiting.done()  # send waits for the drain
+    proto.resume_writing()
+    await asyncio.wait_for(waiting, 10)
+    assert b"".join(c for call in peer.calls for c in call).endswith(b"asgi:/d/held:1")
+    proto.data_received(_request("/d/again", b"2"))  # reading the answers again: taken
+    await asyncio.gather(*state.tasks)
+    assert [t[1] for t in direct.taken] == ["/d/again"]

@@ -183,8 +183,10 @@ def protocol(
             False, and uvicorn's ASGI cycle gets it. Not taken: a pipelined request (the
             one before is not answered yet; uvicorn queues it), ``Expect: 100-continue``,
             HTTP/1.0, an upgrade, ``HEAD``, a chunked body or one over
-            ``DIRECT_MAX_BODY``, and everything while uvicorn's access log or concurrency
-            limit is on."""
+            ``DIRECT_MAX_BODY``, anything while the client does not read its answers (writes
+            paused: uvicorn's ``send`` waits for them to drain, so answers cannot pile up in
+            the server), and everything while uvicorn's access log or concurrency limit is
+            on."""
             direct: Direct | None = self.app_state.get(DIRECT)
             if (
                 direct is None
@@ -192,6 +194,7 @@ def protocol(
                 or self.access_log
                 or self.limit_concurrency is not None
                 or (self.cycle is not None and not self.cycle.response_complete)
+                or self.flow.write_paused
             ):
                 return False
             parser = self.parser
