@@ -13,7 +13,7 @@ import json
 import socket
 import time
 from collections.abc import Iterator
-from typing import IO
+from typing import IO, Any
 
 import httpx
 import pytest
@@ -51,29 +51,32 @@ def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server,
             data_dir=running.data_dir,
         )  # fmt: skip
         key = json.loads(made.stdout)["api_key"]
-        created = httpx.post(
-            running.url + "/v1/sources",
-            headers={"Authorization": f"Bearer {key}"},
-            json={"component_code": EMITTER, "name": "answers"},
-            timeout=120,
-        )
-        assert created.status_code in (200, 201), created.text
-        source = created.json()["data"]
-        yield running, "/e/" + source["endpoint_url"].rsplit("/", 1)[1], f"{source['id']} {key}"
+        source = _deploy(running, key, EMITTER, "answers")
+        yield running, _path(source), f"{source['id']} {key}"
 
 
 @pytest.fixture(scope="module")
 def responder(endpoint: tuple[Server, str, str]) -> str:
     """The endpoint path of a source that answers itself (``RESPONDER``)."""
-    server, _path, source = endpoint
+    server, _, source = endpoint
+    return _path(_deploy(server, source.split()[1], RESPONDER, "responder"))
+
+
+def _deploy(server: Server, key: str, code: str, name: str) -> dict[str, Any]:
     created = httpx.post(
         server.url + "/v1/sources",
-        headers={"Authorization": f"Bearer {source.split()[1]}"},
-        json={"component_code": RESPONDER, "name": "responder"},
+        headers={"Authorization": f"Bearer {key}"},
+        json={"component_code": code, "name": name},
         timeout=120,
     )
     assert created.status_code in (200, 201), created.text
-    return "/e/" + str(created.json()["data"]["endpoint_url"]).rsplit("/", 1)[1]
+    source: dict[str, Any] = created.json()["data"]
+    return source
+
+
+def _path(source: dict[str, Any]) -> str:
+    """The source's endpoint as a path (``/e/<id>``)."""
+    return "/e/" + str(source["endpoint_url"]).rsplit("/", 1)[1]
 
 
 def _connect(server: Server) -> tuple[socket.socket, IO[bytes]]:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import doctest
 import socket
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 import httpx
@@ -124,20 +125,13 @@ async def test_a_real_server_answers_whole_and_streams_without_holding_back() ->
         await send({"type": "http.response.body", "body": body})
 
     counts = connections.ClientCounts(0, public_url.TrustedProxies(""))
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(
+    async with _serving(
         app,
         log_level="warning",
         lifespan="off",
         http=connections.protocol(5.0, counts),
         timeout_keep_alive=60,  # a held write would wait for that close: the bounds below fail
-    )
-    server = _Server(config)  # no signal handlers taken from the test process; a ready event
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
-        await asyncio.wait_for(server.ready.wait(), 10)
+    ) as port:
         base = f"http://127.0.0.1:{port}"
         async with httpx.AsyncClient(timeout=10) as client:
             for _ in range(3):  # kept alive: each answer whole, the next one after it
@@ -153,6 +147,19 @@ async def test_a_real_server_answers_whole_and_streams_without_holding_back() ->
                 first_seen.set()
                 rest = asyncio.wait_for(_joined(chunks), 10)
                 assert await rest == b"two"
+
+
+@contextlib.asynccontextmanager
+async def _serving(app: Any, **options: Any) -> AsyncIterator[int]:
+    """uvicorn serving ``app`` on a port of 127.0.0.1 (yielded), with ``options``; stopped after.
+    No signal handlers are taken from the test process (``_Server``)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    server = _Server(uvicorn.Config(app, **options))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        await asyncio.wait_for(server.ready.wait(), 10)
+        yield sock.getsockname()[1]
     finally:
         server.should_exit = True
         await task
@@ -231,20 +238,13 @@ def _request(path: str, body: bytes = b"", extra: str = "", method: str = "POST"
 async def test_requests_a_direct_takes_skip_the_asgi_cycle_and_the_rest_do_not() -> None:
     direct = _Direct()
     counts = connections.ClientCounts(0, public_url.TrustedProxies(""))
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(
+    async with _serving(
         direct,
         log_level="critical",
         lifespan="on",
         access_log=False,  # as ``sluice serve``: with uvicorn's access log on, nothing is taken
         http=connections.protocol(5.0, counts, 5.0),
-    )
-    server = _Server(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
-        await asyncio.wait_for(server.ready.wait(), 10)
+    ) as port:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(_request("/d/one?q=1", b"hi"))
         status, headers, body = await _read_answer(reader)
@@ -300,10 +300,6 @@ async def test_requests_a_direct_takes_skip_the_asgi_cycle_and_the_rest_do_not()
         assert headers[b"connection"] == b"close" and body == b"direct:x"
         assert await reader.read() == b""
         writer.close()
-    finally:
-        server.should_exit = True
-        await task
-        sock.close()
 
 
 class _Timer:
@@ -355,10 +351,10 @@ class _Peer(_Socket):
         return {"peername": ("192.0.2.1", 5000), "sockname": ("127.0.0.1", 80)}.get(name, default)
 
     def pause_reading(self) -> None:
-        pass
+        """Flow control: nothing to hold back here (the test feeds the protocol itself)."""
 
     def resume_reading(self) -> None:
-        pass
+        """As ``pause_reading``."""
 
 
 async def test_one_timer_keeps_the_head_body_and_keep_alive_time_outs() -> None:

@@ -546,4 +546,4 @@ class DirectCycle(RequestResponseCycle):
 
 
 def _nothing() -> None:
-    pass
+    """A finished cycle's ``on_response``, as uvicorn's ``run_asgi`` leaves it."""
