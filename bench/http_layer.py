@@ -10,6 +10,9 @@ measurement shows Python's HTTP layer is the floor ..."). Four servers answer ev
   messages, as Sluice's endpoints do for their default answer (``api/ingress.serve``);
 - ``uvicorn+guards``: the same with Sluice's HTTP protocol (``api/connections.protocol``: the
   head and body time-outs, the per-client cap, an answer's head and body in one write);
+- ``uvicorn+direct``: that protocol handing every request to a ``connections.Direct`` that
+  answers with the prebuilt default (``DirectCycle.answer_prebuilt``), as Sluice's endpoints are
+  served: no ASGI cycle, a task per request once its body is in;
 - ``starlette``: ``bench/_bare_app.py``, the baseline of goal 3.
 
 Each server on CPU 0, ``wrk -c<C>`` on CPU 1, 1 s of warm-up then ``--seconds`` measured:
@@ -36,7 +39,7 @@ from _server import BENCH_DIR, environment, free_port, write_results, wrk_post
 from asgi_servers import pin
 from ingest import cpu_seconds
 
-KINDS = ("httptools", "uvicorn", "uvicorn+guards", "starlette")
+KINDS = ("httptools", "uvicorn", "uvicorn+guards", "uvicorn+direct", "starlette")
 BODY = b'{"success":true}'
 HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 16\r\n\r\n"
 START = {
@@ -78,6 +81,35 @@ async def bare_asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
     await send(END)
 
 
+class BareDirect:
+    """A ``connections.Direct`` taking every request: the default answer, prebuilt."""
+
+    def __init__(self) -> None:
+        from sluice.api import connections
+
+        self.answer = connections.Prebuilt(200, START["headers"], BODY)
+
+    def take(self, scope: dict[str, Any]) -> Any:
+        return self.handle
+
+    async def handle(self, cycle: Any) -> None:
+        cycle.answer_prebuilt(self.answer)
+
+
+async def direct_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """The lifespan puts a ``BareDirect`` in the state; nothing else comes as ASGI."""
+    from sluice.api import connections
+
+    if scope["type"] == "lifespan":
+        await receive()
+        scope["state"][connections.DIRECT] = BareDirect()
+        await send({"type": "lifespan.startup.complete"})
+        await receive()
+        await send({"type": "lifespan.shutdown.complete"})
+        return
+    await bare_asgi(scope, receive, send)
+
+
 def serve(kind: str, port: int) -> None:
     import uvicorn
     import uvloop
@@ -91,21 +123,22 @@ def serve(kind: str, port: int) -> None:
         uvloop.run(main())
         return
     http: Any = "httptools"
-    if kind == "uvicorn+guards":
+    if kind in ("uvicorn+guards", "uvicorn+direct"):
         from sluice import public_url
         from sluice.api import connections
 
         counts = connections.ClientCounts(0, public_url.TrustedProxies(""))
         http = connections.protocol(10.0, counts, 30.0, 1024)
+    direct = kind == "uvicorn+direct"
     uvicorn.run(
-        bare_asgi,
+        direct_app if direct else bare_asgi,
         host="127.0.0.1",
         port=port,
         log_level="warning",
         access_log=False,
         loop="uvloop",
         http=http,
-        lifespan="off",
+        lifespan="on" if direct else "off",
         proxy_headers=False,
     )
 
