@@ -427,7 +427,7 @@ class Prebuilt:
 
     def __init__(self, status: int, headers: Iterable[tuple[bytes, bytes]], body: bytes) -> None:
         self._status_line = STATUS_LINE[status]
-        self._tail = b"".join(k + b": " + v + b"\r\n" for k, v in headers) + b"\r\n" + body
+        self._tail = _head(headers) + b"\r\n" + body
         #: The bytes for the last ``default_headers`` seen.
         self._defaults: list[tuple[bytes, bytes]] | None = None
         self._whole = b""
