@@ -3,12 +3,14 @@
 ``SLUICE_ENDPOINT_BASE_URL``; any method, no API key (endpoints are public, as Pipedream's
 are). See docs/api.md, "HTTP endpoints", and ``domain/endpoint_origins``.
 
-Served as plain ASGI by ``App.__call__``, before FastAPI's own middleware (telemetry, the body
-limit, the error middleware) and routing: every method reaches it (WebDAV's too), nothing
-parses the body before the size check, and the hot path costs what it does, not what the
-framework around it does (measured: FastAPI's stack in front cost a third of the endpoint's
-CPU). So errors are rendered here, with the API's one table (``api.errors.render``); anything
-else raised is logged and answered 500 ``internal_error``, as the API's handler does.
+Served in front of FastAPI's own middleware (telemetry, the body limit, the error middleware)
+and routing: every method reaches it (WebDAV's too), nothing parses the body before the size
+check, and the hot path costs what it does, not what the framework around it does (measured:
+FastAPI's stack in front cost a third of the endpoint's CPU). Most requests come straight off
+uvicorn's parser (``Direct``, ``serve_direct``: no ASGI cycle at all); the rest as plain ASGI
+from ``App.__call__`` (``serve``). Either way errors are rendered here, with the API's one
+table (``api.errors.render``); anything else raised is logged and answered 500
+``internal_error``, as the API's handler does.
 """
 
 from __future__ import annotations
@@ -93,10 +95,10 @@ class Direct:
     """The endpoints' requests taken straight off uvicorn's HTTP parser
     (``connections.Direct``; the lifespan state's ``connections.DIRECT``): the ASGI cycle,
     ``App.__call__`` and uvicorn's checks of each ASGI message are skipped, and the answer goes
-    out in one write. A source's request cost 4-14% less CPU than through uvicorn's cycle
+    out in one write: a source's request cost 4-14% less CPU than through uvicorn's cycle
     (``bench/asgi_servers.py --role api --interleave 6 --also <base>``; bench/README.md,
-    issue 29).
-    Requests the protocol does not hand over (see ``connections``) come through ``serve``."""
+    issue 29). Requests the protocol does not hand over (``connections``) come through
+    ``serve``."""
 
     def __init__(self, platform: Platform) -> None:
         self.platform = platform
