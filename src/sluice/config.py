@@ -245,6 +245,11 @@ class Settings:
     #: the endpoints keep accepting (docs/api.md, "HTTP endpoints"). False: jobs keep their full
     #: concurrency and share the core with the endpoints.
     requests_first: bool = True
+    #: ... and only while the queued work waits less than this, seconds: past it the job
+    #: worker runs at full speed, so under a sustained load the events are stored within
+    #: about this much of their request (not only once the shedding bound is near). 0: requests
+    #: first holds until an eighth of ``shed_backlog_seconds``, as before.
+    requests_first_wait_seconds: float = 0.5
     #: Load shedding: an account whose oldest due job has waited longer than this gets 503
     #: ``overloaded`` with ``Retry-After`` on its HTTP endpoints until its backlog is back
     #: under it, seconds (docs/deploy.md, "Faults"). 0: never shed.

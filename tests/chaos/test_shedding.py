@@ -18,6 +18,7 @@ import pytest_asyncio
 import sqlalchemy as sa
 
 from sluice.clock import FakeClock, SystemClock
+from sluice.engine.queue.admission import Admission, AdmissionPolicy
 from sluice.platform import Platform
 from sluice.storage.tables import jobs
 from tests.conftest import _create_pg_database, _drop_pg_database, account_client, make_settings
@@ -27,6 +28,9 @@ export default { name: "shed", version: "1", props: { http: "$.interface.http" }
   async run(event) { this.$emit(event.body); } };
 """
 BOUND_S = 30
+#: Requests first holds while the backlog waits less than this (an eighth of the bound is
+#: 3.75 s: the two rules are told apart between them).
+REQUESTS_FIRST_S = 2
 RESPOND = """
 export default defineComponent({ async run({ steps, $ }) {
   await $.respond({ status: 200, body: { n: steps.trigger.event.body.n } });
@@ -43,6 +47,7 @@ async def shedding(
         tmp_path,
         database_url=database_url,
         shed_backlog_seconds=float(BOUND_S),
+        requests_first_wait_seconds=float(REQUESTS_FIRST_S),
         http_rate_per_second=0.0,
     )
     clock = FakeClock(SystemClock().now_ms())
@@ -94,6 +99,41 @@ async def test_an_old_backlog_sheds_its_account_only(
         assert numbers == [0, 1, 2, 3, 4, 5, 7]
 
 
+async def test_requests_first_ends_once_the_backlog_waits_past_its_wait(
+    shedding: tuple[Platform, FakeClock],
+) -> None:
+    """Requests first (the job worker one unit at a time with a pause after each) holds while
+    the queued work is younger than ``requests_first_wait_seconds``: past it the worker runs
+    at full speed, well before the shedding bound's eighth, so a sustained load's events are
+    stored within about that wait (``bench/pipeline.py``: at 5,000 requests a second the
+    backlog reached 4.3 s in 10 s when only the eighth of 60 s counted). With shedding off,
+    the same wait still ends it."""
+    platform, clock = shedding
+    async with account_client(platform, f"lag-{secrets.token_hex(2)}") as who:
+        _, path = await _source(who.client)
+        for n in range(3):
+            assert (await who.client.post(path, json={"n": n})).status_code == 200
+        no_shedding = Admission(
+            platform.admission.reader,
+            clock,
+            AdmissionPolicy(
+                shed_after_ms=0, reserve_bytes=0, requests_first_ms=REQUESTS_FIRST_S * 1000
+            ),
+        )
+        clock.advance(seconds=REQUESTS_FIRST_S - 1)
+        for admission in (platform.admission, no_shedding):
+            await admission.refresh()
+            assert not admission.backlogged()  # 1 s old: requests first
+        clock.advance(seconds=2)  # 3 s old: past the 2 s, under the eighth of 30 s (3.75 s)
+        for admission in (platform.admission, no_shedding):
+            await admission.refresh()
+            assert admission.backlogged()
+        assert await platform.jobs.drain() >= 3
+        for admission in (platform.admission, no_shedding):
+            await admission.refresh()
+            assert not admission.backlogged()  # caught up: requests first again
+
+
 async def test_a_backlog_that_runs_slower_than_it_grows_is_shed_before_it_is_old(
     shedding: tuple[Platform, FakeClock],
 ) -> None:
@@ -118,7 +158,7 @@ async def test_a_backlog_that_runs_slower_than_it_grows_is_shed_before_it_is_old
         clock.advance(seconds=1)
         await worker_ran(20)
         await platform.admission.refresh()  # 20 queued, 20 a second: a wait of 1 s
-        assert not platform.admission.backlogged()  # requests first
+        assert not platform.admission.backlogged()  # requests first (1 s < 2 s)
         # Room for 20 x 7.5 - 20 = 130 more until the next read (a quarter of the bound at
         # that rate); the 131st is refused.
         await send(130, 100)
@@ -129,7 +169,7 @@ async def test_a_backlog_that_runs_slower_than_it_grows_is_shed_before_it_is_old
         clock.advance(seconds=1)
         await worker_ran(0)
         await platform.admission.refresh()  # 150 queued at (20 + 0) / 2 = 10 a second: 15 s
-        assert platform.admission.backlogged()  # past an eighth of the bound: full speed
+        assert platform.admission.backlogged()  # past both rules' waits: full speed
         assert (await who.client.post(path, json={"n": 999})).status_code == 503  # no room
         for _ in range(2):
             clock.advance(seconds=1)

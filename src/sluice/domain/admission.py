@@ -185,6 +185,23 @@ def wait_ms(*, age_ms: int, queued: int, rate: float | None) -> int:
     return max(age_ms, int(queued / rate * 1000))
 
 
+def past_requests_first(wait: int, *, bound_ms: int, requests_first_ms: int) -> bool:
+    """Whether a backlog that waits ``wait`` ms ends requests first: past ``requests_first_ms``
+    (when above 0) or an eighth of the shedding bound ``bound_ms`` (when above 0).
+
+    >>> past_requests_first(600, bound_ms=60_000, requests_first_ms=500)
+    True
+    >>> past_requests_first(400, bound_ms=60_000, requests_first_ms=500)
+    False
+    >>> past_requests_first(8_000, bound_ms=60_000, requests_first_ms=0)
+    True
+    >>> past_requests_first(8_000, bound_ms=0, requests_first_ms=0)
+    False
+    """
+    limits = [limit for limit in (requests_first_ms, bound_ms // 8 if bound_ms > 0 else 0) if limit]
+    return bool(limits) and wait > min(limits)
+
+
 def room(*, rate: float | None, queued: int, bound_ms: int) -> int:
     """How many more jobs an account may add now: what ``rate`` (jobs a second; None or 0:
     ``MIN_RATE``) runs in ``ROOM_SHARE`` of ``bound_ms``, less its ``queued`` due jobs; 0 when

@@ -226,6 +226,9 @@ class Platform(Services):
             AdmissionPolicy(
                 shed_after_ms=int(settings.shed_backlog_seconds * 1000),
                 reserve_bytes=settings.disk_reserve_mb << 20,
+                requests_first_ms=max(0, int(settings.requests_first_wait_seconds * 1000))
+                if settings.requests_first
+                else 0,
             ),
         )
         handlers = handler_table(settings, reader, invoker, executor, waiters, sends, webhooks)
@@ -354,7 +357,8 @@ def job_worker(
         ),
         handlers,
         # Requests first: the background loop yields while the endpoints are saturated,
-        # unless a backlog grows toward the shedding bound (it could not be run in it so).
+        # unless a backlog waits past SLUICE_REQUESTS_FIRST_WAIT_SECONDS or grows toward the
+        # shedding bound (it could not be run in it so).
         pressure=(lambda: enqueuer.pressed() and not admission.backlogged())
         if settings.requests_first
         else None,

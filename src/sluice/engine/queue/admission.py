@@ -16,10 +16,12 @@ SQLite, the free space of the database's file system (``statvfs``).
   (``admission.room``: what its run rate, else the process's, gets through in a quarter of the
   bound, less its backlog), so the wait stays under the bound instead of overshooting it by
   what one interval takes.
-- **Requests first yields to a backlog.** ``backlogged()`` (some account's wait past an eighth
-  of the bound, under the quarter its room aims at) turns off the job worker's requests-first
-  mode (``engine/queue/jobs.py``): under a burst that mode runs one job at a time, and a backlog run
-  at that pace cannot stay in the bound.
+- **Requests first yields to a backlog.** ``backlogged()`` (some account's wait past
+  ``requests_first_ms``, or past an eighth of the bound, under the quarter its room aims at)
+  turns off the job worker's requests-first mode (``engine/queue/jobs.py``): under a burst that
+  mode runs one unit at a time with a pause after each, and a backlog run at that pace cannot
+  stay in the bound, nor keep a sustained load's events stored within a second of their
+  request (at 5,000 requests a second it stored ~4,000 a second: `bench/pipeline.py`).
 - **Disk reserve.** With less than ``reserve_bytes`` free, every endpoint gets 503
   ``storage_unavailable``: the space left is for the work already accepted (its runs' events,
   the jobs' done marks, a WAL checkpoint), so acknowledged work can always finish. Space
@@ -55,6 +57,9 @@ class AdmissionPolicy:
     shed_after_ms: int
     #: Below this much free disk (SQLite's file system), no new request is taken, bytes; 0: off.
     reserve_bytes: int
+    #: Requests first holds only while every account's backlog waits less than this, ms;
+    #: 0: only the shedding bound's eighth counts.
+    requests_first_ms: int = 0
     #: Seconds between two reads of the queue and the disk. Short: until the next read a
     #: burst goes on being taken (at 2,000 requests a second, a second of it is a backlog of
     #: 20 s at the rate a busy 2-core machine runs them); a read is a few ms off the loop.
@@ -143,7 +148,7 @@ class Admission:
 
     async def refresh(self) -> None:
         """Read the queue's backlog per account and the disk's free space now."""
-        if self.policy.shed_after_ms > 0:
+        if self.policy.shed_after_ms > 0 or self.policy.requests_first_ms > 0:
             now = self.clock.now_ms()
             after = self._max_id
             read = await self.reader.in_thread(lambda conn: job_stats.backlog(conn, now, after))
@@ -180,11 +185,15 @@ class Admission:
             self._disk_low = low
 
     def backlogged(self) -> bool:
-        """Whether some account's backlog waits past an eighth of the bound (at the last read):
-        the job worker then runs at full speed, not requests first (whose pace would let the
-        backlog the room allows wait past the bound)."""
-        bound = self.policy.shed_after_ms
-        return bound > 0 and self.longest_wait_ms * 8 > bound
+        """Whether some account's backlog waits past ``requests_first_ms`` or an eighth of the
+        bound (at the last read): the job worker then runs at full speed, not requests first
+        (whose pace would let the backlog grow: past the bound, or past what a sustained
+        load's events may wait to be stored)."""
+        return admission.past_requests_first(
+            self.longest_wait_ms,
+            bound_ms=self.policy.shed_after_ms,
+            requests_first_ms=self.policy.requests_first_ms,
+        )
 
     def _waits(self, read: job_stats.Backlog, now: int) -> dict[str, int]:
         """Each backlogged account's wait (``admission.wait_ms``), its run rate measured over
