@@ -8,7 +8,8 @@ SQLite's side the two are the same: another connection holds the lock and does n
 While it is stopped the endpoint answers 503 ``storage_unavailable`` with ``Retry-After`` (it
 answered 500 ``internal_error`` before: SQLite's "database is locked" was not translated),
 each request within a bounded time, never a 500; once it resumes and lets go, the same server
-takes requests again. The first write waits SQLite's busy timeout (10 s) for the lock; after
+takes requests again. The first write waits SQLite's busy timeout for the lock (the database
+URL's ``timeout``: 10 s by default, ``BUSY_S`` here, so the test does not idle 10 s); after
 it the file is marked stalled and writes are refused within ``STALLED_PATIENCE_S`` (0.5 s)
 instead of queueing on the engine's one connection behind each other (answers took up to
 40.8 s so before). Every acknowledged request is stored exactly once, and no refused one.
@@ -42,10 +43,12 @@ os.kill(os.getpid(), signal.SIGSTOP)
 conn.execute("ROLLBACK")
 conn.close()
 """
+#: SQLite's busy timeout in this test, seconds (``?timeout=`` on the database URL).
+BUSY_S = 2.0
 #: How long one request may take, stalled or not: longer is a hang. The first writes wait
-#: for the lock up to SQLite's busy timeout (10 s: ``storage/database.py``) each, in turn on
-#: the engine's connection, behind whatever was writing when the stall began (the job worker's
-#: claims and leases too): 10.1 s measured on a quiet machine, over 20 s at load 10.
+#: for the lock up to SQLite's busy timeout each, in turn on the engine's connection, behind
+#: whatever was writing when the stall began (the job worker's claims and leases too): with
+#: the default 10 s, 10.1 s measured on a quiet machine, over 20 s at load 10.
 ANSWER_S = 60.0
 #: Once a request was answered 503, how long each later one during the stall may take: the
 #: file is marked stalled and a write is refused within ``database.STALLED_PATIENCE_S``
@@ -53,8 +56,8 @@ ANSWER_S = 60.0
 LATER_S = 5.0
 #: How long the lock is held at least (the requests meanwhile must all be answered): just past
 #: the busy timeout; the loop then goes on until the first 503 and three answers after it
-#: (it was 15 s: idle time of the suite's).
-STALL_S = 11.0
+#: (it was 15 s, then 11 s with the default busy timeout: idle time of the suite's).
+STALL_S = BUSY_S + 1.0
 
 
 @pytest.mark.timeout(300)
@@ -64,7 +67,7 @@ def test_a_stalled_sqlite_lock_holder_is_503_then_recovered(tmp_path: Path) -> N
 
 
 async def _stall(data: Path) -> None:
-    env = _env(data, "")
+    env = _env(data, f"sqlite:///{data / 'sluice.db'}?timeout={BUSY_S:g}")
     server = Sluice("all", env, port=free_port())
     base = f"http://127.0.0.1:{server.port}"
     statuses: dict[int, int] = {}

@@ -5,6 +5,7 @@ A full SQLite file is real here: ``PRAGMA max_page_count`` makes SQLite answer S
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 
 import asyncpg
@@ -72,6 +73,36 @@ async def test_the_engine_and_the_inline_writer_raise_storage_unavailable(tmp_pa
     finally:
         writer.dispose()
         await engine.dispose()
+
+
+async def test_a_sqlite_urls_timeout_is_how_long_a_write_waits_for_a_lock(tmp_path: Path) -> None:
+    """SQLite's busy timeout is the URL's ``timeout`` (seconds; ``sqlite3.connect``'s), 10 s
+    unless it says: how long a write waits for another process's lock before it gives up
+    (and the request is answered 503). A value that is not a number is refused up front."""
+    held = sqlite3.connect(tmp_path / "c.db", isolation_level=None)
+    held.execute("CREATE TABLE t (x INTEGER)")
+    default = database.create_engine(f"sqlite:///{tmp_path / 'c.db'}")
+    short = database.create_engine(f"sqlite:///{tmp_path / 'c.db'}?timeout=0.2")
+    try:
+        async with default.connect() as conn:
+            assert (await conn.execute(sa.text("PRAGMA busy_timeout"))).scalar_one() == 10_000
+        assert database.busy_timeout_ms(short.url) == 200
+        held.execute("BEGIN IMMEDIATE")  # another process's write lock, held
+        started = time.monotonic()
+        with pytest.raises(sa.exc.OperationalError, match="locked"):
+            async with short.begin() as conn:
+                await conn.execute(sa.text("INSERT INTO t VALUES (1)"))
+        assert time.monotonic() - started < 5.0  # 0.2 s, not the default 10
+        held.execute("ROLLBACK")
+        async with short.begin() as conn:  # let go: the write goes through
+            await conn.execute(sa.text("INSERT INTO t VALUES (2)"))
+    finally:
+        held.close()
+        await default.dispose()
+        await short.dispose()
+    for bad in ("soon", "-1"):
+        with pytest.raises(errors.InvalidRequest, match="not a number of seconds"):
+            database.async_url(f"sqlite:///{tmp_path / 'd.db'}?timeout={bad}")
 
 
 async def test_postgresql_refused_and_terminated_are_unavailable() -> None:

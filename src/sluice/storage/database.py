@@ -38,8 +38,15 @@ MIGRATIONS = Path(__file__).parent / "migrations"
 HEAD = max(p.name.split("_", 1)[0] for p in (MIGRATIONS / "versions").glob("[0-9]*_*.py"))
 
 
+#: SQLite: how long a write waits for another process's write lock (``sqlite3.connect``'s
+#: ``timeout``, its busy timeout), seconds, unless the URL says (``sqlite:///x?timeout=2``):
+#: after it the request is answered 503 ``storage_unavailable`` (``Writer``).
+BUSY_TIMEOUT_S = 10.0
+
+
 def async_url(url: str) -> str:
-    """``postgresql://…`` → ``postgresql+asyncpg://…``; ``sqlite:///x`` → ``sqlite+aiosqlite:///x``."""
+    """``postgresql://…`` → ``postgresql+asyncpg://…``; ``sqlite:///x`` →
+    ``sqlite+aiosqlite:///x?timeout=10`` (``BUSY_TIMEOUT_S`` unless the URL gives one)."""
     try:
         parsed = make_url(url)
     except sa.exc.ArgumentError as exc:
@@ -47,6 +54,18 @@ def async_url(url: str) -> str:
     backend = parsed.get_backend_name()
     if backend == "sqlite":
         parsed = parsed.set(drivername="sqlite+aiosqlite")
+        timeout = parsed.query.get("timeout")
+        if timeout is None:
+            parsed = parsed.update_query_dict({"timeout": str(BUSY_TIMEOUT_S)})
+        else:
+            try:
+                if float(str(timeout)) < 0:
+                    raise ValueError
+            except ValueError:
+                raise errors.InvalidRequest(
+                    f"SLUICE_DATABASE_URL: timeout={timeout!r} is not a number of seconds "
+                    "(how long a write waits for another process's lock)"
+                ) from None
     elif backend == "postgresql":
         parsed = parsed.set(drivername="postgresql+asyncpg")
     else:
@@ -185,8 +204,8 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA foreign_keys=ON")
-    # A second process (``sluice accounts create`` while the server runs) waits, not fails.
-    cursor.execute("PRAGMA busy_timeout=10000")
+    # A second process (``sluice accounts create`` while the server runs) waits, not fails:
+    # for the URL's ``timeout`` (``async_url``), which ``sqlite3.connect`` makes the busy timeout.
     cursor.close()
 
 
@@ -325,11 +344,16 @@ class Reader:
 
 def _run_read_patiently(engine: sa.Engine, fn: Callable[[Connection], T]) -> T:
     with engine.connect() as conn:
-        conn.exec_driver_sql("PRAGMA busy_timeout=10000")
+        conn.exec_driver_sql(f"PRAGMA busy_timeout={busy_timeout_ms(engine.url)}")
         try:
             return fn(conn)
         finally:
             conn.exec_driver_sql("PRAGMA busy_timeout=50")
+
+
+def busy_timeout_ms(url: sa.URL) -> int:
+    """The busy timeout a SQLite URL from ``async_url`` carries, ms."""
+    return int(float(str(url.query.get("timeout", BUSY_TIMEOUT_S))) * 1000)
 
 
 def _sqlite_reader_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -413,7 +437,7 @@ class Writer:
         except Exception as exc:  # the driver's own cursor's errors too
             faults.raise_if_unavailable(exc)
             if self._sync is not None:
-                # Still locked after the engine's busy timeout (10 s): another process holds
+                # Still locked after the busy timeout (the URL's, 10 s): another process holds
                 # the write lock and does not move (stalled): 503, not 500.
                 try:
                     faults.raise_if_locked(exc)
