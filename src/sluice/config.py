@@ -241,15 +241,15 @@ class Settings:
     #: then are stopped and queued again at once (a second signal stops at once too).
     shutdown_grace_seconds: float = 30.0
     #: Requests first: while the HTTP endpoints are saturated (many requests share each
-    #: commit), this process's job worker runs one job at a time with a pause after each, so
-    #: the endpoints keep accepting (docs/api.md, "HTTP endpoints"). False: jobs keep their full
-    #: concurrency and share the core with the endpoints.
+    #: commit), this process's job worker runs one batch of jobs at a time with a pause after
+    #: each, so the endpoints keep accepting (docs/api.md, "HTTP endpoints"). False: jobs keep
+    #: their full concurrency and share the core with the endpoints.
     requests_first: bool = True
-    #: ... and only while the queued work waits less than this, seconds: past it the job
-    #: worker runs at full speed, so under a sustained load the events are stored within
-    #: about this much of their request (not only once the shedding bound is near). 0: requests
-    #: first holds until an eighth of ``shed_backlog_seconds``, as before.
-    requests_first_wait_seconds: float = 0.5
+    #: ... with the pause only while the queued work waits less than this, seconds: past it the
+    #: batches run back to back, so under a sustained load the events are stored within about
+    #: a second of their request (not only once the shedding bound is near: past an eighth of
+    #: ``shed_backlog_seconds`` every slot runs). 0: the pause holds until that eighth.
+    requests_first_wait_seconds: float = 0.25
     #: Load shedding: an account whose oldest due job has waited longer than this gets 503
     #: ``overloaded`` with ``Retry-After`` on its HTTP endpoints until its backlog is back
     #: under it, seconds (docs/deploy.md, "Faults"). 0: never shed.

@@ -18,6 +18,7 @@ import pytest_asyncio
 import sqlalchemy as sa
 
 from sluice.clock import FakeClock, SystemClock
+from sluice.domain.admission import Pace
 from sluice.engine.queue.admission import Admission, AdmissionPolicy
 from sluice.platform import Platform
 from sluice.storage.tables import jobs
@@ -99,15 +100,16 @@ async def test_an_old_backlog_sheds_its_account_only(
         assert numbers == [0, 1, 2, 3, 4, 5, 7]
 
 
-async def test_requests_first_ends_once_the_backlog_waits_past_its_wait(
+async def test_requests_first_keeps_up_once_the_backlog_waits_past_its_wait(
     shedding: tuple[Platform, FakeClock],
 ) -> None:
     """Requests first (the job worker one unit at a time with a pause after each) holds while
-    the queued work is younger than ``requests_first_wait_seconds``: past it the worker runs
-    at full speed, well before the shedding bound's eighth, so a sustained load's events are
-    stored within about that wait (``bench/pipeline.py``: at 5,000 requests a second the
-    backlog reached 4.3 s in 10 s when only the eighth of 60 s counted). With shedding off,
-    the same wait still ends it."""
+    the queued work is younger than ``requests_first_wait_seconds``; past it the units run back
+    to back (``KEEP_UP``), well before the shedding bound's eighth, where every slot runs
+    (``FULL``): a sustained load's events are stored within about a second of their request
+    (``bench/pipeline.py``: at 5,000 requests a second the backlog reached 7.7 s in 60 s when
+    only the eighth of 60 s counted). With shedding off, the wait still ends the pause. With
+    the endpoints not saturated, every slot runs whatever the backlog."""
     platform, clock = shedding
     async with account_client(platform, f"lag-{secrets.token_hex(2)}") as who:
         _, path = await _source(who.client)
@@ -120,18 +122,22 @@ async def test_requests_first_ends_once_the_backlog_waits_past_its_wait(
                 shed_after_ms=0, reserve_bytes=0, requests_first_ms=REQUESTS_FIRST_S * 1000
             ),
         )
-        clock.advance(seconds=REQUESTS_FIRST_S - 1)
-        for admission in (platform.admission, no_shedding):
-            await admission.refresh()
-            assert not admission.backlogged()  # 1 s old: requests first
+        both = (platform.admission, no_shedding)
+
+        async def paces() -> list[Pace]:
+            for admission in both:
+                await admission.refresh()
+            return [admission.pace(pressed=True) for admission in both]
+
+        clock.advance(seconds=REQUESTS_FIRST_S - 1)  # 1 s old
+        assert await paces() == [Pace.REQUESTS_FIRST, Pace.REQUESTS_FIRST]
         clock.advance(seconds=2)  # 3 s old: past the 2 s, under the eighth of 30 s (3.75 s)
-        for admission in (platform.admission, no_shedding):
-            await admission.refresh()
-            assert admission.backlogged()
+        assert await paces() == [Pace.KEEP_UP, Pace.KEEP_UP]
+        clock.advance(seconds=2)  # 5 s old: past the eighth of the bound (none without one)
+        assert await paces() == [Pace.FULL, Pace.KEEP_UP]
+        assert all(admission.pace(pressed=False) is Pace.FULL for admission in both)
         assert await platform.jobs.drain() >= 3
-        for admission in (platform.admission, no_shedding):
-            await admission.refresh()
-            assert not admission.backlogged()  # caught up: requests first again
+        assert await paces() == [Pace.REQUESTS_FIRST, Pace.REQUESTS_FIRST]  # caught up
 
 
 async def test_a_backlog_that_runs_slower_than_it_grows_is_shed_before_it_is_old(
@@ -158,7 +164,7 @@ async def test_a_backlog_that_runs_slower_than_it_grows_is_shed_before_it_is_old
         clock.advance(seconds=1)
         await worker_ran(20)
         await platform.admission.refresh()  # 20 queued, 20 a second: a wait of 1 s
-        assert not platform.admission.backlogged()  # requests first (1 s < 2 s)
+        assert platform.admission.pace(pressed=True) is Pace.REQUESTS_FIRST  # 1 s < 2 s
         # Room for 20 x 7.5 - 20 = 130 more until the next read (a quarter of the bound at
         # that rate); the 131st is refused.
         await send(130, 100)
@@ -169,7 +175,7 @@ async def test_a_backlog_that_runs_slower_than_it_grows_is_shed_before_it_is_old
         clock.advance(seconds=1)
         await worker_ran(0)
         await platform.admission.refresh()  # 150 queued at (20 + 0) / 2 = 10 a second: 15 s
-        assert platform.admission.backlogged()  # past both rules' waits: full speed
+        assert platform.admission.pace(pressed=True) is Pace.FULL  # past the bound's eighth
         assert (await who.client.post(path, json={"n": 999})).status_code == 503  # no room
         for _ in range(2):
             clock.advance(seconds=1)
@@ -184,7 +190,7 @@ async def test_a_backlog_that_runs_slower_than_it_grows_is_shed_before_it_is_old
         clock.advance(seconds=1)
         await worker_ran(150)  # the worker caught up
         await platform.admission.refresh()
-        assert not platform.admission.backlogged()
+        assert platform.admission.pace(pressed=True) is Pace.REQUESTS_FIRST
         assert (await who.client.post(path, json={"n": 1001})).status_code == 200
         await platform.jobs.drain()
 

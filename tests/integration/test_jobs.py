@@ -12,6 +12,7 @@ import sqlalchemy as sa
 
 from sluice import errors
 from sluice.clock import FakeClock
+from sluice.domain.admission import Pace
 from sluice.domain.states import JobKind
 from sluice.engine.queue.jobs import Finish, JobWorker, RanNow, WorkerConfig
 from sluice.platform import Platform
@@ -239,19 +240,20 @@ async def test_done_jobs_are_pruned_after_their_retention(
         assert list(left) == [ids[2]]  # failed jobs are kept
 
 
-@pytest.mark.parametrize("pressed", [True, False])
+@pytest.mark.parametrize("pace", list(Pace))
 async def test_under_pressure_the_background_loop_runs_one_job_at_a_time(
-    platform: Platform, kind: JobKind, pressed: bool
+    platform: Platform, kind: JobKind, pace: Pace
 ) -> None:
-    """While the endpoints are saturated (``pressure``), jobs run one after another; otherwise
-    up to ``concurrency`` at once (the control: the same jobs overlap)."""
+    """While the endpoints are saturated (``pace``: requests first, or keeping up), jobs run
+    one after another; otherwise up to ``concurrency`` at once (the control: the same jobs
+    overlap)."""
     import asyncio
 
     clock = FakeClock()
     worker = JobWorker(
         platform.db, clock, WorkerConfig(concurrency=4, pressed_pause_ms=0, poll_seconds=30)
     )
-    worker.pressure = lambda: pressed
+    worker.pace = lambda: pace
     running, peak = 0, 0
     started: asyncio.Queue[int] = asyncio.Queue()
     releases = {i: asyncio.Event() for i in range(3)}
@@ -280,7 +282,44 @@ async def test_under_pressure_the_background_loop_runs_one_job_at_a_time(
         # A wake-up (the last job's end) meeting stop()'s cancel once hung the loop's wait.
         await worker.stop()
     assert sorted(order) == [0, 1, 2]
-    assert (peak == 1) if pressed else (peak > 1)
+    assert (peak > 1) if pace is Pace.FULL else (peak == 1)
+
+
+@pytest.mark.parametrize("pace", [Pace.KEEP_UP, Pace.REQUESTS_FIRST])
+async def test_keeping_up_runs_one_job_after_another_without_the_pause(
+    platform: Platform, kind: JobKind, pace: Pace
+) -> None:
+    """Keeping up (a backlog past ``requests_first_wait_seconds``): one job at a time, the next
+    as soon as one ends; requests first pauses after each (here an hour: the second job does
+    not start)."""
+    import asyncio
+
+    clock = FakeClock()
+    worker = JobWorker(
+        platform.db, clock, WorkerConfig(concurrency=4, pressed_pause_ms=3_600_000, poll_seconds=30)
+    )
+    worker.pace = lambda: pace
+    ran: asyncio.Queue[int] = asyncio.Queue()
+
+    async def handler(job: Job, finish: Finish) -> None:
+        await ran.put(job.payload["i"])
+
+    worker.handlers[kind] = handler
+    await _enqueue(platform, clock, kind, 3)
+    await worker.start()
+    worker.notify()
+    try:
+        assert await asyncio.wait_for(ran.get(), 30) == 0  # the pause comes after a job
+        if pace is Pace.KEEP_UP:
+            assert [await asyncio.wait_for(ran.get(), 30) for _ in range(2)] == [1, 2]
+        else:
+            # The loop is in its pause (an hour): nothing else starts meanwhile.
+            for _ in range(20):
+                await asyncio.sleep(0)
+            await asyncio.gather(*list(worker._running))
+            assert ran.empty()
+    finally:
+        await worker.stop()
 
 
 async def test_a_job_claimed_but_not_started_runs_now_or_is_released(
@@ -312,10 +351,10 @@ async def test_a_job_claimed_but_not_started_runs_now_or_is_released(
 async def test_requests_first_is_on_by_default_and_can_be_turned_off(platform: Platform) -> None:
     import dataclasses
 
-    assert platform.jobs.pressure is not None  # the ingress's group commits
+    assert platform.jobs.pace is not None  # the ingress's group commits, the backlog's wait
     settings = dataclasses.replace(platform.settings, requests_first=False)
     async with Platform.open(settings, background=False) as other:
-        assert other.jobs.pressure is None
+        assert other.jobs.pace is None
 
 
 async def test_an_account_over_its_share_waits_queued_in_order(

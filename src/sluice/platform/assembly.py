@@ -356,10 +356,10 @@ def job_worker(
             account_share=settings.account_max_concurrency,
         ),
         handlers,
-        # Requests first: the background loop yields while the endpoints are saturated,
-        # unless a backlog waits past SLUICE_REQUESTS_FIRST_WAIT_SECONDS or grows toward the
-        # shedding bound (it could not be run in it so).
-        pressure=(lambda: enqueuer.pressed() and not admission.backlogged())
+        # Requests first: the background loop yields while the endpoints are saturated; once
+        # a backlog waits past SLUICE_REQUESTS_FIRST_WAIT_SECONDS it keeps up, and toward the
+        # shedding bound it runs every slot (the backlog could not be run in the bound so).
+        pace=(lambda: admission.pace(pressed=enqueuer.pressed()))
         if settings.requests_first
         else None,
     )

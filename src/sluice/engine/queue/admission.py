@@ -16,12 +16,13 @@ SQLite, the free space of the database's file system (``statvfs``).
   (``admission.room``: what its run rate, else the process's, gets through in a quarter of the
   bound, less its backlog), so the wait stays under the bound instead of overshooting it by
   what one interval takes.
-- **Requests first yields to a backlog.** ``backlogged()`` (some account's wait past
-  ``requests_first_ms``, or past an eighth of the bound, under the quarter its room aims at)
-  turns off the job worker's requests-first mode (``engine/queue/jobs.py``): under a burst that
-  mode runs one unit at a time with a pause after each, and a backlog run at that pace cannot
-  stay in the bound, nor keep a sustained load's events stored within a second of their
-  request (at 5,000 requests a second it stored ~4,000 a second: `bench/pipeline.py`).
+- **Requests first yields to a backlog.** ``pace()`` (``admission.worker_pace``) sets the job
+  worker's pace (``engine/queue/jobs.py``): under a burst, requests first runs one unit at a
+  time with a pause after each; once some account's backlog waits past ``requests_first_ms``
+  the units run back to back (paused, a backlog cannot keep a sustained load's events stored
+  within a second of their request: at 5,000 requests a second it stored ~4,000 a second,
+  `bench/pipeline.py`), and past an eighth of the bound (under the quarter its room aims at)
+  every slot runs, so it is run before it is shed.
 - **Disk reserve.** With less than ``reserve_bytes`` free, every endpoint gets 503
   ``storage_unavailable``: the space left is for the work already accepted (its runs' events,
   the jobs' done marks, a WAL checkpoint), so acknowledged work can always finish. Space
@@ -184,13 +185,12 @@ class Admission:
                 )
             self._disk_low = low
 
-    def backlogged(self) -> bool:
-        """Whether some account's backlog waits past ``requests_first_ms`` or an eighth of the
-        bound (at the last read): the job worker then runs at full speed, not requests first
-        (whose pace would let the backlog grow: past the bound, or past what a sustained
-        load's events may wait to be stored)."""
-        return admission.past_requests_first(
-            self.longest_wait_ms,
+    def pace(self, *, pressed: bool) -> admission.Pace:
+        """The job worker's pace now (``admission.worker_pace``), ``pressed`` the endpoints'
+        saturation, the backlog's wait as of the last read."""
+        return admission.worker_pace(
+            pressed=pressed,
+            wait=self.longest_wait_ms,
             bound_ms=self.policy.shed_after_ms,
             requests_first_ms=self.policy.requests_first_ms,
         )

@@ -73,6 +73,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sluice import errors, ids
 from sluice.clock import Clock
 from sluice.domain import shares
+from sluice.domain.admission import Pace
 from sluice.domain.states import JobKind
 from sluice.storage import database, jobs
 from sluice.storage.jobs import Job
@@ -139,8 +140,8 @@ class WorkerConfig:
     prune_every_ms: int = 60_000
     #: How often a claim also looks for jobs whose lease passed (their worker died), at most.
     expired_every_ms: int = 5_000
-    #: While ``JobWorker.pressure()`` says the endpoints are saturated: one job at a time, and
-    #: this pause after each (see the class docstring).
+    #: While ``JobWorker.pace()`` says requests first: one unit at a time, and this pause
+    #: after each (see the class docstring).
     pressed_pause_ms: float = 10.0
     #: Jobs of one account run at once, at most (``domain/shares.py``); 0, or ``concurrency``
     #: and more: no share. A batch (below) counts as one.
@@ -419,10 +420,12 @@ class JobWorker:
     ``handlers`` is the table of job kinds this worker runs (built by ``platform/assembly.py``, one
     handler per kind: ``engine/handlers/``); it claims jobs of those kinds only.
 
-    Requests first: ``pressure`` (from the platform: the ingress's group commits are large)
-    makes the background loop run one job at a time with a pause after each, so under a burst
-    the endpoints keep accepting at nearly full speed; runs for a waiting client (``run_now``)
-    are never held back.
+    Requests first: ``pace`` (from the platform: ``domain.admission.Pace``, from whether the
+    ingress's group commits are large and how long the backlog waits) makes the background loop
+    run one unit at a time, with a pause after each (``REQUESTS_FIRST``: under a burst the
+    endpoints keep accepting at nearly full speed) or back to back (``KEEP_UP``: the runs keep
+    pace with a sustained load), or every slot (``FULL``); runs for a waiting client
+    (``run_now``) are never held back.
     """
 
     def __init__(
@@ -432,7 +435,7 @@ class JobWorker:
         config: WorkerConfig | None = None,
         handlers: Mapping[JobKind, Handler] | None = None,
         *,
-        pressure: Callable[[], bool] | None = None,
+        pace: Callable[[], Pace] | None = None,
     ) -> None:
         self.db = db
         self.clock = clock
@@ -450,10 +453,10 @@ class JobWorker:
         self._expired_at: int | None = None
         #: Claimed, not started yet (their leases run).
         self._queue: collections.deque[Job] = collections.deque()
-        #: Whether the endpoints are saturated (see the class docstring); None: never.
-        self.pressure = pressure
+        #: The pace to run at (see the class docstring); None: always ``FULL``.
+        self.pace = pace
         self._last_done = 0.0
-        #: Jobs the loop runs at once now: ``concurrency``, or 1 under pressure.
+        #: Units the loop runs at once now: ``concurrency``, or 1 at a requests-first pace.
         self._limit = self.config.concurrency
         #: The accounts skipped by the last claim when it found nothing, and when.
         self._missed: tuple[str, ...] | None = None
@@ -785,10 +788,10 @@ class JobWorker:
     async def _loop(self) -> None:
         while True:
             self._wake.clear()
-            pressed = self.pressure is not None and self.pressure()
-            limit = self._limit = 1 if pressed else self.config.concurrency
+            pace = Pace.FULL if self.pace is None else self.pace()
+            limit = self._limit = self.config.concurrency if pace is Pace.FULL else 1
             free = limit - len(self._running)
-            if pressed and free > 0:
+            if pace is Pace.REQUESTS_FIRST and free > 0:
                 pause = self.config.pressed_pause_ms / 1000 - (time.monotonic() - self._last_done)
                 if pause > 0:
                     await asyncio.sleep(pause)
