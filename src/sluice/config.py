@@ -247,8 +247,9 @@ class Settings:
     requests_first: bool = True
     #: ... with the pause only while the queued work waits less than this, seconds: past it the
     #: batches run back to back, so under a sustained load the events are stored within about
-    #: a second of their request (not only once the shedding bound is near: past an eighth of
-    #: ``shed_backlog_seconds`` every slot runs). 0: the pause holds until that eighth.
+    #: a second of their request (not only once the shedding bound is near); past eight times
+    #: this, or an eighth of ``shed_backlog_seconds``, every slot runs. 0: the pause holds until
+    #: that eighth.
     requests_first_wait_seconds: float = 0.25
     #: Load shedding: an account whose oldest due job has waited longer than this gets 503
     #: ``overloaded`` with ``Retry-After`` on its HTTP endpoints until its backlog is back

@@ -186,6 +186,15 @@ def wait_ms(*, age_ms: int, queued: int, rate: float | None) -> int:
     return max(age_ms, int(queued / rate * 1000))
 
 
+#: Past this many times the requests-first wait, a backlog gets every slot: keeping up (one
+#: unit at a time) did not hold it, so more comes in than that pace runs. A closed loop of 64
+#: connections on one core: with keeping up until the bound's eighth, the endpoint took 10,226,
+#: 4,826, then 2,508 requests a second as the backlog grew to 7.5 s and every slot took over;
+#: with this, 7,436, 5,960, 5,180. Not lower: every slot at once holds the endpoints (at 4, a
+#: 5,000/s load passed 1 s and its client was sent up to 1 s late, against 40 ms).
+FULL_AFTER = 8
+
+
 class Pace(enum.Enum):
     """How the job worker runs while the endpoints take requests (``engine/queue/jobs.py``)."""
 
@@ -204,9 +213,10 @@ def worker_pace(*, pressed: bool, wait: int, bound_ms: int, requests_first_ms: i
     share each commit) and how long the longest backlog waits (``wait``, ms). Requests first
     holds while the backlog waits less than ``requests_first_ms``; past it the runs keep up
     (measured, at 5,000 requests a second on one core: all slots at once left the client
-    sending up to 0.6 s late, one unit back to back 40 ms, for the same lag); past an eighth of
-    the shedding bound ``bound_ms`` every slot runs, so the backlog is run before it is shed.
-    A limit of 0 is off.
+    sending up to 0.6 s late, one unit back to back 40 ms, for the same lag); past
+    ``FULL_AFTER`` times that wait, or an eighth of the shedding bound ``bound_ms``, every slot
+    runs (more comes in than one unit at a time runs; the backlog is run before it is shed). A
+    limit of 0 is off.
 
     >>> worker_pace(pressed=False, wait=9_000, bound_ms=60_000, requests_first_ms=250).name
     'FULL'
@@ -214,6 +224,8 @@ def worker_pace(*, pressed: bool, wait: int, bound_ms: int, requests_first_ms: i
     'REQUESTS_FIRST'
     >>> worker_pace(pressed=True, wait=600, bound_ms=60_000, requests_first_ms=250).name
     'KEEP_UP'
+    >>> worker_pace(pressed=True, wait=2_100, bound_ms=60_000, requests_first_ms=250).name
+    'FULL'
     >>> worker_pace(pressed=True, wait=8_000, bound_ms=60_000, requests_first_ms=250).name
     'FULL'
     >>> worker_pace(pressed=True, wait=8_000, bound_ms=0, requests_first_ms=0).name
@@ -221,6 +233,8 @@ def worker_pace(*, pressed: bool, wait: int, bound_ms: int, requests_first_ms: i
     """
     if not pressed or (bound_ms > 0 and wait > bound_ms // 8):
         return Pace.FULL
+    if requests_first_ms > 0 and wait > FULL_AFTER * requests_first_ms:
+        return Pace.FULL  # more comes in than one unit at a time runs: all slots
     if requests_first_ms > 0 and wait > requests_first_ms:
         return Pace.KEEP_UP
     return Pace.REQUESTS_FIRST
