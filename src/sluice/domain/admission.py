@@ -226,7 +226,7 @@ def worker_pace(*, pressed: bool, wait: int, bound_ms: int, requests_first_ms: i
     'KEEP_UP'
     >>> worker_pace(pressed=True, wait=2_100, bound_ms=60_000, requests_first_ms=250).name
     'FULL'
-    >>> worker_pace(pressed=True, wait=8_000, bound_ms=60_000, requests_first_ms=250).name
+    >>> worker_pace(pressed=True, wait=8_000, bound_ms=60_000, requests_first_ms=0).name
     'FULL'
     >>> worker_pace(pressed=True, wait=8_000, bound_ms=0, requests_first_ms=0).name
     'REQUESTS_FIRST'
