@@ -21,8 +21,9 @@ SQLite, the free space of the database's file system (``statvfs``).
   time with a pause after each; once some account's backlog waits past ``requests_first_ms``
   the units run back to back (paused, a backlog cannot keep a sustained load's events stored
   within a second of their request: at 5,000 requests a second it stored ~4,000 a second,
-  `bench/pipeline.py`), and past an eighth of the bound (under the quarter its room aims at)
-  every slot runs, so it is run before it is shed.
+  `bench/pipeline.py`), and past ``admission.FULL_AFTER`` times that wait (more comes in than
+  one unit at a time runs) or an eighth of the bound (under the quarter its room aims at) every
+  slot runs, so it is run before it is shed.
 - **Disk reserve.** With less than ``reserve_bytes`` free, every endpoint gets 503
   ``storage_unavailable``: the space left is for the work already accepted (its runs' events,
   the jobs' done marks, a WAL checkpoint), so acknowledged work can always finish. Space
