@@ -290,13 +290,17 @@ async def test_keeping_up_runs_one_job_after_another_without_the_pause(
     platform: Platform, kind: JobKind, pace: Pace
 ) -> None:
     """Keeping up (a backlog past ``requests_first_wait_seconds``): one job at a time, the next
-    as soon as one ends; requests first pauses after each (here an hour: the second job does
-    not start)."""
+    as soon as one ends; requests first pauses after each (here over an hour: the second job
+    does not start), but not before the first."""
     import asyncio
+    import time
 
     clock = FakeClock()
+    # A pause longer than the machine has been up (the monotonic clock counts from boot): the
+    # first job owes no pause, however recently the machine started.
+    pause_ms = (time.monotonic() + 3600) * 1000
     worker = JobWorker(
-        platform.db, clock, WorkerConfig(concurrency=4, pressed_pause_ms=3_600_000, poll_seconds=30)
+        platform.db, clock, WorkerConfig(concurrency=4, pressed_pause_ms=pause_ms, poll_seconds=30)
     )
     worker.pace = lambda: pace
     ran: asyncio.Queue[int] = asyncio.Queue()

@@ -52,6 +52,7 @@ import collections
 import contextlib
 import enum
 import logging
+import math
 import os
 import time
 from collections.abc import (
@@ -455,7 +456,10 @@ class JobWorker:
         self._queue: collections.deque[Job] = collections.deque()
         #: The pace to run at (see the class docstring); None: always ``FULL``.
         self.pace = pace
-        self._last_done = 0.0
+        #: When the last unit ended (``time.monotonic()``); none has yet: no pause is owed.
+        #: (Not 0.0: the monotonic clock counts from boot, so a machine up for less than the
+        #: pause would hold the first unit back.)
+        self._last_done = -math.inf
         #: Units the loop runs at once now: ``concurrency``, or 1 at a requests-first pace.
         self._limit = self.config.concurrency
         #: The accounts skipped by the last claim when it found nothing, and when.
