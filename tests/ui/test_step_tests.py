@@ -257,6 +257,9 @@ def test_the_builders_old_trigger_source_goes_when_the_trigger_changes(page: Pag
     page.get_by_label("A source's events").check()
     picked = page.locator("select[name='trigger.source_id']")
     picked.select_option(picked.locator("option", has_text="kept-hook").get_attribute("value"))
+    # Its props land by htmx above the button: a click before they do can miss the button as
+    # it moves (seen once in CI: the page stayed on the form, nothing saved).
+    expect(page.locator("[data-trigger-source-props]")).to_contain_text("Props of kept-hook")
     page.get_by_role("button", name="Save and deploy").click()
     expect(page.locator("[data-trigger-source]")).to_have_text("kept-hook")
     expect(notice).to_contain_text("the builder deployed for the old trigger was deleted")
