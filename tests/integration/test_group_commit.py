@@ -94,3 +94,71 @@ async def test_runs_of_one_source_in_one_group_commit(
     async with platform.db.connect() as conn:
         assert await jobs.counts(conn, listener_id) == {"queued": 4}
     await platform.jobs.drain()
+
+
+async def test_work_at_a_transactions_end_runs_once_before_it_commits(platform: Platform) -> None:
+    writer = database.Writer(platform.db)
+    grouped = database.GroupWriter(writer)
+    ran: list[tuple[str, Any]] = []
+
+    def work(n: int) -> Any:
+        def transaction(conn: sa.Connection) -> bool:
+            database.memo(conn).setdefault("seen", []).append(n)
+            # The first registration under a key is kept: the end runs once for the group.
+            return database.at_end(
+                conn, "k", lambda c: ran.append(("end", list(database.memo(c)["seen"])))
+            )
+
+        return transaction
+
+    try:
+        assert await asyncio.gather(*(grouped(work(n)) for n in range(3))) == [True] * 3
+        assert ran == [("end", [0, 1, 2])]  # after every function of the group
+        # Outside a Writer's transaction nothing is registered: the caller does its work now.
+        async with platform.db.begin() as conn:
+            assert not await conn.run_sync(lambda c: database.at_end(c, "k", ran.append))
+        assert len(ran) == 1
+    finally:
+        writer.dispose()
+
+
+async def test_a_group_of_workflow_runs_charges_the_storage_once(
+    api: Api, platform: Platform, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sluice.domain.runs import Run
+    from sluice.engine.state import quotas
+    from sluice.storage import usage
+    from tests.integration.test_workflows import DOUBLE, create
+
+    assert platform.commit.quota.enabled
+    workflow = await create(api, [DOUBLE])
+
+    def new_run(n: int) -> Run:
+        return Run(
+            f"r{n}{api.account_id}", api.account_id, workflow["id"], workflow["deployment_id"],
+            "success", {"n": n}, {"id": f"r{n}"}, [], None, None, None, 1_000 + n, 1.0, None,
+        )  # fmt: skip
+
+    runs = [new_run(n) for n in range(3)]
+    async with platform.db.connect() as conn:
+        before, _ = await conn.run_sync(lambda c: usage.read_sync(c, api.account_id))
+    charges: list[int] = []
+    add = usage.add_sync
+
+    def counted(conn: Any, owner_id: str, n: int, now_ms: int) -> int:
+        charges.append(n)
+        return add(conn, owner_id, n, now_ms)
+
+    monkeypatch.setattr(quotas.usage, "add_sync", counted)
+    stored = await asyncio.gather(
+        *(
+            platform.commit.run(r, global_errors=False, db_writes={}, hops=(), mark_done=None)
+            for r in runs
+        )
+    )
+    assert stored == [True, True, True]
+    assert len(charges) == 1, charges  # one group, one charge (a statement each before)
+    async with platform.db.connect() as conn:
+        after, _ = await conn.run_sync(lambda c: usage.read_sync(c, api.account_id))
+    sizes = sum(quotas.size_of(r.event, r.context, r.steps, r.error) for r in runs)
+    assert after - before == sizes

@@ -464,7 +464,7 @@ class Writer:
                 changes = dbapi.total_changes if dbapi is not None else 0
                 try:
                     with self._inline.begin():
-                        result = fn(self._inline)
+                        result = _ending(fn)(self._inline)
                 except _BUSY as exc:
                     if "locked" not in str(exc) and "busy" not in str(exc):
                         raise
@@ -484,7 +484,7 @@ class Writer:
                 # Marked while this write waited for the engine's connection (behind the one
                 # that waited out the busy timeout): refused now, not after another one.
                 raise sqlite3.OperationalError("database is locked (by a stalled process)")
-            result = await conn.run_sync(fn)
+            result = await conn.run_sync(_ending(fn))
         self._taken(started)
         return result
 
@@ -557,6 +557,39 @@ class GroupWriter:
 def _all(fns: list[Callable[[Connection], Any]]) -> Callable[[Connection], list[Any]]:
     def transaction(conn: Connection) -> list[Any]:
         return [fn(conn) for fn in fns]
+
+    return transaction
+
+
+#: ``conn.info``'s key for the work to do at the end of a ``Writer``'s transaction.
+_AT_END = "sluice_at_end"
+
+
+def at_end(conn: Connection, key: Any, fn: Callable[[Connection], object]) -> bool:
+    """Have ``fn`` run once at the end of this transaction's work, before it commits: in a
+    group commit, after every function of the group (``key``: registered once, the first
+    ``fn`` kept). Only in a ``Writer``'s transaction; elsewhere False, nothing registered, and
+    the caller does its work at once. What is gathered for it belongs in ``memo``."""
+    held = conn.info.get(_AT_END)
+    if held is None or held[0] is not conn.get_transaction():
+        return False
+    held[1].setdefault(key, fn)
+    return True
+
+
+def _ending(fn: Callable[[Connection], T]) -> Callable[[Connection], T]:
+    """``fn`` as a ``Writer`` runs it: then what ``at_end`` registered, in the same transaction."""
+
+    def transaction(conn: Connection) -> T:
+        hooks: dict[Any, Callable[[Connection], object]] = {}
+        conn.info[_AT_END] = (conn.get_transaction(), hooks)
+        try:
+            result = fn(conn)
+            for hook in hooks.values():
+                hook(conn)
+            return result
+        finally:
+            conn.info.pop(_AT_END, None)
 
     return transaction
 

@@ -555,7 +555,7 @@ class Commit:
                 )
                 if db_writes:
                     size += quotas.size_of(db_writes)
-                self.quota.charge_sync(conn, run.owner_id, size, now_ms)
+                self.quota.charge_sync(conn, run.owner_id, size, now_ms, at_end=True)
             return True
 
         done = await self._grouped(transaction)

@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 
 #: An account over its quota is counted again exactly at most this often, ms.
 RECOUNT_MS = 60_000
+#: ``database.memo``'s key of the charges gathered for the end of a transaction.
+_CHARGES = "quota_charges"
 
 
 def size_of(*values: Any) -> int:
@@ -105,10 +107,27 @@ class StorageQuota:
             return owner_id in self._over
         return True
 
-    def charge_sync(self, conn: Connection, owner_id: str, n: int, now_ms: int) -> None:
-        """Count ``n`` bytes the transaction stores for the account."""
+    def charge_sync(
+        self, conn: Connection, owner_id: str, n: int, now_ms: int, *, at_end: bool = False
+    ) -> None:
+        """Count ``n`` bytes the transaction stores for the account. ``at_end``: in a
+        ``database.Writer``'s transaction, once for all its charges at its end (a group
+        commit's runs: one statement per account, not one per run; so, as a batch of source
+        runs, a group can pass the quota by its own size before the next write is refused)."""
         if not self.enabled or n <= 0:
             return
+        if at_end and database.at_end(conn, _CHARGES, self._charge_gathered):
+            gathered = database.memo(conn).setdefault(_CHARGES, {})
+            before, _ = gathered.get(owner_id, (0, now_ms))
+            gathered[owner_id] = (before + n, now_ms)
+            return
+        self._charge(conn, owner_id, n, now_ms)
+
+    def _charge_gathered(self, conn: Connection) -> None:
+        for owner_id, (n, now_ms) in database.memo(conn).pop(_CHARGES, {}).items():
+            self._charge(conn, owner_id, n, now_ms)
+
+    def _charge(self, conn: Connection, owner_id: str, n: int, now_ms: int) -> None:
         figure = usage.add_sync(conn, owner_id, n, now_ms)
         if figure >= self.quota_bytes and owner_id not in self._over:
             self._over[owner_id] = now_ms - RECOUNT_MS  # the first refusal recounts
