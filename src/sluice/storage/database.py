@@ -583,13 +583,15 @@ def _ending(fn: Callable[[Connection], T]) -> Callable[[Connection], T]:
     def transaction(conn: Connection) -> T:
         hooks: dict[Any, Callable[[Connection], object]] = {}
         conn.info[_AT_END] = (conn.get_transaction(), hooks)
-        try:
-            result = fn(conn)
-            for hook in hooks.values():
-                hook(conn)
-            return result
-        finally:
-            conn.info.pop(_AT_END, None)
+        result = fn(conn)
+        for hook in hooks.values():
+            hook(conn)
+        # Not in a ``finally``: after a failure (a statement cancelled mid-way) the connection
+        # may refuse even ``info`` until rolled back, and that error would replace the first
+        # (a cancellation, turned into an exception). Left behind, the entry is inert: it
+        # names a transaction that is over (``at_end`` compares).
+        del conn.info[_AT_END]
+        return result
 
     return transaction
 
