@@ -122,11 +122,12 @@ async def test_work_at_a_transactions_end_runs_once_before_it_commits(platform: 
         writer.dispose()
 
 
-async def test_a_group_of_workflow_runs_charges_the_storage_once(
+async def test_a_group_of_workflow_runs_is_one_insert_and_one_charge(
     api: Api, platform: Platform, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from sluice.domain.runs import Run
     from sluice.engine.state import quotas
+    from sluice.storage import runs as runs_store
     from sluice.storage import usage
     from tests.integration.test_workflows import DOUBLE, create
 
@@ -150,6 +151,14 @@ async def test_a_group_of_workflow_runs_charges_the_storage_once(
         return add(conn, owner_id, n, now_ms)
 
     monkeypatch.setattr(quotas.usage, "add_sync", counted)
+    inserted: list[list[str]] = []
+    insert_rows = runs_store._insert_rows
+
+    def insert_counted(conn: Any, rows: list[Run]) -> None:
+        inserted.append([r.id for r in rows])
+        insert_rows(conn, rows)
+
+    monkeypatch.setattr(runs_store, "_insert_rows", insert_counted)
     stored = await asyncio.gather(
         *(
             platform.commit.run(r, global_errors=False, db_writes={}, hops=(), mark_done=None)
@@ -158,7 +167,42 @@ async def test_a_group_of_workflow_runs_charges_the_storage_once(
     )
     assert stored == [True, True, True]
     assert len(charges) == 1, charges  # one group, one charge (a statement each before)
+    assert inserted == [[r.id for r in runs]]  # and one insert of its runs, in order
+    listed = (await api.client.get(f"/v1/workflows/{workflow['id']}/runs")).json()["data"]
+    assert sorted(r["id"] for r in listed) == sorted(r.id for r in runs)
     async with platform.db.connect() as conn:
         after, _ = await conn.run_sync(lambda c: usage.read_sync(c, api.account_id))
     sizes = sum(quotas.size_of(r.event, r.context, r.steps, r.error) for r in runs)
     assert after - before == sizes
+
+
+async def test_a_groups_runs_count_for_the_run_retention(
+    api: Api, platform: Platform, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The trim sees the group's own runs (inserted together at the end of its work)."""
+    import dataclasses
+
+    from sluice.domain.runs import Run
+    from tests.integration.test_workflows import DOUBLE, create
+
+    monkeypatch.setattr(
+        platform.commit, "settings", dataclasses.replace(platform.commit.settings, run_retention=2)
+    )
+    workflow = await create(api, [DOUBLE])
+
+    def new_run(n: int) -> Run:
+        return Run(
+            f"t{n}{api.account_id}", api.account_id, workflow["id"], workflow["deployment_id"],
+            "success", {"n": n}, {"id": f"t{n}"}, [], None, None, None, 1_000 + n, 1.0, None,
+        )  # fmt: skip
+
+    runs = [new_run(n) for n in range(4)]
+    stored = await asyncio.gather(
+        *(
+            platform.commit.run(r, global_errors=False, db_writes={}, hops=(), mark_done=None)
+            for r in runs
+        )
+    )
+    assert stored == [True] * 4
+    listed = (await api.client.get(f"/v1/workflows/{workflow['id']}/runs")).json()["data"]
+    assert sorted(r["id"] for r in listed) == sorted(r.id for r in runs[2:])  # the newest two

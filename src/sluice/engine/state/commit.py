@@ -513,6 +513,11 @@ class Commit:
         )
         batch: _Batch | None = None
 
+        def trim_runs(conn: Connection) -> None:
+            runs.insert_gathered_sync(conn)  # the group's new runs count
+            runs.trim_sync(conn, run.workflow_id, self.settings.run_retention)
+            events.trim_sync(conn, run.workflow_id, self.settings.event_retention)
+
         def transaction(conn: Connection) -> bool:
             nonlocal batch
             if mark_done is not None:
@@ -527,13 +532,13 @@ class Commit:
             if run.pause is not None:
                 self._pause(conn, run, now_ms)
             if sends_from is None:
-                runs.insert_sync(conn, run)
+                # A group commit's runs in one insert at the end of the group's work.
+                runs.insert_sync(conn, run, at_end=True)
             else:
                 runs.update_sync(conn, run, sends_from)
             self._step_db(conn, run.workflow_id, db_writes)
-            if trim:
-                runs.trim_sync(conn, run.workflow_id, self.settings.run_retention)
-                events.trim_sync(conn, run.workflow_id, self.settings.event_retention)
+            if trim and not database.at_end(conn, ("trim", run.workflow_id), trim_runs):
+                trim_runs(conn)
             batch = _Batch(
                 conn,
                 run.owner_id,
