@@ -1,6 +1,7 @@
-"""PostgreSQL pushes other processes' commits (``engine/notifications.py``, migrations 0009, 0011):
-a job added or queued again wakes a job worker, and a stored event wakes the live streams of
-its emitter, with the polls of both set to an hour (so only the push can explain the wake)."""
+"""PostgreSQL pushes other processes' commits (``engine/notifications.py``, migrations 0009, 0011,
+0025): a job added or queued again wakes a job worker, a stored event wakes the live streams of
+its emitter, with the polls of both set to an hour (so only the push can explain the wake), and
+a change to workflows moves the count the runs' copies of workflows are kept by."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ import secrets
 from collections.abc import AsyncIterator
 
 import pytest_asyncio
+import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sluice.clock import FakeClock
 from sluice.domain.states import JobKind
 from sluice.engine import streams
-from sluice.engine.notifications import Notifications
+from sluice.engine.notifications import Notifications, PushedChanges
 from sluice.engine.queue.jobs import Finish, JobWorker, WorkerConfig
 from sluice.engine.state import broker
 from sluice.engine.state.broker import Broker
@@ -154,3 +156,37 @@ async def test_a_stored_event_wakes_the_streams_of_its_emitter(
         stream.close()
         await items.aclose()
         await listener.close()
+
+
+class _Moved(PushedChanges):
+    """Pushed changes that say when they move (so a test waits for the push, not a time)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.moved = asyncio.Event()
+
+    def bump(self) -> None:
+        super().bump()
+        self.moved.set()
+
+
+async def test_a_change_to_workflows_is_pushed_and_nothing_unheard_is_trusted(
+    postgres: tuple[str, AsyncEngine],
+) -> None:
+    url, db = postgres
+    changes = _Moved()
+    assert changes.value() is None  # no listener yet: each run reads its workflow's stamp
+    listener = Notifications(url, lambda *_: None, lambda _emitter: None, changes)
+    await _listening(listener)
+    try:
+        heard = changes.value()
+        assert heard is not None
+        changes.moved.clear()
+        # Another process's commit; the trigger is per statement, so no row is needed.
+        async with db.begin() as conn:
+            await conn.execute(sa.text("UPDATE workflows SET name = name WHERE false"))
+        await asyncio.wait_for(changes.moved.wait(), WAIT_S)
+        assert changes.value() == heard + 1
+    finally:
+        await listener.close()
+    assert changes.value() is None  # the listener gone: nothing is trusted again

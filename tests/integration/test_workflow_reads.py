@@ -1,7 +1,8 @@
 """A run's read of its workflow (``Workflows.current``) across processes: on SQLite a process
 keeps the workflow it read while the change counter shared by the file's processes stands
 still (no database read at all), and reads again as soon as another process has changed a
-workflow; on PostgreSQL it reads the workflow's stamp every time. Another process is another
+workflow; on PostgreSQL it reads the workflow's stamp every time, unless it hears the database's
+pushed changes (``engine/notifications.PushedChanges``). Another process is another
 ``Workflows`` on the same database, with its own counter on the same file."""
 
 from __future__ import annotations
@@ -10,12 +11,14 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 
 from sluice.clock import FakeClock
 from sluice.engine.components import workflows as workflows_module
 from sluice.engine.components.workflow_input import WorkflowInput
 from sluice.engine.components.workflows import Workflows
+from sluice.engine.notifications import Notifications, PushedChanges
 from sluice.platform import Platform
 from sluice.storage import tables
 from sluice.storage.change_counters import ChangeCounter
@@ -23,8 +26,11 @@ from tests.conftest import Api
 from tests.integration.test_workflows import step
 
 
-def _process(platform: Platform, clock: FakeClock, reads: list[int]) -> Workflows:
-    """A ``Workflows`` as another process has it, counting its database reads."""
+def _process(
+    platform: Platform, clock: FakeClock, reads: list[int], changes: Any = None
+) -> Workflows:
+    """A ``Workflows`` as another process has it, counting its database reads (on PostgreSQL
+    with ``changes``, pushed ones; else none: it reads the stamp every time)."""
 
     async def reader(fn: Callable[[Any], Any]) -> Any:
         reads.append(1)
@@ -34,7 +40,7 @@ def _process(platform: Platform, clock: FakeClock, reads: list[int]) -> Workflow
     return Workflows(
         platform.db, platform.components, platform.cipher, platform.settings, clock,
         credentials=platform.credentials, reader=reader,  # type: ignore[arg-type]
-        changes=ChangeCounter.beside(path, "workflow") if path is not None else None,
+        changes=ChangeCounter.beside(path, "workflow") if path is not None else changes,
     )  # fmt: skip
 
 
@@ -111,3 +117,47 @@ async def test_a_run_of_a_workflow_deleted_while_it_ran_is_not_stored(api: Api) 
     assert [s.run is not None for s in stored] == [True, True, False]
     listed = (await api.client.get(f"/v1/workflows/{kept}/runs")).json()
     assert listed["page_info"]["total_count"] == 2
+
+
+@pytest.mark.parametrize("platform", ["postgresql"], indirect=True)
+async def test_on_postgresql_a_copy_is_kept_until_a_change_is_pushed(api: Api) -> None:
+    """A process that hears the database's pushes (``PushedChanges``) reads nothing while no
+    change was pushed, and reads the workflow again once one is; one that does not hear them
+    (nothing listening) reads the stamp every time, as above."""
+    platform = api.platform
+    workflow_id = await _created(api, "pushed")
+    changes = _Moved()
+    listener = Notifications(
+        platform.settings.resolved_database_url, lambda *_: None, lambda _e: None, changes
+    )
+    listener.start()
+    await asyncio.wait_for(listener.listening.wait(), 20)
+    try:
+        clock, reads = FakeClock(), []
+        serving = _process(platform, clock, reads, changes)
+        first = await serving.current(api.account_id, workflow_id)
+        assert first is not None and first.name == "pushed"
+        before = len(reads)
+        assert await serving.current(api.account_id, workflow_id) == first
+        assert len(reads) == before  # heard, nothing changed: no read at all
+        changes.moved.clear()
+        elsewhere = _process(platform, FakeClock(), [])
+        await elsewhere.update(api.account_id, workflow_id, WorkflowInput(name="renamed"))
+        await asyncio.wait_for(changes.moved.wait(), 20)  # the push, from the database
+        now = await serving.current(api.account_id, workflow_id)
+        assert now is not None and now.name == "renamed"
+    finally:
+        await listener.close()
+    reads.clear()
+    await serving.current(api.account_id, workflow_id)
+    assert reads  # not heard any more: the stamp is read
+
+
+class _Moved(PushedChanges):
+    def __init__(self) -> None:
+        super().__init__()
+        self.moved = asyncio.Event()
+
+    def bump(self) -> None:
+        super().bump()
+        self.moved.set()

@@ -39,7 +39,7 @@ from sluice.engine.components.dynamic_props import DynamicProps
 from sluice.engine.components.options import Options
 from sluice.engine.components.registry_import import RegistryImports
 from sluice.engine.components.subscriptions import Subscriptions
-from sluice.engine.components.workflows import Workflows
+from sluice.engine.components.workflows import Changes, Workflows
 from sluice.engine.events import Events
 from sluice.engine.handlers.email import EmailJobs
 from sluice.engine.handlers.emit import EmitJobs
@@ -51,7 +51,7 @@ from sluice.engine.handlers.timer import TimerJobs
 from sluice.engine.handlers.workflow import WorkflowJobs
 from sluice.engine.ingress import Ingress
 from sluice.engine.mail_in import MailIn
-from sluice.engine.notifications import Notifications
+from sluice.engine.notifications import Notifications, PushedChanges
 from sluice.engine.outbound import http_clients
 from sluice.engine.outbound.deliveries import DeliveryConfig, DeliveryWorker
 from sluice.engine.outbound.mailer import Mailer
@@ -115,12 +115,14 @@ class Platform(Services):
             stack.push_async_callback(db.dispose)
             reader = database.Reader(db)
             stack.callback(reader.dispose)
-            # Workflow rows' changes, counted for every process on this SQLite file (a run's
-            # read of its workflow skips the database while the count stands still).
-            workflow_changes = None
+            # Workflow rows' changes, counted for every process (a run's read of its workflow
+            # skips the database while the count stands still): on this SQLite file a shared
+            # counter, on PostgreSQL what the notifications push (heard only once listening).
+            workflow_changes: Changes = PushedChanges()
             if reader.sqlite_path is not None:
-                workflow_changes = ChangeCounter.beside(reader.sqlite_path, "workflow")
-                stack.callback(workflow_changes.close)
+                counter = ChangeCounter.beside(reader.sqlite_path, "workflow")
+                stack.callback(counter.close)
+                workflow_changes = counter
             # One shared client per egress policy for the process's own requests (webhooks).
             clients = await stack.enter_async_context(
                 http_clients.Clients(
@@ -180,7 +182,7 @@ class Platform(Services):
         pool: RunnerPool,
         clients: http_clients.Clients,
         *,
-        workflow_changes: ChangeCounter | None,
+        workflow_changes: Changes,
         background: bool,
     ) -> Platform:
         """Every engine service, each given what it uses when it is made; nothing is opened
@@ -307,7 +309,9 @@ class Platform(Services):
             step_tests=StepTests(db, executor, commit, clock),
             mail_in=mail_in,
             notifications=(
-                _notifications(settings, hub, worker) if database.is_postgres(db) else None
+                _notifications(settings, hub, worker, workflow_changes)
+                if database.is_postgres(db)
+                else None
             ),
             checkpointer=_checkpointer(settings, reader) if background else None,
         )
@@ -365,9 +369,12 @@ def job_worker(
     )
 
 
-def _notifications(settings: Settings, hub: Broker, worker: JobWorker) -> Notifications:
+def _notifications(
+    settings: Settings, hub: Broker, worker: JobWorker, workflow_changes: Changes
+) -> Notifications:
     """Commits of other processes, pushed here (PostgreSQL): a new job wakes the job worker, a
-    stored event or log line the live streams of its emitter (``engine/notifications.py``)."""
+    stored event or log line the live streams of its emitter, a changed workflow the runs'
+    copies (``engine/notifications.py``)."""
 
     def stored(emitter_id: str) -> None:
         topic = broker.stored_topic(emitter_id)
@@ -377,7 +384,8 @@ def _notifications(settings: Settings, hub: Broker, worker: JobWorker) -> Notifi
     def jobs(owner_id: str | None, due_now: bool) -> None:
         worker.notify(owner_id, due_now=due_now)
 
-    return Notifications(settings.resolved_database_url, jobs, stored)
+    pushed = workflow_changes if isinstance(workflow_changes, PushedChanges) else None
+    return Notifications(settings.resolved_database_url, jobs, stored, pushed)
 
 
 async def create_account_offline(

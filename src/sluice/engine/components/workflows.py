@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -38,11 +38,20 @@ from sluice.engine.components.workflow_input import (
 )
 from sluice.storage import database, runs, subscriptions, timers
 from sluice.storage import workflows as store
-from sluice.storage.change_counters import ChangeCounter
 
 #: A workflow this process read is read again (its stamp) once this old, even when no process
 #: counted a change (``ChangeCounter``: a process that died between its commit and its count).
 _RECHECK_MS = 5_000
+
+
+class Changes(Protocol):
+    """A count of changes to workflow rows that every process sees: SQLite's shared
+    ``storage/change_counters.ChangeCounter``, PostgreSQL's ``engine/notifications.PushedChanges``
+    (None while nobody listens: nothing is trusted then)."""
+
+    def value(self) -> int | None: ...
+
+    def bump(self) -> None: ...
 
 
 class Workflows:
@@ -56,13 +65,14 @@ class Workflows:
         *,
         credentials: Credentials,
         reader: database.Reader | None = None,
-        changes: ChangeCounter | None = None,
+        changes: Changes | None = None,
     ) -> None:
         self.db = db
         #: Hot-path reads (inline on SQLite): the workflow of a run.
         self.reader = reader
-        #: Changes to workflow rows, counted across the processes of a SQLite file (None on
-        #: PostgreSQL): moved after each change here commits (``_changed``).
+        #: Changes to workflow rows, counted across the processes (a SQLite file's shared
+        #: counter; PostgreSQL's pushed notifications): moved after each change here commits
+        #: (``_changed``).
         self.changes = changes
         #: The workflows read for runs, by id: their stamps, the change count they were read
         #: under and when (``current``).
@@ -94,10 +104,11 @@ class Workflows:
         return found
 
     async def current(self, owner_id: str, workflow_id: str) -> Workflow | None:
-        """The workflow as stored now, for a run. On SQLite, the copy this process read is
-        used while no process has changed a workflow since (``changes``, a memory read) and
-        it is under ``_RECHECK_MS`` old; else a small row (its stamp: deployment, active, name
-        …) is read, and the whole row (its steps) only when the stamp changed."""
+        """The workflow as stored now, for a run. The copy this process read is used while no
+        process has changed a workflow since (``changes``, a memory read: on PostgreSQL only
+        while its notifications are heard) and it is under ``_RECHECK_MS`` old; else a small
+        row (its stamp: deployment, active, name …) is read, and the whole row (its steps) only
+        when the stamp changed."""
         if self.reader is None:
             async with self.db.connect() as conn:
                 return await store.get(conn, owner_id, workflow_id)
