@@ -12,6 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from sluice.domain.outcomes import SourceResults
+from sluice.domain.runs import Run
 from sluice.platform import Platform
 from sluice.storage import database, events, jobs
 from tests.conftest import Api
@@ -125,7 +126,6 @@ async def test_work_at_a_transactions_end_runs_once_before_it_commits(platform: 
 async def test_a_group_of_workflow_runs_is_one_insert_and_one_charge(
     api: Api, platform: Platform, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sluice.domain.runs import Run
     from sluice.engine.state import quotas
     from sluice.storage import runs as runs_store
     from sluice.storage import usage
@@ -134,13 +134,7 @@ async def test_a_group_of_workflow_runs_is_one_insert_and_one_charge(
     assert platform.commit.quota.enabled
     workflow = await create(api, [DOUBLE])
 
-    def new_run(n: int) -> Run:
-        return Run(
-            f"r{n}{api.account_id}", api.account_id, workflow["id"], workflow["deployment_id"],
-            "success", {"n": n}, {"id": f"r{n}"}, [], None, None, None, 1_000 + n, 1.0, None,
-        )  # fmt: skip
-
-    runs = [new_run(n) for n in range(3)]
+    runs = [_run(api, workflow, f"r{n}") for n in range(3)]
     async with platform.db.connect() as conn:
         before, _ = await conn.run_sync(lambda c: usage.read_sync(c, api.account_id))
     charges: list[int] = []
@@ -182,7 +176,6 @@ async def test_a_groups_runs_count_for_the_run_retention(
     """The trim sees the group's own runs (inserted together at the end of its work)."""
     import dataclasses
 
-    from sluice.domain.runs import Run
     from tests.integration.test_workflows import DOUBLE, create
 
     monkeypatch.setattr(
@@ -190,13 +183,7 @@ async def test_a_groups_runs_count_for_the_run_retention(
     )
     workflow = await create(api, [DOUBLE])
 
-    def new_run(n: int) -> Run:
-        return Run(
-            f"t{n}{api.account_id}", api.account_id, workflow["id"], workflow["deployment_id"],
-            "success", {"n": n}, {"id": f"t{n}"}, [], None, None, None, 1_000 + n, 1.0, None,
-        )  # fmt: skip
-
-    runs = [new_run(n) for n in range(4)]
+    runs = [_run(api, workflow, f"t{n}") for n in range(4)]
     stored = await asyncio.gather(
         *(
             platform.commit.run(r, global_errors=False, db_writes={}, hops=(), mark_done=None)
@@ -206,3 +193,13 @@ async def test_a_groups_runs_count_for_the_run_retention(
     assert stored == [True] * 4
     listed = (await api.client.get(f"/v1/workflows/{workflow['id']}/runs")).json()["data"]
     assert sorted(r["id"] for r in listed) == sorted(r.id for r in runs[2:])  # the newest two
+
+
+def _run(api: Api, workflow: dict[str, Any], name: str) -> Run:
+    """A successful run of ``workflow``, as its commit takes it (ids unique to the account)."""
+
+    n = int(name[1:])
+    return Run(
+        f"{name}{api.account_id}", api.account_id, workflow["id"], workflow["deployment_id"],
+        "success", {"n": n}, {"id": name}, [], None, None, None, 1_000 + n, 1.0, None,
+    )  # fmt: skip

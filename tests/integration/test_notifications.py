@@ -158,7 +158,7 @@ async def test_a_stored_event_wakes_the_streams_of_its_emitter(
         await listener.close()
 
 
-class _Moved(PushedChanges):
+class Moved(PushedChanges):
     """Pushed changes that say when they move (so a test waits for the push, not a time)."""
 
     def __init__(self) -> None:
@@ -174,7 +174,7 @@ async def test_a_change_to_workflows_is_pushed_and_nothing_unheard_is_trusted(
     postgres: tuple[str, AsyncEngine],
 ) -> None:
     url, db = postgres
-    changes = _Moved()
+    changes = Moved()
     assert changes.value() is None  # no listener yet: each run reads its workflow's stamp
     listener = Notifications(url, lambda *_: None, lambda _emitter: None, changes)
     await _listening(listener)

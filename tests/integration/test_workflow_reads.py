@@ -18,11 +18,12 @@ from sluice.clock import FakeClock
 from sluice.engine.components import workflows as workflows_module
 from sluice.engine.components.workflow_input import WorkflowInput
 from sluice.engine.components.workflows import Workflows
-from sluice.engine.notifications import Notifications, PushedChanges
+from sluice.engine.notifications import Notifications
 from sluice.platform import Platform
 from sluice.storage import tables
 from sluice.storage.change_counters import ChangeCounter
 from tests.conftest import Api
+from tests.integration.test_notifications import Moved
 from tests.integration.test_workflows import step
 
 
@@ -126,7 +127,7 @@ async def test_on_postgresql_a_copy_is_kept_until_a_change_is_pushed(api: Api) -
     (nothing listening) reads the stamp every time, as above."""
     platform = api.platform
     workflow_id = await _created(api, "pushed")
-    changes = _Moved()
+    changes = Moved()
     listener = Notifications(
         platform.settings.resolved_database_url, lambda *_: None, lambda _e: None, changes
     )
@@ -151,13 +152,3 @@ async def test_on_postgresql_a_copy_is_kept_until_a_change_is_pushed(api: Api) -
     reads.clear()
     await serving.current(api.account_id, workflow_id)
     assert reads  # not heard any more: the stamp is read
-
-
-class _Moved(PushedChanges):
-    def __init__(self) -> None:
-        super().__init__()
-        self.moved = asyncio.Event()
-
-    def bump(self) -> None:
-        super().bump()
-        self.moved.set()
