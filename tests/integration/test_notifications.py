@@ -6,6 +6,7 @@ a change to workflows moves the count the runs' copies of workflows are kept by.
 from __future__ import annotations
 
 import asyncio
+import collections
 import secrets
 from collections.abc import AsyncIterator
 
@@ -59,10 +60,12 @@ async def test_an_added_or_requeued_job_wakes_a_worker(
     worker.handlers[kind] = handler
     woken: list[str | None] = []
     later: list[bool] = []
+    heard: dict[str | None, asyncio.Event] = collections.defaultdict(asyncio.Event)
 
     def on_jobs(owner_id: str | None, due_now: bool) -> None:
         woken.append(owner_id)
         later.append(not due_now)
+        heard[owner_id].set()
         worker.notify(owner_id, due_now=due_now)
 
     listener = Notifications(url, on_jobs, lambda _emitter: None)
@@ -98,6 +101,10 @@ async def test_an_added_or_requeued_job_wakes_a_worker(
                 [(NewJob(kind, owner, "dc_n", {}), False) for owner in ("u_a", "u_b", "u_a")],
                 now_ms=0,
             )
+        # The pushes themselves are awaited: the worker, claiming again after its last job,
+        # may run the batch before they arrive (seen once in CI).
+        for owner in ("u_a", "u_b"):
+            await asyncio.wait_for(heard[owner].wait(), WAIT_S)
         for _ in range(3):
             await asyncio.wait_for(ran.get(), WAIT_S)
         assert sorted(o for o in woken[before:] if o in ("u_a", "u_b")) == ["u_a", "u_b"]
@@ -108,8 +115,7 @@ async def test_an_added_or_requeued_job_wakes_a_worker(
                 conn, kind=kind, owner_id="u_l", target_id="dc_n", payload={}, now_ms=0,
                 run_after_ms=clock.now_ms() + HOUR * 1000,
             )  # fmt: skip
-        while "u_l" not in woken[before:]:
-            await asyncio.sleep(0.01)
+        await asyncio.wait_for(heard["u_l"].wait(), WAIT_S)
         assert later[woken.index("u_l", before)]
     finally:
         await worker.stop()
