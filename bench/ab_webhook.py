@@ -8,12 +8,14 @@ checkouts alternate ``--rounds`` times, each at every concurrency for ``--second
 from ``/proc/<pid>/stat`` of the server and its Node runner over the measured window.
 
 Run:  .venv/bin/python bench/ab_webhook.py /tmp/base . [--conc 1,64] [--seconds 5] [--rounds 2]
+      [--postgres postgresql://postgres@127.0.0.1:5432/postgres]  (a fresh database a server)
 Needs wrk (apt-get install wrk) and taskset.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import subprocess
 import sys
@@ -23,6 +25,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent / "shared" / "bench"))
 
 import side_by_side as sbs  # noqa: E402
+
+sys.path.insert(0, str(HERE.parent))
+from bench._server import create_database, drop_database  # noqa: E402
 
 
 def tree_cpu(pid: int) -> dict[str, float]:
@@ -79,6 +84,7 @@ def main() -> int:
     ap.add_argument("--conc", default="1,64")
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--postgres", default="", help="an admin URL: each server a fresh database")
     args = ap.parse_args()
     sbs.VENV = HERE.parent / ".venv"
     conc = [int(c) for c in args.conc.split(",")]
@@ -86,8 +92,15 @@ def main() -> int:
         for checkout in args.checkouts:
             load = Path("/proc/loadavg").read_text().split()[0]
             print(f"== round {round_no + 1}, load {load}", flush=True)
-            for line in measure(Path(checkout).resolve(), conc, args.seconds):
-                print(line, flush=True)
+            url = asyncio.run(create_database(args.postgres)) if args.postgres else None
+            if url is not None:
+                os.environ["SLUICE_DATABASE_URL"] = url
+            try:
+                for line in measure(Path(checkout).resolve(), conc, args.seconds):
+                    print(line, flush=True)
+            finally:
+                if url is not None:
+                    asyncio.run(drop_database(args.postgres, url))
     return 0
 
 
